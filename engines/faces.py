@@ -1,0 +1,101 @@
+"""Faces in a frame: the Face record every stage reads, and the landmarker that makes them.
+
+Landmarks are in pixels of the frame they were found in (x, y), with z on the same scale (MediaPipe's
+relative depth times the frame width), so geometric code needs no image size alongside.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from engines.cards import FACE_LANDMARKER, ModelCard
+
+
+@dataclass(slots=True)
+class Face:
+    landmarks: np.ndarray                    # (478, 3) float32, pixels
+    bbox: tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
+    blendshapes: Mapping[str, float] = field(default_factory=dict)
+    pose: tuple[float, float, float] = (0.0, 0.0, 0.0)  # yaw, pitch, roll in degrees
+    transform: np.ndarray | None = None      # 4x4 face transform (canonical face -> camera), if known
+    track_id: int = -1
+    score: float = 1.0
+
+    @property
+    def yaw(self) -> float:
+        return self.pose[0]
+
+
+def pose_from_transform(m: np.ndarray) -> tuple[float, float, float]:
+    """Yaw, pitch, roll in degrees from a 4x4 face transform (rotation R = Rz(roll) Ry(yaw) Rx(pitch))."""
+    r = np.asarray(m, dtype=np.float64)[:3, :3]
+    yaw = math.degrees(math.asin(max(-1.0, min(1.0, -r[2, 0]))))
+    pitch = math.degrees(math.atan2(r[2, 1], r[2, 2]))
+    roll = math.degrees(math.atan2(r[1, 0], r[0, 0]))
+    return yaw, pitch, roll
+
+
+@dataclass(frozen=True, slots=True)
+class LandmarkerConfig:
+    max_faces: int = 4
+    min_detection_confidence: float = 0.5
+    min_presence_confidence: float = 0.5
+    min_tracking_confidence: float = 0.5
+
+
+class MediaPipeLandmarker:
+    """MediaPipe Tasks FaceLandmarker in VIDEO mode: detects, then tracks from frame to frame.
+
+    One instance per stream: VIDEO mode needs strictly increasing timestamps from one source.
+    """
+
+    def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), card: ModelCard = FACE_LANDMARKER) -> None:
+        from mediapipe.tasks.python import BaseOptions, vision  # heavy import, kept local
+
+        self.config = config
+        options = vision.FaceLandmarkerOptions(
+            base_options=BaseOptions(model_asset_path=str(card.path())),
+            running_mode=vision.RunningMode.VIDEO,
+            num_faces=config.max_faces,
+            min_face_detection_confidence=config.min_detection_confidence,
+            min_face_presence_confidence=config.min_presence_confidence,
+            min_tracking_confidence=config.min_tracking_confidence,
+            output_face_blendshapes=True,
+            output_facial_transformation_matrixes=True,
+        )
+        self._landmarker = vision.FaceLandmarker.create_from_options(options)
+        self._last_ts = -1
+        self._lock = threading.Lock()
+
+    def detect(self, image: np.ndarray, timestamp_ms: int) -> list[Face]:
+        import mediapipe as mp
+
+        h, w = image.shape[:2]
+        with self._lock:
+            ts = max(int(timestamp_ms), self._last_ts + 1)
+            self._last_ts = ts
+            result = self._landmarker.detect_for_video(
+                mp.Image(image_format=mp.ImageFormat.SRGB, data=np.ascontiguousarray(image)), ts
+            )
+        faces: list[Face] = []
+        for i, lms in enumerate(result.face_landmarks):
+            pts = np.array([(p.x * w, p.y * h, p.z * w) for p in lms], dtype=np.float32)
+            x0, y0 = pts[:, :2].min(axis=0)
+            x1, y1 = pts[:, :2].max(axis=0)
+            shapes = {c.category_name: float(c.score) for c in result.face_blendshapes[i]} if result.face_blendshapes else {}
+            transform = np.array(result.facial_transformation_matrixes[i], dtype=np.float32) if result.facial_transformation_matrixes else None
+            pose = pose_from_transform(transform) if transform is not None else (0.0, 0.0, 0.0)
+            faces.append(Face(landmarks=pts, bbox=(float(x0), float(y0), float(x1), float(y1)),
+                              blendshapes=shapes, pose=pose, transform=transform))
+        return faces
+
+    def close(self) -> None:
+        with self._lock:
+            if self._landmarker is not None:
+                self._landmarker.close()
+                self._landmarker = None

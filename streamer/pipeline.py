@@ -1,0 +1,86 @@
+"""The ordered stages a frame travels through, and the rule that a failing stage never freezes a stream."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.faces import Face
+    from streamer.session import Session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FrameState:
+    """What travels through the stages: the pixels (H x W x 3 uint8 RGB, or a torch tensor on the GPU
+    path), the frame's timestamp, the faces found so far and per-stage timings in milliseconds."""
+
+    image: Any
+    pts: int = 0
+    faces: list["Face"] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Stage(Protocol):
+    """One step of the pipeline. A stage instance belongs to one session's pipeline, so it may keep that
+    stream's state (trackers, smoothing, colour statistics); models shared between sessions are passed
+    into its constructor."""
+
+    name: str
+
+    def __call__(self, state: FrameState, session: "Session") -> FrameState: ...
+
+
+StageErrorHook = Callable[[str, BaseException], None]
+
+
+class Pipeline:
+    """Runs stages in order. A stage that raises is skipped for that frame: the frame goes on with what
+    the earlier stages made, the error is recorded on the state and reported through `on_error`."""
+
+    def __init__(self, stages: Sequence[Stage], on_error: StageErrorHook | None = None) -> None:
+        self.stages = list(stages)
+        self.on_error = on_error
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    def __call__(self, state: FrameState, session: "Session") -> FrameState:
+        for stage in self.stages:
+            t0 = time.perf_counter()
+            try:
+                out = stage(state, session)
+            except Exception as exc:  # a stage failure must not freeze the stream
+                state.errors[stage.name] = f"{type(exc).__name__}: {exc}"
+                log.warning("stage %s failed: %s", stage.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                if self.on_error is not None:
+                    self.on_error(stage.name, exc)
+            else:
+                state = out
+            state.timings[stage.name] = (time.perf_counter() - t0) * 1000.0
+        return state
+
+    def close(self) -> None:
+        for stage in self.stages:
+            close = getattr(stage, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # closing is best effort
+                    log.exception("closing stage %s", stage.name)
+
+
+def as_rgb_uint8(image: np.ndarray) -> np.ndarray:
+    """The pipeline's pixel contract: contiguous H x W x 3 uint8."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"expected HxWx3 uint8 RGB, got {image.dtype} {image.shape}")
+    return np.ascontiguousarray(image)

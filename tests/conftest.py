@@ -1,0 +1,60 @@
+"""Shared test data: real photos that load offline, and clips made from them with known motion."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def _rgb(img: np.ndarray) -> np.ndarray:
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    return np.ascontiguousarray(img[..., :3].astype(np.uint8))
+
+
+@pytest.fixture(scope="session")
+def astronaut() -> np.ndarray:
+    """Eileen Collins, NASA portrait (public domain), 512x512 RGB, shipped in scikit-image."""
+    import skimage.data
+
+    return _rgb(skimage.data.astronaut())
+
+
+@pytest.fixture(scope="session")
+def grace_hopper() -> np.ndarray:
+    """Grace Hopper portrait, 512x600 RGB, shipped in matplotlib's sample data."""
+    import matplotlib.cbook
+
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+        return _rgb(np.asarray(Image.open(f).convert("RGB")))
+
+
+@pytest.fixture(scope="session")
+def face_free_images() -> dict[str, np.ndarray]:
+    """Real photos with no face in them."""
+    import skimage.data
+
+    return {"coffee": _rgb(skimage.data.coffee()), "chelsea": _rgb(skimage.data.chelsea()), "rocket": _rgb(skimage.data.rocket())}
+
+
+def browser_path() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path to headless Chromium; a skip without one, a failure when LIVEFUSE_REQUIRE_BROWSER=1."""
+    path = browser_path()
+    if path is None:
+        if os.environ.get("LIVEFUSE_REQUIRE_BROWSER") == "1":
+            pytest.fail("LIVEFUSE_REQUIRE_BROWSER=1 but no Chromium was found (apt-get install chromium)")
+        pytest.skip("no Chromium installed")
+    return path

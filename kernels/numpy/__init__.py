@@ -1,0 +1,1 @@
+"""CPU twins of the pixel kernels (NumPy/OpenCV): the default path."""

@@ -1,0 +1,1 @@
+"""torch twins of the pixel kernels: same names and results as kernels.numpy, on any device."""

@@ -1,0 +1,12 @@
+"""`livefuse eval NAME --json`: run a quality harness from `streamer/evals/` and print its figures."""
+
+from streamer.commands._dispatch import add_named_modules, run_named_module
+
+HELP = "run a quality harness (fusion, prompts, ...) and print JSON"
+
+
+def add_arguments(parser):
+    add_named_modules(parser, "streamer.evals")
+
+
+run = run_named_module

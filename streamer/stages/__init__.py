@@ -1,0 +1,1 @@
+"""Pipeline stages, one module each: faces (detect + track), fusion, edits, watermark."""

@@ -1,0 +1,80 @@
+"""A face landmarker on the torch port: the same `detect(image, timestamp_ms) -> list[Face]` seam as
+MediaPipeLandmarker, on CPU or CUDA.
+
+VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
+runs only while fewer than `max_faces` faces are followed. Not ported (yet): blendshapes and the face
+transform, so `blendshapes` is empty and `pose` is estimated from the landmarks alone (roll from the
+eye corners; yaw and pitch left at 0).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import torch
+
+from engines.faces import Face, LandmarkerConfig
+from engines.tracking import iou
+from engines.torch_port.networks import (RotatedRect, TorchFaceDetector, TorchLandmarkNet, roi_from_detection,
+                                         roi_from_landmarks)
+
+
+class TorchLandmarker:
+    def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence)
+        self.net = TorchLandmarkNet(self.device)
+        self._rois: list[RotatedRect] = []
+        self._lock = threading.Lock()
+
+    def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
+        if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"landmarker expects H x W x 3 uint8 RGB, got {getattr(image, 'dtype', type(image))} "
+                             f"{getattr(image, 'shape', '')}")
+        cfg = self.config
+        with self._lock:
+            rois = list(self._rois) if cfg.mode == "video" else []
+            min_conf = cfg.min_tracking_confidence
+            if len(rois) < cfg.max_faces:
+                boxes = [_rect_box(r) for r in rois]
+                for d in self.detector.detect(image):
+                    if len(rois) >= cfg.max_faces:
+                        break
+                    if all(iou(d.box, b) < 0.5 for b in boxes):
+                        rois.append(roi_from_detection(d.box, d.keypoints))
+                        boxes.append(d.box)
+            results = self.net.landmarks(image, rois)
+            faces, keep = [], []
+            for res in results:
+                if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
+                    continue
+                pts = res.landmarks
+                lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+                faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
+                                  pose=(0.0, 0.0, roll_from_landmarks(pts)), score=res.presence))
+                keep.append(roi_from_landmarks(pts))
+            self._rois = keep if cfg.mode == "video" else []
+        return faces
+
+    def close(self) -> None:
+        with self._lock:
+            self._rois = []
+
+
+def roll_from_landmarks(landmarks: np.ndarray) -> float:
+    """Head roll in degrees from the outer eye corners, signed like MediaPipe's pose (counter-clockwise
+    on screen is positive)."""
+    (x0, y0), (x1, y1) = landmarks[33, :2], landmarks[263, :2]
+    return math.degrees(math.atan2(-(y1 - y0), x1 - x0))
+
+
+def _rect_box(r: RotatedRect) -> np.ndarray:
+    # the ROI is 1.5x the face; the face box is its middle two thirds
+    half = r.width / ROI_HALF
+    return np.array([r.cx - half, r.cy - half, r.cx + half, r.cy + half], np.float32)
+
+
+ROI_HALF = 3.0   # width / 1.5 / 2

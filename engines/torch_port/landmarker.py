@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Callable
 
 import numpy as np
 import torch
 
 from engines.faces import Face, LandmarkerConfig
 from engines.tracking import iou
-from engines.torch_port.networks import (RotatedRect, TorchFaceDetector, TorchLandmarkNet, roi_from_detection,
-                                         roi_from_landmarks)
+from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, RotatedRect, TorchFaceDetector,
+                                         TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
 
 
 class TorchLandmarker:
-    def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu") -> None:
+    def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
+                 network_factory: Callable[[str], Callable] | None = None) -> None:
+        """network_factory(member) -> runner: how the networks run (default: the torch modules)."""
         self.config = config
         self.device = torch.device(device)
-        self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence)
-        self.net = TorchLandmarkNet(self.device)
+        make = network_factory or (lambda member: None)
+        self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence,
+                                          graph=make(DETECTOR_MEMBER))
+        self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
         self._rois: list[RotatedRect] = []
         self._lock = threading.Lock()
 

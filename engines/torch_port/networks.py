@@ -14,6 +14,7 @@ import math
 import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import cv2
 import numpy as np
@@ -100,11 +101,12 @@ class LandmarkResult:
 
 
 class TorchLandmarkNet:
-    """The 478-point landmark network. `run` takes a batch of crops; `landmarks` does crop -> frame."""
+    """The 478-point landmark network. `run` takes a batch of crops; `landmarks` does crop -> frame.
+    `graph` replaces the torch module with another runner of the same network (a TensorRT engine)."""
 
-    def __init__(self, device: str | torch.device = "cpu") -> None:
+    def __init__(self, device: str | torch.device = "cpu", graph: Callable | None = None) -> None:
         self.device = torch.device(device)
-        self.net = load_network(LANDMARKS_MEMBER, self.device)
+        self.net = graph if graph is not None else load_network(LANDMARKS_MEMBER, self.device)
 
     @torch.inference_mode()
     def run(self, crops: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -155,9 +157,10 @@ class Detection:
 class TorchFaceDetector:
     """BlazeFace short range on a letterboxed 128 x 128 view of the whole frame."""
 
-    def __init__(self, device: str | torch.device = "cpu", min_score: float = 0.5, nms_iou: float = 0.3) -> None:
+    def __init__(self, device: str | torch.device = "cpu", min_score: float = 0.5, nms_iou: float = 0.3,
+                 graph: Callable | None = None) -> None:
         self.device = torch.device(device)
-        self.net = load_network(DETECTOR_MEMBER, self.device)
+        self.net = graph if graph is not None else load_network(DETECTOR_MEMBER, self.device)
         self.anchors = ssd_anchors()
         self.min_score = min_score
         self.nms_iou = nms_iou

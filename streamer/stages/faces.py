@@ -12,6 +12,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from engines.backends import BackendSettings, select_backend
 from engines.faces import Face, LandmarkerConfig
 from engines.smoothing import OneEuroLandmarks, SmoothingConfig
 from engines.tracking import FaceTracker, TrackerConfig
@@ -30,6 +31,7 @@ class FaceStageConfig:
     landmarker: LandmarkerConfig = field(default_factory=LandmarkerConfig)
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
+    backend: BackendSettings = field(default_factory=BackendSettings)
     time_base: float = VIDEO_TIME_BASE   # seconds per pts tick, unless state.extras["time_base"] says
 
 
@@ -41,10 +43,8 @@ class FaceStage:
     def __init__(self, config: FaceStageConfig = FaceStageConfig(),
                  detector: Detector | Callable[[LandmarkerConfig], Detector] | None = None) -> None:
         self.config = config
-        if detector is None:
-            from engines.faces import MediaPipeLandmarker
-
-            detector = MediaPipeLandmarker(config.landmarker)
+        if detector is None:  # the first backend in the preference list that runs here
+            detector = select_backend(config.backend).landmarker(config.landmarker)
         elif not hasattr(detector, "detect"):
             detector = detector(config.landmarker)
         self.detector: Detector = detector

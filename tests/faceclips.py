@@ -43,3 +43,18 @@ def face_tile(photo: np.ndarray, face_box, size: int = 320, margin: float = 2.2)
     k = size / (max(x1 - x0, y1 - y0) * margin)
     m = np.array([[k, 0, size / 2 - cx * k], [0, k, size / 2 - cy * k]])
     return cv2.warpAffine(photo, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=(118, 118, 118))
+
+
+def write_video(path, frames, fps: int = 30, codec: str = "libx264") -> None:
+    """Encode RGB frames to a video file with PyAV (for tests of video inputs)."""
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(codec, rate=fps)
+        stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
+        stream.pix_fmt = "yuv420p"
+        for f in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)

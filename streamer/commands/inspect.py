@@ -130,7 +130,7 @@ def _video_frames(path: Path) -> Iterator[tuple[float, Any]]:
             except av.FFmpegError as exc:
                 if i == 0:
                     raise ValueError(f"{path}: neither an image nor a video we can decode ({exc})") from None
-                raise ValueError(f"{path}: video data is corrupt after frame {i} ({exc})") from None
+                raise ValueError(f"{path}: cannot decode the video past frame {i} ({exc})") from None
             t = float(frame.time) if frame.time is not None else i / 30.0
             yield t, frame.to_ndarray(format="rgb24")
             i += 1

@@ -9,9 +9,7 @@ float rounding, and any device or batch size works.
 
 from __future__ import annotations
 
-import io
 import math
-import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -20,7 +18,7 @@ import cv2
 import numpy as np
 import torch
 
-from engines.cards import FACE_LANDMARKER, ModelCard
+from engines.cards import MEMBER_CARDS, ModelError
 from engines.torch_port.tflite_graph import TFLiteGraph, load_graph
 
 DETECTOR_MEMBER = "face_detector.tflite"
@@ -30,10 +28,11 @@ LANDMARKS_SIZE = 256
 ROI_SCALE = 1.5
 
 
-def read_task_member(member: str, card: ModelCard = FACE_LANDMARKER) -> bytes:
-    """One .tflite file out of the verified .task bundle (a zip)."""
-    with zipfile.ZipFile(card.path()) as z:
-        return z.read(member)
+def read_task_member(member: str) -> bytes:
+    """One .tflite file out of the verified .task bundle, checked against its own card's sha256."""
+    if member not in MEMBER_CARDS:
+        raise ModelError(f"no model card for {member!r}; known: {', '.join(MEMBER_CARDS)}")
+    return MEMBER_CARDS[member].read()
 
 
 @lru_cache(maxsize=4)

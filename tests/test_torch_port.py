@@ -17,7 +17,7 @@ from engines.torch_port.landmarker import TorchLandmarker
 from engines.torch_port.networks import (DETECTOR_MEMBER, TorchFaceDetector, TorchLandmarkNet, crop,
                                          read_task_member, roi_from_landmarks, ssd_anchors)
 from engines.torch_port.tflite_graph import UnsupportedModel, load_graph, parse_tflite
-from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, face_tile, place
+from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
 CLIPS = {"plain": dict(), "rolled": dict(angle=20, scale=1.3), "hd": dict(size=(1280, 720), scale=2.0)}
 
@@ -158,3 +158,23 @@ def test_graph_runs_any_batch_and_keeps_tflite_layout():
     with torch.inference_mode():
         reg, cls = g(torch.zeros(3, 128, 128, 3))
     assert reg.shape == (3, 896, 16) and cls.shape == (3, 896, 1)
+
+
+def test_video_mode_follows_a_moving_face_and_redetects_after_a_gap(astronaut):
+    lm = TorchLandmarker(LandmarkerConfig(max_faces=1))
+    clip = [place(astronaut, shift=(6 * i, 3 * i), angle=i) for i in range(5)]
+    frames = [frame for frame, _ in clip]
+    blank = np.full_like(frames[0], 118)
+    seen = []
+    try:
+        for i, frame in enumerate(frames + [blank] + frames[:1]):
+            seen.append(lm.detect(frame, i * 33))
+    finally:
+        lm.close()
+    assert [len(f) for f in seen] == [1, 1, 1, 1, 1, 0, 1]
+    # landmarks follow the motion: where frame 0's landmarks land under frame 4's transform
+    to_photo = np.linalg.inv(np.vstack([clip[0][1], [0, 0, 1]]))[:2]
+    predicted = apply(clip[4][1], apply(to_photo, seen[0][0].landmarks))
+    err = np.linalg.norm(seen[4][0].landmarks[:, :2] - predicted, axis=1)
+    assert err.mean() < 1.5, err.mean()
+    assert seen[6][0].landmarks[33, :2] == pytest.approx(seen[0][0].landmarks[33, :2], abs=1.0)

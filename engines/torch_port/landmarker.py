@@ -18,7 +18,7 @@ import torch
 
 from engines.faces import Face, LandmarkerConfig
 from engines.tracking import iou
-from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, RotatedRect, TorchFaceDetector,
+from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchFaceDetector,
                                          TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
 
 
@@ -77,9 +77,6 @@ def roll_from_landmarks(landmarks: np.ndarray) -> float:
 
 
 def _rect_box(r: RotatedRect) -> np.ndarray:
-    # the ROI is 1.5x the face; the face box is its middle two thirds
-    half = r.width / ROI_HALF
+    """The face box inside a landmark ROI (the ROI is the face scaled by ROI_SCALE)."""
+    half = r.width / ROI_SCALE / 2.0
     return np.array([r.cx - half, r.cy - half, r.cx + half, r.cy + half], np.float32)
-
-
-ROI_HALF = 3.0   # width / 1.5 / 2

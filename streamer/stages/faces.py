@@ -8,22 +8,17 @@ the smoothed landmarks; the raw landmarks stay in `state.extras["raw_landmarks"]
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 
-from engines.backends import BackendSettings, select_backend
+from engines.backends import BackendSettings, Detector, select_backend
 from engines.faces import Face, LandmarkerConfig
 from engines.smoothing import OneEuroLandmarks, SmoothingConfig
 from engines.tracking import FaceTracker, TrackerConfig
 from streamer.pipeline import FrameState
 
 VIDEO_TIME_BASE = 1.0 / 90000.0   # aiortc's video clock, the default when a frame carries no time base
-
-
-class Detector(Protocol):
-    def detect(self, image: np.ndarray, timestamp_ms: int) -> list[Face]: ...
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

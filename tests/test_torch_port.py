@@ -3,7 +3,8 @@
 Tolerances (measured values in brackets): detector score within 1e-4 [1e-7], keypoints within 0.5 px
 [<0.1], box origin and size within 1 px [MediaPipe truncates both to whole pixels]; landmarks from the same crop within
 0.25 px mean and 0.6 px max [0.06 / 0.19], z within 3 px [1.9]; the whole detect -> crop -> landmarks
-path within 0.1 px mean [0.01].
+path within 0.1 px mean [0.01]; blendshapes from the same landmarks within 1e-4 [6e-6], from the whole
+torch path within 0.01.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import torch
 
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
 from engines.torch_port.landmarker import TorchLandmarker
-from engines.torch_port.networks import (DETECTOR_MEMBER, TorchFaceDetector, TorchLandmarkNet, crop,
-                                         read_task_member, roi_from_landmarks, ssd_anchors)
+from engines.torch_port.networks import (BLENDSHAPES_MEMBER, DETECTOR_MEMBER, TorchBlendshapes, TorchFaceDetector,
+                                         TorchLandmarkNet, crop, read_task_member, roi_from_landmarks, ssd_anchors)
 from engines.torch_port.tflite_graph import UnsupportedModel, load_graph, parse_tflite
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
@@ -124,6 +125,8 @@ def test_full_path_matches_mediapipe_image_mode(astronaut, grace_hopper):
             err = np.linalg.norm(got[0].landmarks[:, :2] - ref[0].landmarks[:, :2], axis=1)
             assert err.mean() < 0.1 and err.max() < 0.3, (err.mean(), err.max())
             assert got[0].pose[2] == pytest.approx(ref[0].pose[2], abs=2.0)  # roll
+            shapes_err = max(abs(got[0].blendshapes[k] - v) for k, v in ref[0].blendshapes.items())
+            assert shapes_err < 0.01, shapes_err
     finally:
         mp_lm.close()
         torch_lm.close()
@@ -147,10 +150,27 @@ def _landmarks(photo):
         lm.close()
 
 
-def test_unsupported_ops_are_named(tmp_path):
-    blend = read_task_member("face_blendshapes.tflite")
-    with pytest.raises(UnsupportedModel, match="not supported"):
-        parse_tflite(blend)
+def test_unsupported_ops_are_named():
+    # the NCHW port refuses the blendshapes network's reductions by name (ExactGraph runs them)
+    with pytest.raises(UnsupportedModel, match="MEAN is not supported by the NCHW graph port"):
+        load_graph(read_task_member(BLENDSHAPES_MEMBER))
+    graph = parse_tflite(read_task_member(BLENDSHAPES_MEMBER))
+    assert {op.kind for op in graph.ops} >= {"MEAN", "TRANSPOSE", "STRIDED_SLICE", "RSQRT"}
+
+
+def test_blendshapes_match_litert_from_the_same_landmarks(astronaut, grace_hopper):
+    port = TorchBlendshapes("cpu")
+    lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
+    try:
+        for photo in (astronaut, grace_hopper, place(astronaut, angle=30, scale=0.9)[0]):
+            face = lm.detect(photo, 0)[0]
+            got = port(face.landmarks)
+            assert list(got) == list(face.blendshapes)  # same 52 names, same order
+            err = max(abs(got[k] - face.blendshapes[k]) for k in got)
+            assert err < 1e-4, err  # measured 6e-6
+    finally:
+        lm.close()
+    assert got["mouthSmileLeft"] > 0.5  # the astronaut smiles; the port says so too
 
 
 def test_graph_runs_any_batch_and_keeps_tflite_layout():

@@ -2,9 +2,9 @@
 MediaPipeLandmarker, on CPU or CUDA.
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
-runs only while fewer than `max_faces` faces are followed. Not ported (yet): blendshapes and the face
-transform, so `blendshapes` is empty and `pose` is estimated from the landmarks alone (roll from the
-eye corners; yaw and pitch left at 0).
+runs only while fewer than `max_faces` faces are followed. Blendshapes come from the ported blendshapes
+network. Not ported: the face transform (MediaPipe's geometry pipeline), so `transform` is None and
+`pose` is estimated from the landmarks alone (roll from the eye corners; yaw and pitch left at 0).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import torch
 
 from engines.faces import Face, LandmarkerConfig
 from engines.tracking import iou
-from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchFaceDetector,
-                                         TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
+from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchBlendshapes,
+                                         TorchFaceDetector, TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
 
 
 class TorchLandmarker:
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
-                 network_factory: Callable[[str], Callable] | None = None) -> None:
+                 network_factory: Callable[[str], Callable] | None = None, blendshapes: bool = True) -> None:
         """network_factory(member) -> runner: how the networks run (default: the torch modules)."""
         self.config = config
         self.device = torch.device(device)
@@ -32,6 +32,7 @@ class TorchLandmarker:
         self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
         self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
+        self.blendshapes = TorchBlendshapes(self.device) if blendshapes else None
         self._rois: list[RotatedRect] = []
         self._lock = threading.Lock()
 
@@ -58,8 +59,9 @@ class TorchLandmarker:
                     continue
                 pts = res.landmarks
                 lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+                shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
                 faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
-                                  pose=(0.0, 0.0, roll_from_landmarks(pts)), score=res.presence))
+                                  blendshapes=shapes, pose=(0.0, 0.0, roll_from_landmarks(pts)), score=res.presence))
                 keep.append(roi_from_landmarks(pts))
             self._rois = keep if cfg.mode == "video" else []
         return faces

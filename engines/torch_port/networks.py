@@ -23,6 +23,7 @@ from engines.torch_port.tflite_graph import TFLiteGraph, load_graph
 
 DETECTOR_MEMBER = "face_detector.tflite"
 LANDMARKS_MEMBER = "face_landmarks_detector.tflite"
+BLENDSHAPES_MEMBER = "face_blendshapes.tflite"
 DETECTOR_SIZE = 128
 LANDMARKS_SIZE = 256
 ROI_SCALE = 1.5
@@ -127,6 +128,49 @@ class TorchLandmarkNet:
             z = pts[:, 2:3] * (r.width / LANDMARKS_SIZE)
             out.append(LandmarkResult(np.hstack([xy, z]).astype(np.float32), float(p), r))
         return out
+
+
+# The blendshapes network reads these 146 of the 478 landmarks, x and y in frame pixels, in this order
+# (the model's input contract, as MediaPipe's face_blendshapes_graph.cc feeds it).
+BLENDSHAPE_LANDMARKS = (
+    0, 1, 4, 5, 6, 7, 8, 10, 13, 14, 17, 21, 33, 37, 39, 40, 46, 52, 53, 54, 55, 58, 61, 63, 65, 66, 67, 70,
+    78, 80, 81, 82, 84, 87, 88, 91, 93, 95, 103, 105, 107, 109, 127, 132, 133, 136, 144, 145, 146, 148, 149,
+    150, 152, 153, 154, 155, 157, 158, 159, 160, 161, 162, 163, 168, 172, 173, 176, 178, 181, 185, 191, 195,
+    197, 234, 246, 249, 251, 263, 267, 269, 270, 276, 282, 283, 284, 285, 288, 291, 293, 295, 296, 297, 300,
+    308, 310, 311, 312, 314, 317, 318, 321, 323, 324, 332, 334, 336, 338, 356, 361, 362, 365, 373, 374, 375,
+    377, 378, 379, 380, 381, 382, 384, 385, 386, 387, 388, 389, 390, 397, 398, 400, 402, 405, 409, 415, 454,
+    466, 468, 469, 470, 471, 472, 473, 474, 475, 476, 477,
+)
+# its 52 outputs, in order (ARKit names, as MediaPipe reports them)
+BLENDSHAPE_NAMES = (
+    "_neutral", "browDownLeft", "browDownRight", "browInnerUp", "browOuterUpLeft", "browOuterUpRight",
+    "cheekPuff", "cheekSquintLeft", "cheekSquintRight", "eyeBlinkLeft", "eyeBlinkRight", "eyeLookDownLeft",
+    "eyeLookDownRight", "eyeLookInLeft", "eyeLookInRight", "eyeLookOutLeft", "eyeLookOutRight", "eyeLookUpLeft",
+    "eyeLookUpRight", "eyeSquintLeft", "eyeSquintRight", "eyeWideLeft", "eyeWideRight", "jawForward", "jawLeft",
+    "jawOpen", "jawRight", "mouthClose", "mouthDimpleLeft", "mouthDimpleRight", "mouthFrownLeft",
+    "mouthFrownRight", "mouthFunnel", "mouthLeft", "mouthLowerDownLeft", "mouthLowerDownRight", "mouthPressLeft",
+    "mouthPressRight", "mouthPucker", "mouthRight", "mouthRollLower", "mouthRollUpper", "mouthShrugLower",
+    "mouthShrugUpper", "mouthSmileLeft", "mouthSmileRight", "mouthStretchLeft", "mouthStretchRight",
+    "mouthUpperUpLeft", "mouthUpperUpRight", "noseSneerLeft", "noseSneerRight",
+)
+
+
+class TorchBlendshapes:
+    """The 52-blendshape network (an MLP-Mixer over 146 landmarks), run in TFLite's own layout."""
+
+    def __init__(self, device: str | torch.device = "cpu") -> None:
+        from engines.torch_port.tflite_exact import load_exact_graph
+
+        self.device = torch.device(device)
+        self.net = load_exact_graph(read_task_member(BLENDSHAPES_MEMBER)).to(self.device)
+        self._subset = list(BLENDSHAPE_LANDMARKS)
+
+    @torch.inference_mode()
+    def __call__(self, landmarks: np.ndarray) -> dict[str, float]:
+        """(478, 2|3) frame-pixel landmarks -> name -> score in [0, 1]."""
+        x = torch.as_tensor(np.ascontiguousarray(landmarks[self._subset, :2], np.float32), device=self.device)
+        scores = self.net(x[None])[0].float().cpu().numpy()
+        return {name: float(v) for name, v in zip(BLENDSHAPE_NAMES, scores)}
 
 
 def ssd_anchors(size: int = DETECTOR_SIZE, strides=(8, 16, 16, 16)) -> np.ndarray:

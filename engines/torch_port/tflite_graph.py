@@ -17,8 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# what TFLiteGraph (NCHW inside, convolution networks) runs
 SUPPORTED_OPS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "RELU", "PRELU", "LOGISTIC", "PAD",
                            "MAX_POOL_2D", "RESHAPE", "CONCATENATION", "DEQUANTIZE"})
+# what tflite_exact.ExactGraph (TFLite's own layout, small MLP-style networks) runs as well
+EXACT_OPS = frozenset({"MEAN", "SUM", "SUB", "MUL", "DIV", "SQRT", "RSQRT", "NEG", "SQUARED_DIFFERENCE",
+                       "STRIDED_SLICE", "TRANSPOSE"})
+PARSED_OPS = SUPPORTED_OPS | EXACT_OPS
 
 
 class UnsupportedModel(ValueError):
@@ -82,7 +87,7 @@ def parse_tflite(data: bytes) -> ParsedGraph:
         op = g.Operators(i)
         code = model.OperatorCodes(op.OpcodeIndex())
         kind = op_names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
-        if kind not in SUPPORTED_OPS:
+        if kind not in PARSED_OPS:
             raise UnsupportedModel(f"operator {kind} (op {i}) is not supported by the torch port")
         opts: dict[str, Any] = {}
         table = op.BuiltinOptions()
@@ -104,6 +109,19 @@ def parse_tflite(data: bytes) -> ParsedGraph:
             o = tflite.ConcatenationOptions()
             o.Init(table.Bytes, table.Pos)
             opts = dict(axis=o.Axis(), act=act_names[o.FusedActivationFunction()])
+        elif kind in ("MUL", "SUB", "DIV") and table is not None:
+            o = {"MUL": tflite.MulOptions, "SUB": tflite.SubOptions, "DIV": tflite.DivOptions}[kind]()
+            o.Init(table.Bytes, table.Pos)
+            opts = dict(act=act_names[o.FusedActivationFunction()])
+        elif kind in ("MEAN", "SUM"):
+            o = tflite.ReducerOptions()
+            o.Init(table.Bytes, table.Pos)
+            opts = dict(keep_dims=bool(o.KeepDims()))
+        elif kind == "STRIDED_SLICE":
+            o = tflite.StridedSliceOptions()
+            o.Init(table.Bytes, table.Pos)
+            opts = dict(begin_mask=o.BeginMask(), end_mask=o.EndMask(), shrink_mask=o.ShrinkAxisMask(),
+                        new_axis_mask=o.NewAxisMask(), ellipsis_mask=o.EllipsisMask())
         ops.append(OpInfo(kind, [int(x) for x in op.InputsAsNumpy()], [int(x) for x in op.OutputsAsNumpy()], opts))
     return ParsedGraph(tensors, ops, [int(x) for x in g.InputsAsNumpy()], [int(x) for x in g.OutputsAsNumpy()])
 
@@ -213,8 +231,9 @@ class TFLiteGraph(nn.Module):
                 elif any(j in nchw for j in inputs):
                     raise UnsupportedModel("CONCATENATION of mixed layouts")
                 params["axis"] = axis
-            else:  # pragma: no cover - parse_tflite already refused it
-                raise UnsupportedModel(op.kind)
+            else:
+                raise UnsupportedModel(f"operator {op.kind} is not supported by the NCHW graph port "
+                                       "(tflite_exact.ExactGraph runs it)")
             if any(j in consts for j in inputs):
                 raise UnsupportedModel(f"{op.kind} with a constant data input")
             self._steps.append((op.kind, inputs, out, params))

@@ -186,4 +186,16 @@ FACE_BLENDSHAPES_NET = MemberCard(
     outputs="52 blendshape scores",
 )
 
-MEMBER_CARDS: dict[str, MemberCard] = {c.member: c for c in (FACE_DETECTOR_NET, FACE_LANDMARKS_NET, FACE_BLENDSHAPES_NET)}
+FACE_GEOMETRY = MemberCard(
+    name="face_geometry",
+    bundle=FACE_LANDMARKER,
+    member="geometry_pipeline_metadata_landmarks.binarypb",
+    sha256="bdbcda96dfcb7da883da124aaa2c55dee49770d934f0fcc71747f8c21bdc75b4",
+    input_size=(468, 5),
+    normalisation="protobuf GeometryPipelineMetadata",
+    outputs="canonical face mesh (468 vertices x, y, z, u, v in cm) and the weighted landmarks for Procrustes",
+)
+
+MEMBER_CARDS: dict[str, MemberCard] = {
+    c.member: c for c in (FACE_DETECTOR_NET, FACE_LANDMARKS_NET, FACE_BLENDSHAPES_NET, FACE_GEOMETRY)
+}

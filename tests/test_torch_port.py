@@ -3,7 +3,7 @@
 Tolerances (measured values in brackets): detector score within 1e-4 [1e-7], keypoints within 0.5 px
 [<0.1], box origin and size within 1 px [MediaPipe truncates both to whole pixels]; landmarks from the same crop within
 0.25 px mean and 0.6 px max [0.06 / 0.19], z within 3 px [1.9]; the whole detect -> crop -> landmarks
-path within 0.1 px mean [0.01]; blendshapes from the same landmarks within 1e-4 [6e-6], from the whole
+path within 0.1 px mean [0.01]; pose from the landmarks: roll 2, yaw 3, pitch 7 degrees [0.6, 1.6, 5.6]; blendshapes from the same landmarks within 1e-4 [6e-6], from the whole
 torch path within 0.01.
 """
 
@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+from engines.torch_port.geometry import canonical_face, pose_from_landmarks
 from engines.torch_port.landmarker import TorchLandmarker
 from engines.torch_port.networks import (BLENDSHAPES_MEMBER, DETECTOR_MEMBER, TorchBlendshapes, TorchFaceDetector,
                                          TorchLandmarkNet, crop, read_task_member, roi_from_landmarks, ssd_anchors)
@@ -82,6 +83,14 @@ def test_detector_finds_two_faces_and_none_in_face_free_photos(litert_detector, 
         assert torch_detector.detect(photo) == [] and _litert_detect(litert_detector, photo) == [], name
 
 
+def test_canonical_face_reads_from_the_bundle():
+    canon = canonical_face()
+    assert canon.vertices.shape == (468, 3) and len(canon.basis) == len(canon.weights) > 20
+    assert np.all(canon.weights > 0) and canon.basis.max() < 468
+    # a face model: symmetric about x = 0, a few cm across
+    assert abs(canon.vertices[:, 0].mean()) < 0.1 and 10 < np.ptp(canon.vertices[:, 0]) < 20
+
+
 def test_anchors_cover_both_grids():
     a = ssd_anchors()
     assert a.shape == (896, 2)
@@ -124,7 +133,9 @@ def test_full_path_matches_mediapipe_image_mode(astronaut, grace_hopper):
             assert len(ref) == len(got) == 1
             err = np.linalg.norm(got[0].landmarks[:, :2] - ref[0].landmarks[:, :2], axis=1)
             assert err.mean() < 0.1 and err.max() < 0.3, (err.mean(), err.max())
-            assert got[0].pose[2] == pytest.approx(ref[0].pose[2], abs=2.0)  # roll
+            yaw, pitch, roll = got[0].pose
+            assert roll == pytest.approx(ref[0].pose[2], abs=2.0) and yaw == pytest.approx(ref[0].pose[0], abs=3.0)
+            assert pitch == pytest.approx(ref[0].pose[1], abs=7.0)
             shapes_err = max(abs(got[0].blendshapes[k] - v) for k, v in ref[0].blendshapes.items())
             assert shapes_err < 0.01, shapes_err
     finally:
@@ -146,6 +157,21 @@ def _landmarks(photo):
     lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
     try:
         return lm.detect(photo, 0)[0].landmarks
+    finally:
+        lm.close()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(angle=25), dict(mirror=True), dict(angle=-20, scale=0.9)], ids=str)
+def test_pose_from_landmarks_follows_mediapipe(astronaut, grace_hopper, kw):
+    lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
+    try:
+        for photo in (astronaut, grace_hopper):
+            face = lm.detect(place(photo, **kw)[0], 0)[0]
+            yaw, pitch, roll = pose_from_landmarks(face.landmarks)
+            # measured: roll within 0.6, yaw within 1.6, pitch within 5.6 degrees (perspective vs orthographic)
+            assert roll == pytest.approx(face.pose[2], abs=2.0)
+            assert yaw == pytest.approx(face.pose[0], abs=3.0)
+            assert pitch == pytest.approx(face.pose[1], abs=7.0)
     finally:
         lm.close()
 

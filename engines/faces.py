@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Literal, Mapping
 
 import numpy as np
 
@@ -46,21 +46,27 @@ class LandmarkerConfig:
     min_detection_confidence: float = 0.5
     min_presence_confidence: float = 0.5
     min_tracking_confidence: float = 0.5
+    # "video": follow faces from frame to frame (a stream); "image": detect afresh in each call
+    # (unrelated photos: source uploads, `livefuse inspect IMAGE`)
+    mode: Literal["video", "image"] = "video"
 
 
 class MediaPipeLandmarker:
     """MediaPipe Tasks FaceLandmarker in VIDEO mode: detects, then tracks from frame to frame.
 
-    One instance per stream: VIDEO mode needs strictly increasing timestamps from one source.
+    One instance per stream: VIDEO mode needs strictly increasing timestamps from one source. With
+    `config.mode == "image"` every call detects afresh and the timestamp is ignored.
     """
 
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), card: ModelCard = FACE_LANDMARKER) -> None:
         from mediapipe.tasks.python import BaseOptions, vision  # heavy import, kept local
 
+        if config.mode not in ("video", "image"):
+            raise ValueError(f"landmarker mode must be 'video' or 'image', not {config.mode!r}")
         self.config = config
         options = vision.FaceLandmarkerOptions(
             base_options=BaseOptions(model_asset_path=str(card.path())),
-            running_mode=vision.RunningMode.VIDEO,
+            running_mode=vision.RunningMode.VIDEO if config.mode == "video" else vision.RunningMode.IMAGE,
             num_faces=config.max_faces,
             min_face_detection_confidence=config.min_detection_confidence,
             min_face_presence_confidence=config.min_presence_confidence,
@@ -75,13 +81,20 @@ class MediaPipeLandmarker:
     def detect(self, image: np.ndarray, timestamp_ms: int) -> list[Face]:
         import mediapipe as mp
 
+        if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"landmarker expects H x W x 3 uint8 RGB, got {getattr(image, 'dtype', type(image))} "
+                             f"{getattr(image, 'shape', '')}; engines.images.load_image converts other input")
         h, w = image.shape[:2]
+        frame = mp.Image(image_format=mp.ImageFormat.SRGB, data=np.ascontiguousarray(image))
         with self._lock:
-            ts = max(int(timestamp_ms), self._last_ts + 1)
-            self._last_ts = ts
-            result = self._landmarker.detect_for_video(
-                mp.Image(image_format=mp.ImageFormat.SRGB, data=np.ascontiguousarray(image)), ts
-            )
+            if self._landmarker is None:
+                raise RuntimeError("landmarker is closed")
+            if self.config.mode == "image":
+                result = self._landmarker.detect(frame)
+            else:
+                ts = max(int(timestamp_ms), self._last_ts + 1)
+                self._last_ts = ts
+                result = self._landmarker.detect_for_video(frame, ts)
         faces: list[Face] = []
         for i, lms in enumerate(result.face_landmarks):
             pts = np.array([(p.x * w, p.y * h, p.z * w) for p in lms], dtype=np.float32)

@@ -1,0 +1,164 @@
+"""Face engines: landmarker ms per frame (LiteRT and the torch port), jitter on a still noisy photo
+(raw vs smoothed RMS px) and lag on a moving clip (px at a set speed).
+
+    livefuse bench faces --json            # about a minute on 2 busy cores
+    livefuse bench faces --frames 30 --cores 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+ASTRONAUT_FACE_CENTRE = (225.0, 125.0)   # where the face lies in skimage's astronaut photo
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--frames", type=int, default=60, help="frames per timing / jitter run (default 60)")
+    parser.add_argument("--cores", type=int, default=1, help="pin the process to this many CPU cores (0: leave as is)")
+    parser.add_argument("--noise", type=float, default=6.0, help="sensor noise sigma in 8-bit levels (default 6)")
+    parser.add_argument("--speed", type=float, default=150.0, help="lag clip speed in px per second (default 150)")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch port timings")
+
+
+def _stats(ms: list[float]) -> dict[str, float]:
+    a = np.asarray(ms)
+    return {"median_ms": round(float(np.median(a)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2), "n": len(ms)}
+
+
+def _place(photo, size, face_px, dx=0.0, noise=None):
+    import cv2
+
+    w, h = size
+    k = face_px / 95.0                           # her face is about 95 px wide in the photo
+    cx, cy = ASTRONAUT_FACE_CENTRE
+    m = np.array([[k, 0, w / 2 - cx * k + dx], [0, k, h / 2 - cy * k]], np.float64)
+    frame = cv2.warpAffine(photo, m, (w, h), flags=cv2.INTER_LINEAR, borderValue=(118, 118, 118))
+    if noise is not None:
+        sigma, rng = noise
+        frame = np.clip(frame + rng.normal(0, sigma, frame.shape), 0, 255).astype(np.uint8)
+    return frame, m
+
+
+def _time_detector(make, frames: list[np.ndarray]) -> dict[str, float]:
+    det = make()
+    try:
+        for i in range(3):
+            det.detect(frames[0], i)
+        ms = []
+        for i, f in enumerate(frames):
+            t0 = time.perf_counter()
+            det.detect(f, 1000 + i * 33)
+            ms.append((time.perf_counter() - t0) * 1000)
+    finally:
+        det.close()
+    return _stats(ms)
+
+
+def _rms_jitter(track: np.ndarray) -> float:
+    return float(np.sqrt(((track - track.mean(axis=0)) ** 2).sum(axis=-1).mean()))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import skimage.data
+    import torch
+
+    from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+    from streamer.pipeline import FrameState
+    from streamer.stages.faces import FaceStage
+
+    if args.cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
+        torch.set_num_threads(args.cores)
+    photo = np.ascontiguousarray(skimage.data.astronaut())
+    rng = np.random.default_rng(0)
+    n = args.frames
+    out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+                           "frames": n}
+
+    # 1. LiteRT landmarker per frame, tracking one face (VIDEO mode), a little motion each frame
+    for name, size, face in (("640x480", (640, 480), 160.0), ("1280x720", (1280, 720), 240.0)):
+        frames = [_place(photo, size, face, dx=2.0 * np.sin(i / 5), noise=(2.0, rng))[0] for i in range(n)]
+        out[f"litert_{name}_1face"] = _time_detector(lambda: MediaPipeLandmarker(LandmarkerConfig(max_faces=1)), frames)
+        out[f"litert_{name}_max4"] = _time_detector(lambda: MediaPipeLandmarker(LandmarkerConfig(max_faces=4)), frames)
+
+    # 2. the torch port on this machine's CPU (and CUDA when present)
+    if not args.no_torch:
+        from engines.torch_port.landmarker import TorchLandmarker
+        from engines.torch_port.networks import TorchLandmarkNet
+
+        frames = [_place(photo, (640, 480), 160.0, dx=2.0 * np.sin(i / 5))[0] for i in range(min(n, 20))]
+        out["torch_cpu_640x480_1face"] = _time_detector(lambda: TorchLandmarker(LandmarkerConfig(max_faces=1)), frames)
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        crops = np.stack([np.asarray(frames[0][100:356, 180:436])] * 32)
+        for dev in devices:
+            net = TorchLandmarkNet(dev)
+            for batch in ((1, 8) if dev == "cpu" else (1, 8, 32)):
+                x = crops[:batch]
+                net.run(x)
+                ms = []
+                for _ in range(5 if dev == "cpu" else 30):
+                    if dev == "cuda":
+                        torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    net.run(x)
+                    if dev == "cuda":
+                        torch.cuda.synchronize()
+                    ms.append((time.perf_counter() - t0) * 1000)
+                s = _stats(ms)
+                s["per_face_ms"] = round(s["median_ms"] / batch, 3)
+                out[f"torch_{dev}_landmark_net_batch{batch}"] = s
+
+    # 3. jitter on a still photo with sensor noise, 640x480, face about 160 px wide
+    still, _ = _place(photo, (640, 480), 160.0)
+    stage = FaceStage()
+    raw, smooth = [], []
+    try:
+        for i in range(n):
+            noisy = np.clip(still + rng.normal(0, args.noise, still.shape), 0, 255).astype(np.uint8)
+            state = stage(FrameState(image=noisy, pts=i * 3000), None)
+            if state.faces:
+                f = state.faces[0]
+                raw.append(state.extras["raw_landmarks"][f.track_id][:, :2])
+                smooth.append(f.landmarks[:, :2])
+    finally:
+        stage.close()
+    skip = 10
+    out["jitter_still_640x480"] = {
+        "noise_sigma": args.noise,
+        "raw_rms_px": round(_rms_jitter(np.array(raw[skip:])), 3),
+        "smoothed_rms_px": round(_rms_jitter(np.array(smooth[skip:])), 3),
+        "frames_with_face": len(raw),
+    }
+
+    # 4. lag on a clip moving sideways at a set speed: smoothed landmarks vs where they truly are
+    ref_lms = np.array(raw).mean(axis=0)             # still-frame landmarks (mean over noise)
+    _, m0 = _place(photo, (640, 480), 160.0)
+    stage = FaceStage()
+    lag_raw, lag_smooth, along = [], [], []
+    step = args.speed / 30.0
+    try:
+        for i in range(n):
+            dx = (i - n / 2) * step
+            frame, _ = _place(photo, (640, 480), 160.0, dx=dx, noise=(args.noise, rng))
+            state = stage(FrameState(image=frame, pts=i * 3000), None)
+            if not state.faces or i < 10:
+                continue
+            truth = ref_lms + np.array([dx, 0.0])
+            f = state.faces[0]
+            lag_smooth.append(float(np.linalg.norm(f.landmarks[:, :2] - truth, axis=1).mean()))
+            lag_raw.append(float(np.linalg.norm(state.extras["raw_landmarks"][f.track_id][:, :2] - truth, axis=1).mean()))
+            along.append(float((truth[:, 0] - f.landmarks[:, 0]).mean()))
+    finally:
+        stage.close()
+    out["lag_moving_640x480"] = {
+        "speed_px_per_s": args.speed,
+        "raw_error_px": round(float(np.mean(lag_raw)), 3),
+        "smoothed_error_px": round(float(np.mean(lag_smooth)), 3),
+        "smoothed_trailing_px": round(float(np.mean(along)), 3),   # how far behind the motion, on average
+    }
+    return out

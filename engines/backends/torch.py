@@ -1,0 +1,59 @@
+"""The torch port of the face networks on CPU or CUDA (the path to batching many streams on one GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from engines.backends.base import Backend, BackendSettings, Detector, Network
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    @classmethod
+    def unavailable_reason(cls, settings: BackendSettings) -> str | None:
+        if importlib.util.find_spec("torch") is None or importlib.util.find_spec("tflite") is None:
+            return "torch and tflite are needed (pip install torch tflite)"
+        import torch
+
+        device = resolve_device(settings.device)
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            return f"device {settings.device!r} asked for, but torch sees no CUDA GPU (torch {torch.__version__})"
+        if settings.precision == "fp16" and not device.startswith("cuda"):
+            return "fp16 needs a CUDA device; use precision='fp32' on the CPU"
+        return None
+
+    def __init__(self, settings: BackendSettings) -> None:
+        super().__init__(settings)
+        self.device = resolve_device(settings.device)
+
+    def network(self, member: str) -> Network:
+        import torch
+
+        from engines.torch_port.networks import load_network
+
+        net = load_network(member, self.device)
+        if self.settings.precision == "fp16":
+            net = net.half()
+
+            def run(x: torch.Tensor) -> list[torch.Tensor]:
+                return [o.float() for o in net(x.half())]
+
+            return run
+        return net
+
+    def landmarker(self, config) -> Detector:
+        from engines.torch_port.landmarker import TorchLandmarker
+
+        return TorchLandmarker(config, self.device, network_factory=self.network)
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "device": self.device, "precision": self.settings.precision}

@@ -1,0 +1,77 @@
+"""Temporal smoothing of face landmarks: a One-Euro filter whose cutoff follows the speed of the whole face.
+
+A per-point One-Euro filter estimates speed from each point's own noisy derivative, so sensor noise
+alone raises the cutoff and the still face shimmers. Here the speed that opens the filter is the face's
+median point speed, measured in face sizes per second: noise barely moves it, real head motion moves it
+at once, and the same settings hold at any resolution or distance from the camera.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class SmoothingConfig:
+    """min_cutoff (Hz): the cutoff when still; lower = steadier, more lag when motion starts.
+    beta: how fast the cutoff rises with speed (Hz per face-size/s); higher = less lag when moving.
+    d_cutoff (Hz): smoothing of the speed estimate itself.
+    max_gap_s: after a gap this long the filter restarts instead of smoothing across it."""
+
+    # tuned with `livefuse bench faces` (640x480, noise sigma 6): still RMS 0.29 px raw -> ~0.15 smoothed,
+    # mean error on a face moving at 60-400 px/s ~0.5 px (raw 0.37 px)
+    min_cutoff: float = 0.5
+    beta: float = 120.0
+    d_cutoff: float = 2.0
+    max_gap_s: float = 0.5
+    enabled: bool = True
+
+
+def _alpha(cutoff: float, dt: float) -> float:
+    tau = 1.0 / (2.0 * math.pi * cutoff)
+    return 1.0 / (1.0 + tau / dt)
+
+
+class OneEuroLandmarks:
+    """Smooths one face's (N, 3) landmarks over time. One instance per tracked face."""
+
+    def __init__(self, config: SmoothingConfig = SmoothingConfig()) -> None:
+        self.config = config
+        self._x: np.ndarray | None = None
+        self._t = 0.0
+        self._speed = 0.0   # smoothed face speed, face sizes per second
+
+    def reset(self) -> None:
+        self._x = None
+        self._speed = 0.0
+
+    def __call__(self, landmarks: np.ndarray, t: float) -> np.ndarray:
+        """Filtered copy of `landmarks` (pixels) observed at time `t` (seconds)."""
+        x = np.asarray(landmarks, dtype=np.float32)
+        cfg = self.config
+        if not cfg.enabled:
+            return x.copy()
+        dt = t - self._t
+        if self._x is None or self._x.shape != x.shape or dt <= 0 or dt > cfg.max_gap_s:
+            self._x, self._t, self._speed = x.copy(), t, 0.0
+            return x.copy()
+        size = face_size(x)
+        step = np.linalg.norm(x[:, :2] - self._x[:, :2], axis=1)
+        raw_speed = float(np.median(step)) / max(size, 1e-6) / dt
+        a_d = _alpha(cfg.d_cutoff, dt)
+        self._speed = a_d * raw_speed + (1.0 - a_d) * self._speed
+        cutoff = cfg.min_cutoff + cfg.beta * self._speed
+        a = _alpha(cutoff, dt)
+        self._x = (a * x + (1.0 - a) * self._x).astype(np.float32)
+        self._t = t
+        return self._x.copy()
+
+
+def face_size(landmarks: np.ndarray) -> float:
+    """Diagonal of the landmarks' box in pixels: the unit that makes speeds resolution-free."""
+    lo = landmarks[:, :2].min(axis=0)
+    hi = landmarks[:, :2].max(axis=0)
+    return float(np.hypot(*(hi - lo)))

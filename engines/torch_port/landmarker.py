@@ -1,0 +1,77 @@
+"""A face landmarker on the torch port: the same `detect(image, timestamp_ms) -> list[Face]` seam as
+MediaPipeLandmarker, on CPU or CUDA.
+
+VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
+runs only while fewer than `max_faces` faces are followed. Blendshapes come from the ported blendshapes
+network. Not ported: MediaPipe's perspective geometry pipeline, so `transform` is None and `pose` comes
+from an orthographic fit of the canonical face (engines.torch_port.geometry).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import numpy as np
+import torch
+
+from engines.faces import Face, LandmarkerConfig
+from engines.torch_port.geometry import pose_from_landmarks
+from engines.tracking import iou
+from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchBlendshapes,
+                                         TorchFaceDetector, TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
+
+
+class TorchLandmarker:
+    def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
+                 network_factory: Callable[[str], Callable] | None = None, blendshapes: bool = True) -> None:
+        """network_factory(member) -> runner: how the networks run (default: the torch modules)."""
+        self.config = config
+        self.device = torch.device(device)
+        make = network_factory or (lambda member: None)
+        self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence,
+                                          graph=make(DETECTOR_MEMBER))
+        self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
+        self.blendshapes = TorchBlendshapes(self.device) if blendshapes else None
+        self._rois: list[RotatedRect] = []
+        self._lock = threading.Lock()
+
+    def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
+        if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"landmarker expects H x W x 3 uint8 RGB, got {getattr(image, 'dtype', type(image))} "
+                             f"{getattr(image, 'shape', '')}")
+        cfg = self.config
+        with self._lock:
+            rois = list(self._rois) if cfg.mode == "video" else []
+            min_conf = cfg.min_tracking_confidence
+            if len(rois) < cfg.max_faces:
+                boxes = [_rect_box(r) for r in rois]
+                for d in self.detector.detect(image):
+                    if len(rois) >= cfg.max_faces:
+                        break
+                    if all(iou(d.box, b) < 0.5 for b in boxes):
+                        rois.append(roi_from_detection(d.box, d.keypoints))
+                        boxes.append(d.box)
+            results = self.net.landmarks(image, rois)
+            faces, keep = [], []
+            for res in results:
+                if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
+                    continue
+                pts = res.landmarks
+                lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+                shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
+                faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
+                                  blendshapes=shapes, pose=pose_from_landmarks(pts), score=res.presence))
+                keep.append(roi_from_landmarks(pts))
+            self._rois = keep if cfg.mode == "video" else []
+        return faces
+
+    def close(self) -> None:
+        with self._lock:
+            self._rois = []
+
+
+def _rect_box(r: RotatedRect) -> np.ndarray:
+    """The face box inside a landmark ROI (the ROI is the face scaled by ROI_SCALE)."""
+    half = r.width / ROI_SCALE / 2.0
+    return np.array([r.cx - half, r.cy - half, r.cx + half, r.cy + half], np.float32)

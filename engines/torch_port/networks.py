@@ -1,0 +1,272 @@
+"""The face detector and landmark networks in torch, with MediaPipe's pre- and post-processing.
+
+Crops follow MediaPipe's CPU image-to-tensor step exactly: the rotated rectangle's corners map onto the
+tensor's corners (0 and size in OpenCV pixel coordinates), bilinear, edges replicated for landmarks and
+zero for the detector's letterbox; landmark ROIs are the landmarks' box scaled 1.5, squared on the long
+side, rotated so the eye corners (33, 263) lie level. Same inputs therefore give LiteRT's outputs up to
+float rounding, and any device or batch size works.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+import cv2
+import numpy as np
+import torch
+
+from engines.cards import MEMBER_CARDS, ModelError
+from engines.torch_port.tflite_graph import TFLiteGraph, load_graph
+
+DETECTOR_MEMBER = "face_detector.tflite"
+LANDMARKS_MEMBER = "face_landmarks_detector.tflite"
+BLENDSHAPES_MEMBER = "face_blendshapes.tflite"
+DETECTOR_SIZE = 128
+LANDMARKS_SIZE = 256
+ROI_SCALE = 1.5
+
+
+def read_task_member(member: str) -> bytes:
+    """One .tflite file out of the verified .task bundle, checked against its own card's sha256."""
+    if member not in MEMBER_CARDS:
+        raise ModelError(f"no model card for {member!r}; known: {', '.join(MEMBER_CARDS)}")
+    return MEMBER_CARDS[member].read()
+
+
+@lru_cache(maxsize=4)
+def _graph_bytes(member: str) -> bytes:
+    return read_task_member(member)
+
+
+def load_network(member: str, device: str | torch.device = "cpu") -> TFLiteGraph:
+    return load_graph(_graph_bytes(member)).to(device)
+
+
+@dataclass(frozen=True, slots=True)
+class RotatedRect:
+    """A square-or-not crop region in frame pixels: centre, size and rotation (radians, clockwise on screen)."""
+
+    cx: float
+    cy: float
+    width: float
+    height: float
+    rotation: float = 0.0
+
+    def matrix(self, out_w: int, out_h: int) -> np.ndarray:
+        """2x3 affine taking frame pixels to tensor pixels (corners to corners, as MediaPipe does)."""
+        box = cv2.boxPoints(((self.cx, self.cy), (self.width, self.height), math.degrees(self.rotation)))
+        dst = np.array([[0, out_h], [0, 0], [out_w, 0]], np.float32)
+        return cv2.getAffineTransform(box[:3].astype(np.float32), dst)
+
+
+def _normalize_radians(a: float) -> float:
+    return a - 2 * math.pi * math.floor((a + math.pi) / (2 * math.pi))
+
+
+def roi_from_landmarks(landmarks: np.ndarray) -> RotatedRect:
+    """The next frame's landmark ROI from this frame's landmarks (MediaPipe's tracking rule)."""
+    p = np.asarray(landmarks, np.float64)[:, :2]
+    x0, y0 = p[33]
+    x1, y1 = p[263]
+    rotation = _normalize_radians(-math.atan2(-(y1 - y0), x1 - x0))
+    lo, hi = p.min(axis=0), p.max(axis=0)
+    size = max(hi[0] - lo[0], hi[1] - lo[1]) * ROI_SCALE
+    return RotatedRect(float((lo[0] + hi[0]) / 2), float((lo[1] + hi[1]) / 2), size, size, rotation)
+
+
+def roi_from_detection(box: np.ndarray, keypoints: np.ndarray) -> RotatedRect:
+    """Landmark ROI from a detector box (x0, y0, x1, y1) and its eye keypoints (MediaPipe's rule)."""
+    (x0, y0), (x1, y1) = keypoints[0], keypoints[1]
+    rotation = _normalize_radians(-math.atan2(-(y1 - y0), x1 - x0))
+    w, h = box[2] - box[0], box[3] - box[1]
+    size = max(w, h) * ROI_SCALE
+    return RotatedRect(float((box[0] + box[2]) / 2), float((box[1] + box[3]) / 2), float(size), float(size), rotation)
+
+
+def crop(image: np.ndarray, rect: RotatedRect, size: int, border: int = cv2.BORDER_REPLICATE) -> tuple[np.ndarray, np.ndarray]:
+    """(size x size x 3 uint8 crop, the 2x3 frame -> crop matrix)."""
+    m = rect.matrix(size, size)
+    out = cv2.warpAffine(image, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=border, borderValue=0)
+    return out, m
+
+
+@dataclass(slots=True)
+class LandmarkResult:
+    landmarks: np.ndarray   # (478, 3) frame pixels (z on the x scale)
+    presence: float
+    rect: RotatedRect
+
+
+class TorchLandmarkNet:
+    """The 478-point landmark network. `run` takes a batch of crops; `landmarks` does crop -> frame.
+    `graph` replaces the torch module with another runner of the same network (a TensorRT engine)."""
+
+    def __init__(self, device: str | torch.device = "cpu", graph: Callable | None = None) -> None:
+        self.device = torch.device(device)
+        self.net = graph if graph is not None else load_network(LANDMARKS_MEMBER, self.device)
+
+    @torch.inference_mode()
+    def run(self, crops: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """crops (N, 256, 256, 3) uint8 RGB -> (N, 478, 3) crop-pixel landmarks, (N,) presence in [0, 1]."""
+        x = torch.as_tensor(crops, device=self.device).float().div_(255.0)
+        lms, presence_logit, _ = self.net(x)  # the third output is not the presence (it is ~1 on non-faces)
+        presence = torch.sigmoid(presence_logit.reshape(-1))
+        return lms.reshape(-1, 478, 3).cpu().numpy(), presence.cpu().numpy()
+
+    def landmarks(self, image: np.ndarray, rects: list[RotatedRect]) -> list[LandmarkResult]:
+        if not rects:
+            return []
+        crops, mats = zip(*(crop(image, r, LANDMARKS_SIZE) for r in rects))
+        raw, presence = self.run(np.stack(crops))
+        out = []
+        for pts, p, m, r in zip(raw, presence, mats, rects):
+            inv = cv2.invertAffineTransform(m)
+            xy = pts[:, :2] @ inv[:, :2].T + inv[:, 2]
+            z = pts[:, 2:3] * (r.width / LANDMARKS_SIZE)
+            out.append(LandmarkResult(np.hstack([xy, z]).astype(np.float32), float(p), r))
+        return out
+
+
+# The blendshapes network reads these 146 of the 478 landmarks, x and y in frame pixels, in this order
+# (the model's input contract, as MediaPipe's face_blendshapes_graph.cc feeds it).
+BLENDSHAPE_LANDMARKS = (
+    0, 1, 4, 5, 6, 7, 8, 10, 13, 14, 17, 21, 33, 37, 39, 40, 46, 52, 53, 54, 55, 58, 61, 63, 65, 66, 67, 70,
+    78, 80, 81, 82, 84, 87, 88, 91, 93, 95, 103, 105, 107, 109, 127, 132, 133, 136, 144, 145, 146, 148, 149,
+    150, 152, 153, 154, 155, 157, 158, 159, 160, 161, 162, 163, 168, 172, 173, 176, 178, 181, 185, 191, 195,
+    197, 234, 246, 249, 251, 263, 267, 269, 270, 276, 282, 283, 284, 285, 288, 291, 293, 295, 296, 297, 300,
+    308, 310, 311, 312, 314, 317, 318, 321, 323, 324, 332, 334, 336, 338, 356, 361, 362, 365, 373, 374, 375,
+    377, 378, 379, 380, 381, 382, 384, 385, 386, 387, 388, 389, 390, 397, 398, 400, 402, 405, 409, 415, 454,
+    466, 468, 469, 470, 471, 472, 473, 474, 475, 476, 477,
+)
+# its 52 outputs, in order (ARKit names, as MediaPipe reports them)
+BLENDSHAPE_NAMES = (
+    "_neutral", "browDownLeft", "browDownRight", "browInnerUp", "browOuterUpLeft", "browOuterUpRight",
+    "cheekPuff", "cheekSquintLeft", "cheekSquintRight", "eyeBlinkLeft", "eyeBlinkRight", "eyeLookDownLeft",
+    "eyeLookDownRight", "eyeLookInLeft", "eyeLookInRight", "eyeLookOutLeft", "eyeLookOutRight", "eyeLookUpLeft",
+    "eyeLookUpRight", "eyeSquintLeft", "eyeSquintRight", "eyeWideLeft", "eyeWideRight", "jawForward", "jawLeft",
+    "jawOpen", "jawRight", "mouthClose", "mouthDimpleLeft", "mouthDimpleRight", "mouthFrownLeft",
+    "mouthFrownRight", "mouthFunnel", "mouthLeft", "mouthLowerDownLeft", "mouthLowerDownRight", "mouthPressLeft",
+    "mouthPressRight", "mouthPucker", "mouthRight", "mouthRollLower", "mouthRollUpper", "mouthShrugLower",
+    "mouthShrugUpper", "mouthSmileLeft", "mouthSmileRight", "mouthStretchLeft", "mouthStretchRight",
+    "mouthUpperUpLeft", "mouthUpperUpRight", "noseSneerLeft", "noseSneerRight",
+)
+
+
+class TorchBlendshapes:
+    """The 52-blendshape network (an MLP-Mixer over 146 landmarks), run in TFLite's own layout."""
+
+    def __init__(self, device: str | torch.device = "cpu") -> None:
+        from engines.torch_port.tflite_exact import load_exact_graph
+
+        self.device = torch.device(device)
+        self.net = load_exact_graph(read_task_member(BLENDSHAPES_MEMBER)).to(self.device)
+        self._subset = list(BLENDSHAPE_LANDMARKS)
+
+    @torch.inference_mode()
+    def __call__(self, landmarks: np.ndarray) -> dict[str, float]:
+        """(478, 2|3) frame-pixel landmarks -> name -> score in [0, 1]."""
+        x = torch.as_tensor(np.ascontiguousarray(landmarks[self._subset, :2], np.float32), device=self.device)
+        scores = self.net(x[None])[0].float().cpu().numpy()
+        return {name: float(v) for name, v in zip(BLENDSHAPE_NAMES, scores)}
+
+
+def ssd_anchors(size: int = DETECTOR_SIZE, strides=(8, 16, 16, 16)) -> np.ndarray:
+    """(896, 2) anchor centres, normalised, for BlazeFace short range: 2 anchors per cell per layer."""
+    centres = []
+    i = 0
+    while i < len(strides):
+        j, per_cell = i, 0
+        while j < len(strides) and strides[j] == strides[i]:  # layers sharing a stride share a grid
+            per_cell += 2
+            j += 1
+        n = int(math.ceil(size / strides[i]))
+        for y in range(n):
+            for x in range(n):
+                centres.extend([((x + 0.5) / n, (y + 0.5) / n)] * per_cell)
+        i = j
+    return np.array(centres, np.float32)
+
+
+@dataclass(slots=True)
+class Detection:
+    box: np.ndarray        # (4,) x0, y0, x1, y1 frame pixels
+    keypoints: np.ndarray  # (6, 2) right eye, left eye, nose tip, mouth, right ear, left ear (frame pixels)
+    score: float
+
+
+class TorchFaceDetector:
+    """BlazeFace short range on a letterboxed 128 x 128 view of the whole frame."""
+
+    def __init__(self, device: str | torch.device = "cpu", min_score: float = 0.5, nms_iou: float = 0.3,
+                 graph: Callable | None = None) -> None:
+        self.device = torch.device(device)
+        self.net = graph if graph is not None else load_network(DETECTOR_MEMBER, self.device)
+        self.anchors = ssd_anchors()
+        self.min_score = min_score
+        self.nms_iou = nms_iou
+
+    def letterbox(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h, w = image.shape[:2]
+        side = float(max(h, w))
+        rect = RotatedRect(w / 2.0, h / 2.0, side, side, 0.0)
+        return crop(image, rect, DETECTOR_SIZE, border=cv2.BORDER_CONSTANT)
+
+    @torch.inference_mode()
+    def raw(self, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(N, 128, 128, 3) uint8 -> regressors (N, 896, 16), scores (N, 896) after the sigmoid."""
+        x = torch.as_tensor(tensors, device=self.device).float().div_(127.5).sub_(1.0)
+        reg, cls = self.net(x)
+        return reg.cpu().numpy(), torch.sigmoid(cls.clamp(-100, 100)).reshape(cls.shape[0], -1).cpu().numpy()
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        tensor, m = self.letterbox(image)
+        reg, scores = self.raw(tensor[None])
+        return self.decode(reg[0], scores[0], cv2.invertAffineTransform(m))
+
+    def decode(self, reg: np.ndarray, scores: np.ndarray, to_frame: np.ndarray) -> list[Detection]:
+        keep = np.nonzero(scores >= self.min_score)[0]
+        if keep.size == 0:
+            return []
+        a = self.anchors[keep] * DETECTOR_SIZE
+        r = reg[keep]
+        cx, cy = r[:, 0] + a[:, 0], r[:, 1] + a[:, 1]
+        w, h = r[:, 2], r[:, 3]
+        boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
+        kps = r[:, 4:16].reshape(-1, 6, 2) + a[:, None, :]
+        dets = _weighted_nms(boxes, kps, scores[keep], self.nms_iou)
+        out = []
+        for box, kp, s in dets:
+            corners = np.array([[box[0], box[1]], [box[2], box[3]]]) @ to_frame[:, :2].T + to_frame[:, 2]
+            kp_f = kp @ to_frame[:, :2].T + to_frame[:, 2]
+            out.append(Detection(corners.reshape(-1).astype(np.float32), kp_f.astype(np.float32), float(s)))
+        return out
+
+
+def _iou_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    ix = np.clip(np.minimum(box[2], boxes[:, 2]) - np.maximum(box[0], boxes[:, 0]), 0, None)
+    iy = np.clip(np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1]), 0, None)
+    inter = ix * iy
+    area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
+    return inter / np.maximum(area(box) + area(boxes) - inter, 1e-9)
+
+
+def _weighted_nms(boxes, kps, scores, iou_threshold):
+    """MediaPipe's WEIGHTED non-max suppression: overlapping candidates are averaged by score."""
+    order = np.argsort(-scores)
+    boxes, kps, scores = boxes[order], kps[order], scores[order]
+    remaining = np.arange(len(scores))
+    out = []
+    while remaining.size:
+        ious = _iou_many(boxes[remaining[0]], boxes[remaining])
+        group = remaining[ious > iou_threshold]
+        if group.size == 0:
+            group = remaining[:1]
+        wts = scores[group][:, None]
+        box = (boxes[group] * wts).sum(0) / wts.sum()
+        kp = (kps[group] * wts[:, :, None]).sum(0) / wts.sum()
+        out.append((box, kp, float(scores[remaining[0]])))
+        remaining = remaining[ious <= iou_threshold]
+    return out

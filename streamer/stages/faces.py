@@ -1,0 +1,81 @@
+"""The face stage: finds, tracks and steadies the faces of one stream and puts them on `state.faces`.
+
+One FaceStage per session (the landmarker runs in VIDEO mode, which follows one stream). Later stages
+read `state.faces`; each face carries a stable `track_id`, smoothed landmarks (pixels) and the bbox of
+the smoothed landmarks; the raw landmarks stay in `state.extras["raw_landmarks"][track_id]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from engines.backends import BackendSettings, Detector, select_backend
+from engines.faces import Face, LandmarkerConfig
+from engines.smoothing import OneEuroLandmarks, SmoothingConfig
+from engines.tracking import FaceTracker, TrackerConfig
+from streamer.pipeline import FrameState
+
+VIDEO_TIME_BASE = 1.0 / 90000.0   # aiortc's video clock, the default when a frame carries no time base
+
+
+@dataclass(frozen=True, slots=True)
+class FaceStageConfig:
+    landmarker: LandmarkerConfig = field(default_factory=LandmarkerConfig)
+    tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
+    backend: BackendSettings = field(default_factory=BackendSettings)
+    time_base: float = VIDEO_TIME_BASE   # seconds per pts tick, unless state.extras["time_base"] says
+
+
+class FaceStage:
+    """Landmarker + tracker + smoothing. Handles no face (empty list) and many (up to max_faces)."""
+
+    name = "faces"
+
+    def __init__(self, config: FaceStageConfig = FaceStageConfig(),
+                 detector: Detector | Callable[[LandmarkerConfig], Detector] | None = None) -> None:
+        self.config = config
+        if detector is None:  # the first backend in the preference list that runs here
+            detector = select_backend(config.backend).landmarker(config.landmarker)
+        elif not hasattr(detector, "detect"):
+            detector = detector(config.landmarker)
+        self.detector: Detector = detector
+        self.tracker = FaceTracker(config.tracker)
+        self._smoothers: dict[int, OneEuroLandmarks] = {}
+
+    def __call__(self, state: FrameState, session: Any = None) -> FrameState:
+        image = _as_numpy_rgb(state.image)
+        time_base = float(state.extras.get("time_base", self.config.time_base))
+        t = state.pts * time_base
+        faces = self.tracker.update(self.detector.detect(image, int(round(t * 1000.0))))
+        for tid in self.tracker.dropped:
+            self._smoothers.pop(tid, None)
+        raw: dict[int, np.ndarray] = {}
+        out: list[Face] = []
+        for face in faces:
+            smoother = self._smoothers.get(face.track_id)
+            if smoother is None:
+                smoother = self._smoothers[face.track_id] = OneEuroLandmarks(self.config.smoothing)
+            raw[face.track_id] = face.landmarks
+            pts = smoother(face.landmarks, t)
+            lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+            out.append(replace(face, landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))))
+        state.faces = out
+        state.extras["raw_landmarks"] = raw
+        return state
+
+    def close(self) -> None:
+        self.detector.close()
+
+
+def _as_numpy_rgb(image: Any) -> np.ndarray:
+    if isinstance(image, np.ndarray):
+        arr = image
+    else:  # a torch tensor on the GPU path: the landmarker runs on the CPU copy
+        arr = image.detach().to("cpu").numpy()
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"face stage expects H x W x 3 uint8 RGB, got {arr.dtype} {arr.shape}")
+    return np.ascontiguousarray(arr)

@@ -1,0 +1,74 @@
+"""One-Euro smoothing on real landmark streams: a still face with sensor noise stops shimmering, a moving
+face does not trail behind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engines.smoothing import OneEuroLandmarks, SmoothingConfig
+from streamer.pipeline import FrameState
+from streamer.stages.faces import FaceStage
+from tests.faceclips import add_noise, place
+
+
+def rms_jitter(track: np.ndarray) -> float:
+    """RMS distance of each point from its own mean position over time, pixels."""
+    return float(np.sqrt(((track - track.mean(axis=0)) ** 2).sum(axis=-1).mean()))
+
+
+@pytest.fixture(scope="module")
+def noisy_still(astronaut):
+    """Raw and smoothed landmarks of the face stage over 40 frames of a still photo with noise (sigma 8)."""
+    frame, _ = place(astronaut, scale=1.6, shift=(0, 150))  # 640x480, face about 150 px wide
+    rng = np.random.default_rng(7)
+    stage = FaceStage()
+    raw, smooth = [], []
+    try:
+        for i in range(40):
+            state = stage(FrameState(image=add_noise(frame, 8.0, rng), pts=i * 3000), None)
+            face = state.faces[0]
+            raw.append(state.extras["raw_landmarks"][face.track_id][:, :2])
+            smooth.append(face.landmarks[:, :2])
+    finally:
+        stage.close()
+    return np.array(raw[10:]), np.array(smooth[10:])
+
+
+def test_still_face_jitter_drops_below_a_third_of_a_pixel(noisy_still):
+    raw, smooth = noisy_still
+    assert rms_jitter(smooth) <= 0.3
+    assert rms_jitter(smooth) < 0.6 * rms_jitter(raw)
+
+
+def test_moving_face_has_little_lag(noisy_still):
+    raw, _ = noisy_still
+    noise = raw - raw.mean(axis=0)
+    base = raw.mean(axis=0)
+    for speed in (150.0, 600.0):  # px per second at 30 fps
+        f = OneEuroLandmarks(SmoothingConfig())
+        lag = []
+        for i in range(60):
+            truth = base + np.array([speed * i / 30.0, 0.0], np.float32)
+            out = f(truth + noise[i % len(noise)], i / 30.0)
+            lag.append(np.linalg.norm(out - truth, axis=1).mean())
+        assert np.mean(lag[15:]) < 1.0, speed
+
+
+def test_lower_cutoff_is_steadier_but_lags_more(noisy_still):
+    raw, _ = noisy_still
+    steady = OneEuroLandmarks(SmoothingConfig(min_cutoff=0.2, beta=0.0))
+    loose = OneEuroLandmarks(SmoothingConfig(min_cutoff=5.0, beta=0.0))
+    s = np.array([steady(r, i / 30) for i, r in enumerate(raw)])
+    l = np.array([loose(r, i / 30) for i, r in enumerate(raw)])
+    assert rms_jitter(s[5:]) < rms_jitter(l[5:]) < rms_jitter(raw[5:])
+
+
+def test_disabled_and_gaps_pass_landmarks_through(noisy_still):
+    raw, _ = noisy_still
+    off = OneEuroLandmarks(SmoothingConfig(enabled=False))
+    assert np.array_equal(off(raw[0], 0.0), raw[0]) and np.array_equal(off(raw[1], 0.033), raw[1])
+    f = OneEuroLandmarks(SmoothingConfig(max_gap_s=0.5))
+    f(raw[0], 0.0)
+    jumped = raw[1] + 40.0
+    assert np.allclose(f(jumped, 2.0), jumped)  # after a 2 s gap the filter restarts at the new place

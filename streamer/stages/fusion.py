@@ -1,0 +1,284 @@
+"""Fusion stage: each tracked face takes on its source identity, keeping its own pose, expression and light.
+
+Per face, all at face-crop size: the destination mesh is the live mesh moved toward the source's
+proportions (eyes and mouth move as rigid pieces so expression survives; the outline never moves so the
+seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
+samples the source texture and one the live frame (the live face follows the same shape change, so the
+kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
+over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it
+in; a support mask keeps every pixel outside the face bit-exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import cv2
+import numpy as np
+
+from engines import mesh
+from engines.fusion_mesh import align, fusion_mesh, signed_areas
+from engines.sources import SourceFace
+from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
+from kernels.numpy.masks import polygon_mask
+from streamer.pipeline import FrameState
+
+
+@dataclass(frozen=True, slots=True)
+class FusionConfig:
+    shape_weight: float = 0.6        # at strength 1 the geometry moves this far toward the source's proportions
+    colour_memory: float = 0.85      # weight of the previous frame's live skin statistics (temporal smoothing)
+    relight: float = 1.0             # how much of the live low-frequency shading the source takes
+    relight_sigma: float = 0.10      # shading scale, fraction of face width
+    erode: float = 0.04              # mask pulled inside the outline, fraction of face width
+    feather: float = 0.035           # mask edge softness (Gaussian sigma), fraction of face width
+    blend_levels: int = 3            # multi-band levels; 0 = feathered alpha only
+    keep_feather: float = 0.012      # softness of the kept mouth/eye edges, fraction of face width
+    keep_grow: float = 0.01          # kept regions grown by this, fraction of face width
+    yaw_full: float = 30.0           # full effect up to this yaw (degrees) ...
+    yaw_zero: float = 50.0           # ... fading to none here
+    edge_fade: float = 0.25          # fade out as this fraction of the face width leaves the frame
+    stats_step: int = 2              # colour statistics on every n-th pixel
+    backend: str = "numpy"           # "numpy" or "torch" (the frame must then be a torch tensor)
+
+
+def smoothstep(e0: float, e1: float, x: float) -> float:
+    t = min(1.0, max(0.0, (x - e0) / (e1 - e0)))
+    return t * t * (3.0 - 2.0 * t)
+
+
+def face_weight(face: Any, frame_shape: tuple[int, int], cfg: FusionConfig) -> float:
+    """1 for a frontal face well inside the frame, fading to 0 past `yaw_zero` or as it leaves the frame."""
+    h, w = frame_shape
+    yaw_w = 1.0 - smoothstep(cfg.yaw_full, cfg.yaw_zero, abs(face.pose[0]))
+    x0, y0, x1, y1 = face.bbox
+    fw = max(x1 - x0, 1.0)
+    margin = min(x0, y0, w - x1, h - y1)
+    edge_w = smoothstep(-cfg.edge_fade * fw, 0.0, margin)
+    return yaw_w * edge_w
+
+
+def destination_mesh(live: np.ndarray, src: SourceFace, amount: float) -> np.ndarray:
+    """The live landmarks moved `amount` of the way toward the source's proportions (pose kept)."""
+    fm = fusion_mesh()
+    delta = align(src.landmarks, live)[:, :2] - live[:, :2]
+    delta[fm.oval] = 0.0
+    for group in fm.rigid_groups:
+        delta[group] = delta[group].mean(axis=0)
+    return live[:, :2] + np.float32(amount) * delta
+
+
+@dataclass(slots=True)
+class _Geometry:
+    box: tuple[int, int, int, int]   # x0, y0, x1, y1 in the frame
+    ids: np.ndarray
+    tab_src: np.ndarray
+    tab_live: np.ndarray
+    level: int
+    alpha: np.ndarray
+    skin: np.ndarray
+    support: np.ndarray
+
+
+def _np_ops() -> SimpleNamespace:
+    return SimpleNamespace(warp=np_warp, color=np_color, blend=np_blend, put=lambda a: a,
+                           stats=lambda s: (np.asarray(s[0]), np.asarray(s[1])))
+
+
+def _torch_ops(device) -> SimpleNamespace:
+    import torch
+
+    from kernels.torch import blend as t_blend, color as t_color, warp as t_warp
+
+    return SimpleNamespace(warp=t_warp, color=t_color, blend=t_blend, put=lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device),
+                           stats=lambda s: (s[0].cpu().numpy(), s[1].cpu().numpy()))
+
+
+class FusionStage:
+    name = "fusion"
+
+    def __init__(self, config: FusionConfig = FusionConfig(), device: str | None = None) -> None:
+        self.config = config
+        self.device = device
+        self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
+        self._ops = _np_ops() if config.backend == "numpy" else None
+
+    # -- source choice -------------------------------------------------------------------------------
+    @staticmethod
+    def source_for(face: Any, controls: Any, sources: dict[str, Any]) -> SourceFace | None:
+        sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
+        if sid is None:
+            sid = controls.source_id
+        src = sources.get(sid) if sid is not None else None
+        return src if isinstance(src, SourceFace) else None
+
+    # -- per frame -----------------------------------------------------------------------------------
+    def __call__(self, state: FrameState, session: Any) -> FrameState:
+        controls = session.controls
+        strength = float(min(max(controls.strength, 0.0), 1.0))
+        if not controls.enabled or strength <= 0.0 or not state.faces:
+            return state
+        image = state.image
+        is_torch = not isinstance(image, np.ndarray)
+        ops = self._ops
+        if is_torch:
+            ops = _torch_ops(image.device)
+        h, w = image.shape[:2]
+        out = None
+        fused = []
+        for i, face in enumerate(state.faces):
+            src = self.source_for(face, controls, session.sources)
+            if src is None:
+                continue
+            weight = strength * face_weight(face, (h, w), self.config)
+            if weight <= 1e-3:
+                continue
+            geo = self._geometry(face, src, weight, controls, (h, w))
+            if geo is None:
+                continue
+            if out is None:
+                out = image.clone() if is_torch else image.copy()
+            key = face.track_id if face.track_id >= 0 else -1 - i
+            self._fuse_pixels(ops, out, image, src, geo, key)
+            fused.append({"track_id": face.track_id, "source_id": src.id, "weight": round(weight, 3)})
+        if out is not None:
+            state.image = out
+        state.extras["fusion"] = fused
+        return state
+
+    def _geometry(self, face: Any, src: SourceFace, weight: float, controls: Any,
+                  frame_shape: tuple[int, int]) -> _Geometry | None:
+        cfg = self.config
+        h, w = frame_shape
+        live = np.asarray(face.landmarks, np.float32)
+        dest = destination_mesh(live, src, weight * cfg.shape_weight)
+        lo = np.minimum(dest.min(axis=0), live[:, :2].min(axis=0))
+        hi = np.maximum(dest.max(axis=0), live[:, :2].max(axis=0))
+        fw = float(hi[0] - lo[0])
+        if fw < 8:
+            return None
+        pad = fw * 0.04 + 2
+        x0, y0 = int(max(0, math.floor(lo[0] - pad))), int(max(0, math.floor(lo[1] - pad)))
+        x1, y1 = int(min(w, math.ceil(hi[0] + pad))), int(min(h, math.ceil(hi[1] + pad)))
+        if x1 - x0 < 8 or y1 - y0 < 8:
+            return None
+        ch, cw = y1 - y0, x1 - x0
+        fm = fusion_mesh()
+        tris = src.triangles
+        area = signed_areas(tris, dest)
+        visible = area < -1e-3
+        visible[fm.n_tessellation:] = True                 # openings are inside the face: never culled
+        order = np.nonzero(visible)[0]
+        depth = live[tris[order], 2].mean(axis=1)
+        order = order[np.argsort(-depth, kind="stable")]   # far first: near triangles overwrite
+        t = tris[order]
+        local = dest - np.array([x0, y0], np.float32)
+        ids = np_warp.rasterize_triangles((ch, cw), local, t)
+        # texture level: the smallest copy still at least as large as the live face
+        level = 0
+        tex_w = float(np.ptp(src.landmarks[:, 0]))
+        while level + 1 < len(src.levels) and tex_w / 2 ** (level + 1) >= fw:
+            level += 1
+        sf = 2.0 ** level
+        src_pts = (src.landmarks[:, :2] + 0.5) / sf - 0.5
+        tab_src = np_warp.affine_tables(src_pts, dest, t)
+        tab_live = np_warp.affine_tables(live[:, :2], dest, t)
+        # masks (crop sized)
+        loops = mesh.loops()
+        covered = (ids >= 0).astype(np.float32)
+        oval = polygon_mask((ch, cw), [local[loops["face_oval"]]])
+        core = covered * oval
+        er = max(1, int(round(cfg.erode * fw)))
+        core = cv2.erode(core, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * er + 1, 2 * er + 1)))
+        fsig = max(0.8, cfg.feather * fw)
+        alpha = cv2.GaussianBlur(core, (0, 0), fsig)
+        keep = []
+        if controls.keep_mouth:
+            keep.append(local[loops["lips_inner"]])
+        if controls.keep_eyes:
+            keep += [local[loops["left_eye"]], local[loops["right_eye"]]]
+        if keep:
+            km = polygon_mask((ch, cw), keep)
+            g = int(round(cfg.keep_grow * fw))
+            if g > 0:
+                km = cv2.dilate(km, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1)))
+            km = cv2.GaussianBlur(km, (0, 0), max(0.6, cfg.keep_feather * fw))
+            alpha *= 1.0 - km
+        alpha *= np.float32(weight)
+        skin_ex = polygon_mask((ch, cw), [local[loops[n]] for n in fm.skin_exclude])
+        skin = core * (1.0 - skin_ex)
+        # support: where the output may differ from the (shape-warped) live crop
+        spread = 2 ** max(cfg.blend_levels, 0) * 2 + int(3 * fsig)
+        support = cv2.dilate((covered > 0).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=1)
+        support = cv2.dilate(support, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * spread + 1,) * 2)).astype(np.float32)
+        support = cv2.GaussianBlur(support, (0, 0), max(1.0, spread / 3))
+        support = np.minimum(support * 1.5, 1.0)
+        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support)
+
+    def _smoothed_stats(self, key: int, stats: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        prev = self._colour.get(key)
+        if prev is not None:
+            m = self.config.colour_memory
+            stats = (m * prev[0] + (1 - m) * stats[0], m * prev[1] + (1 - m) * stats[1])
+        self._colour[key] = stats
+        if len(self._colour) > 64:                       # tracks come and go; keep the newest
+            self._colour.pop(next(iter(self._colour)))
+        return stats
+
+    def _texture(self, ops, src: SourceFace, level: int):
+        if ops.warp is np_warp:
+            return src.levels[level]
+        key = (src.id, level)
+        tex = self._textures.get(key)
+        if tex is None:
+            tex = self._textures[key] = ops.put(src.levels[level])
+            if len(self._textures) > 32:
+                self._textures.pop(next(iter(self._textures)))
+        return tex
+
+    def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int) -> None:
+        cfg = self.config
+        x0, y0, x1, y1 = geo.box
+        fw = x1 - x0
+        ids = ops.put(geo.ids)
+        msx, msy = ops.warp.triangle_maps(ids, ops.put(geo.tab_src), origin=(x0, y0))
+        mlx, mly = ops.warp.triangle_maps(ids, ops.put(geo.tab_live), origin=(x0, y0), identity=True)
+        fg = ops.warp.remap(self._texture(ops, src, geo.level), msx, msy)
+        bg = ops.warp.remap(image, mlx, mly)
+        fg_lab = ops.color.rgb_to_lab(fg)
+        bg_lab = ops.color.rgb_to_lab(bg)
+        skin = ops.put(geo.skin)
+        try:
+            live_stats = ops.stats(ops.color.lab_stats(bg_lab, skin, cfg.stats_step))
+        except ValueError:
+            return
+        target = self._smoothed_stats(key, live_stats)
+        fg_lab = ops.color.transfer_stats(fg_lab, src.skin_stats, target)
+        if cfg.relight > 0:
+            fg_lab = ops.color.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw, amount=cfg.relight)
+        fg_rgb = ops.color.lab_to_rgb(fg_lab)
+        alpha = ops.put(geo.alpha)
+        if cfg.blend_levels > 0:
+            mixed = ops.blend.multiband_blend(fg_rgb, bg, alpha, cfg.blend_levels)
+        else:
+            mixed = ops.blend.alpha_blend(fg_rgb, bg, alpha)
+        support = ops.put(geo.support)
+        crop = image[y0:y1, x0:x1]
+        if ops.warp is np_warp:
+            res = np_blend.alpha_blend(mixed, bg, support)
+            res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
+            out[y0:y1, x0:x1] = np.where((geo.support > 0)[..., None], res, crop)
+        else:
+            import torch
+
+            res = ops.blend.alpha_blend(mixed, bg, support)
+            res = (res + 0.5).clamp(0, 255).to(torch.uint8)
+            out[y0:y1, x0:x1] = torch.where((support > 0)[..., None], res, crop)
+
+    def close(self) -> None:
+        self._colour.clear()
+        self._textures.clear()

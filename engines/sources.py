@@ -62,6 +62,7 @@ class SourceFace:
     id: str
     texture: np.ndarray              # (S, S, 3) uint8 RGB canonical texture
     levels: tuple[np.ndarray, ...]   # texture, then half-size copies (sampled when the live face is small)
+    lab_levels: tuple[np.ndarray, ...]  # the same in float32 Lab: fusion samples colour it need not convert
     landmarks: np.ndarray            # (478, 3) float32 in texture pixels (z on the same scale)
     triangles: np.ndarray            # fusion mesh, oriented (outward normals)
     skin_stats: tuple[np.ndarray, np.ndarray]  # Lab mean, std over the source skin
@@ -211,7 +212,8 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
     while levels[-1].shape[0] >= 128:
         levels.append(cv2.pyrDown(levels[-1]))
     return SourceFace(
-        id=source_id or content_hash(image), texture=texture, levels=tuple(levels), landmarks=lms,
+        id=source_id or content_hash(image), texture=texture, levels=tuple(levels),
+        lab_levels=tuple(color.rgb_to_lab(t) for t in levels), landmarks=lms,
         triangles=orient_triangles(fm.triangles, lms), skin_stats=stats, pose=tuple(face.pose), face_index=face_index,
         image_size=(image.shape[1], image.shape[0]), bbox=tuple(face.bbox), embedding=embedding,
         blendshapes=dict(face.blendshapes))

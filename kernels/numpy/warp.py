@@ -14,20 +14,33 @@ import numpy as np
 _SHIFT = 4  # fractional bits for the rasteriser: vertices land on 1/16 pixel
 
 
-def affine_tables(src_pts: np.ndarray, dst_pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
-    """(T, 2, 3) float32 matrices mapping each destination triangle onto its source triangle.
+def affine_tables(src_pts: np.ndarray | list[np.ndarray], dst_pts: np.ndarray, tris: np.ndarray):
+    """(T, 2, 3) float32 matrices mapping each destination triangle onto its source triangle; a list of
+    source meshes gives a list of tables (the destination system is solved once for all of them).
 
     Degenerate destination triangles get a zero matrix; they cover no pixel, so it is never read."""
-    d = np.asarray(dst_pts, np.float64)[:, :2][tris]            # T,3,2
-    s = np.asarray(src_pts, np.float64)[:, :2][tris]            # T,3,2
-    dm = np.concatenate([d, np.ones(d.shape[:2] + (1,))], axis=2)  # T,3,3 rows [x y 1]
-    det = np.linalg.det(dm)
-    ok = np.abs(det) > 1e-9
-    out = np.zeros((len(tris), 2, 3), np.float64)
-    if ok.any():
-        # dm @ A^T = s  ->  A^T = solve(dm, s)
-        out[ok] = np.transpose(np.linalg.solve(dm[ok], s[ok]), (0, 2, 1))
-    return out.astype(np.float32)
+    many = isinstance(src_pts, (list, tuple))
+    srcs = list(src_pts) if many else [src_pts]
+    d = np.asarray(dst_pts, np.float32)[:, :2][tris]              # T,3,2
+    e1, e2 = d[:, 1] - d[:, 0], d[:, 2] - d[:, 0]
+    det = e1[:, 0] * e2[:, 1] - e2[:, 0] * e1[:, 1]
+    ok = np.abs(det) > 1e-6
+    r = np.where(ok, 1.0 / np.where(ok, det, 1.0), 0.0).astype(np.float32)
+    # inverse of the 2x2 edge matrix [e1 e2] (columns), row by row
+    i00, i01 = e2[:, 1] * r, -e2[:, 0] * r
+    i10, i11 = -e1[:, 1] * r, e1[:, 0] * r
+    out = []
+    for sp in srcs:
+        s = np.asarray(sp, np.float32)[:, :2][tris]
+        f1, f2 = s[:, 1] - s[:, 0], s[:, 2] - s[:, 0]
+        tab = np.empty((len(tris), 2, 3), np.float32)
+        for row in range(2):                                       # A = [f1 f2] @ inv([e1 e2])
+            tab[:, row, 0] = f1[:, row] * i00 + f2[:, row] * i10
+            tab[:, row, 1] = f1[:, row] * i01 + f2[:, row] * i11
+            tab[:, row, 2] = s[:, 0, row] - tab[:, row, 0] * d[:, 0, 0] - tab[:, row, 1] * d[:, 0, 1]
+        tab[~ok] = 0.0
+        out.append(tab)
+    return out if many else out[0]
 
 
 def rasterize_triangles(shape: tuple[int, int], dst_pts: np.ndarray, tris: np.ndarray) -> np.ndarray:
@@ -43,29 +56,38 @@ def rasterize_triangles(shape: tuple[int, int], dst_pts: np.ndarray, tris: np.nd
     return ids
 
 
-def triangle_maps(ids: np.ndarray, tables: np.ndarray, origin: tuple[float, float] = (0.0, 0.0),
-                  identity: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Per-pixel source coordinates (map_x, map_y) from an id map and its (T, 2, 3) affine tables.
+def triangle_maps(ids: np.ndarray, tables: np.ndarray | list[np.ndarray], origin: tuple[float, float] = (0.0, 0.0),
+                  identity: bool | list[bool] = False):
+    """Per-pixel source coordinates (map_x, map_y) from an id map and its (T, 2, 3) affine tables; a list
+    of tables gives a list of map pairs from one pass over the covered pixels.
 
     `origin` is where the id map's pixel (0, 0) sits in destination coordinates. Uncovered pixels map to
     their own destination position when `identity` (the image is left as it is there), else to -1."""
+    many = isinstance(tables, (list, tuple))
+    tabs = list(tables) if many else [tables]
+    idents = identity if isinstance(identity, (list, tuple)) else [identity] * len(tabs)
     h, w = ids.shape
     ox, oy = origin
     xs = np.arange(w, dtype=np.float32) + np.float32(ox)
     ys = np.arange(h, dtype=np.float32) + np.float32(oy)
-    if identity:
-        map_x = np.broadcast_to(xs[None, :], (h, w)).copy()
-        map_y = np.broadcast_to(ys[:, None], (h, w)).copy()
-    else:
-        map_x = np.full((h, w), -1.0, np.float32)
-        map_y = np.full((h, w), -1.0, np.float32)
-    yy, xx = np.nonzero(ids >= 0)
-    a = tables[ids[yy, xx]]                       # n,2,3
-    px = xs[xx]
-    py = ys[yy]
-    map_x[yy, xx] = a[:, 0, 0] * px + a[:, 0, 1] * py + a[:, 0, 2]
-    map_y[yy, xx] = a[:, 1, 0] * px + a[:, 1, 1] * py + a[:, 1, 2]
-    return map_x, map_y
+    flat = ids.ravel()
+    sel = np.flatnonzero(flat >= 0)
+    tri = flat[sel]
+    px = xs[sel % w]
+    py = ys[sel // w]
+    out = []
+    for tab, ident in zip(tabs, idents):
+        if ident:
+            map_x = np.broadcast_to(xs[None, :], (h, w)).copy()
+            map_y = np.broadcast_to(ys[:, None], (h, w)).copy()
+        else:
+            map_x = np.full((h, w), -1.0, np.float32)
+            map_y = np.full((h, w), -1.0, np.float32)
+        a = tab.reshape(-1, 6)[tri]                                # n,6
+        map_x.ravel()[sel] = a[:, 0] * px + a[:, 1] * py + a[:, 2]
+        map_y.ravel()[sel] = a[:, 3] * px + a[:, 4] * py + a[:, 5]
+        out.append((map_x, map_y))
+    return out if many else out[0]
 
 
 def remap(image: np.ndarray, map_x: np.ndarray, map_y: np.ndarray) -> np.ndarray:

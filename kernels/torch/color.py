@@ -87,7 +87,10 @@ def masked_lowpass(channel: torch.Tensor, mask: torch.Tensor, sigma: float, fact
 
 def relight(fg_lab: torch.Tensor, bg_lab: torch.Tensor, mask: torch.Tensor, sigma: float, amount: float = 1.0,
             factor: int = 4) -> torch.Tensor:
-    diff = masked_lowpass(bg_lab[..., 0], mask, sigma, factor) - masked_lowpass(fg_lab[..., 0], mask, sigma, factor)
+    h, w = mask.shape
+    k = gaussian_kernel(max(sigma / factor, 0.5))
+    parts = [_sep_blur(_box_down(x, factor), k) for x in (bg_lab[..., 0] * mask, fg_lab[..., 0] * mask, mask)]
+    diff = (parts[0] - parts[1]) / parts[2].clamp(min=1e-3)
     out = fg_lab.clone()
-    out[..., 0] += amount * diff
+    out[..., 0] += amount * F.interpolate(diff[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
     return out

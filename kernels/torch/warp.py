@@ -13,26 +13,31 @@ import torch.nn.functional as F
 from kernels.numpy.warp import affine_tables, rasterize_triangles  # noqa: F401  (same names on both paths)
 
 
-def triangle_maps(ids: torch.Tensor, tables: torch.Tensor, origin: tuple[float, float] = (0.0, 0.0),
-                  identity: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """See kernels.numpy.warp.triangle_maps; `ids` (H, W) int64/int32 and `tables` (T, 2, 3) float32 tensors."""
+def triangle_maps(ids: torch.Tensor, tables, origin: tuple[float, float] = (0.0, 0.0), identity=False):
+    """See kernels.numpy.warp.triangle_maps; `ids` (H, W) integer and `tables` (T, 2, 3) float32 tensors
+    (or a list of them)."""
+    many = isinstance(tables, (list, tuple))
+    tabs = list(tables) if many else [tables]
+    idents = identity if isinstance(identity, (list, tuple)) else [identity] * len(tabs)
     h, w = ids.shape
     dev = ids.device
     ox, oy = origin
-    xs = torch.arange(w, device=dev, dtype=torch.float32) + ox
-    ys = torch.arange(h, device=dev, dtype=torch.float32) + oy
-    px = xs[None, :].expand(h, w)
-    py = ys[:, None].expand(h, w)
+    px = (torch.arange(w, device=dev, dtype=torch.float32) + ox)[None, :].expand(h, w)
+    py = (torch.arange(h, device=dev, dtype=torch.float32) + oy)[:, None].expand(h, w)
     covered = ids >= 0
-    a = tables[ids.clamp(min=0).long()]               # H,W,2,3
-    mx = a[..., 0, 0] * px + a[..., 0, 1] * py + a[..., 0, 2]
-    my = a[..., 1, 0] * px + a[..., 1, 1] * py + a[..., 1, 2]
-    if identity:
-        fx, fy = px, py
-    else:
-        fx = torch.full_like(mx, -1.0)
-        fy = torch.full_like(my, -1.0)
-    return torch.where(covered, mx, fx), torch.where(covered, my, fy)
+    idx = ids.clamp(min=0).long()
+    out = []
+    for tab, ident in zip(tabs, idents):
+        a = tab.reshape(-1, 6)[idx]                                # H,W,6
+        mx = a[..., 0] * px + a[..., 1] * py + a[..., 2]
+        my = a[..., 3] * px + a[..., 4] * py + a[..., 5]
+        if ident:
+            fx, fy = px, py
+        else:
+            fx = torch.full_like(mx, -1.0)
+            fy = torch.full_like(my, -1.0)
+        out.append((torch.where(covered, mx, fx), torch.where(covered, my, fy)))
+    return out if many else out[0]
 
 
 def remap(image: torch.Tensor, map_x: torch.Tensor, map_y: torch.Tensor) -> torch.Tensor:

@@ -61,6 +61,12 @@ def face_weight(face: Any, frame_shape: tuple[int, int], cfg: FusionConfig) -> f
     return yaw_w * edge_w
 
 
+def _ramp(x: np.ndarray) -> np.ndarray:
+    """Smoothstep of x clipped to [0, 1]: a soft edge from a distance map."""
+    t = np.clip(x, 0.0, 1.0).astype(np.float32)
+    return t * t * (3.0 - 2.0 * t)
+
+
 def destination_mesh(live: np.ndarray, src: SourceFace, amount: float) -> np.ndarray:
     """The live landmarks moved `amount` of the way toward the source's proportions (pose kept)."""
     fm = fusion_mesh()
@@ -161,7 +167,9 @@ class FusionStage:
         fw = float(hi[0] - lo[0])
         if fw < 8:
             return None
-        pad = fw * 0.04 + 2
+        fsig = max(0.8, cfg.feather * fw)
+        spread = 2 ** max(cfg.blend_levels, 0) + int(2 * fsig) + 2   # how far the blend may reach past the mask
+        pad = spread + 2
         x0, y0 = int(max(0, math.floor(lo[0] - pad))), int(max(0, math.floor(lo[1] - pad)))
         x1, y1 = int(min(w, math.ceil(hi[0] + pad))), int(min(h, math.ceil(hi[1] + pad)))
         if x1 - x0 < 8 or y1 - y0 < 8:
@@ -185,38 +193,30 @@ class FusionStage:
             level += 1
         sf = 2.0 ** level
         src_pts = (src.landmarks[:, :2] + 0.5) / sf - 0.5
-        tab_src = np_warp.affine_tables(src_pts, dest, t)
-        tab_live = np_warp.affine_tables(live[:, :2], dest, t)
-        # masks (crop sized)
+        tab_src, tab_live = np_warp.affine_tables([src_pts, live[:, :2]], dest, t)
+        # masks (crop sized), feathered by distance ramps: one linear-time distance transform each
         loops = mesh.loops()
-        covered = (ids >= 0).astype(np.float32)
-        oval = polygon_mask((ch, cw), [local[loops["face_oval"]]])
-        core = covered * oval
-        er = max(1, int(round(cfg.erode * fw)))
-        core = cv2.erode(core, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * er + 1, 2 * er + 1)))
-        fsig = max(0.8, cfg.feather * fw)
-        alpha = cv2.GaussianBlur(core, (0, 0), fsig)
+        covered = (ids >= 0).astype(np.uint8)
+        oval = polygon_mask((ch, cw), [local[loops["face_oval"]]]) > 0.5
+        core = covered & oval
+        d_in = cv2.distanceTransform(core, cv2.DIST_L2, 3)
+        er = cfg.erode * fw
+        alpha = _ramp((d_in - er) / (2.5 * fsig))
         keep = []
         if controls.keep_mouth:
             keep.append(local[loops["lips_inner"]])
         if controls.keep_eyes:
             keep += [local[loops["left_eye"]], local[loops["right_eye"]]]
         if keep:
-            km = polygon_mask((ch, cw), keep)
-            g = int(round(cfg.keep_grow * fw))
-            if g > 0:
-                km = cv2.dilate(km, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * g + 1, 2 * g + 1)))
-            km = cv2.GaussianBlur(km, (0, 0), max(0.6, cfg.keep_feather * fw))
-            alpha *= 1.0 - km
+            km = (polygon_mask((ch, cw), keep) > 0.5).astype(np.uint8)
+            d_k = cv2.distanceTransform(1 - km, cv2.DIST_L2, 3)
+            alpha *= _ramp((d_k - cfg.keep_grow * fw) / max(1.0, 2.5 * cfg.keep_feather * fw))
         alpha *= np.float32(weight)
-        skin_ex = polygon_mask((ch, cw), [local[loops[n]] for n in fm.skin_exclude])
-        skin = core * (1.0 - skin_ex)
-        # support: where the output may differ from the (shape-warped) live crop
-        spread = 2 ** max(cfg.blend_levels, 0) * 2 + int(3 * fsig)
-        support = cv2.dilate((covered > 0).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=1)
-        support = cv2.dilate(support, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * spread + 1,) * 2)).astype(np.float32)
-        support = cv2.GaussianBlur(support, (0, 0), max(1.0, spread / 3))
-        support = np.minimum(support * 1.5, 1.0)
+        skin_ex = polygon_mask((ch, cw), [local[loops[n]] for n in fm.skin_exclude]) > 0.5
+        skin = ((d_in > er) & ~skin_ex).astype(np.float32)
+        # support: where the output may differ from the (shape-warped) live crop; 0 well inside the crop
+        d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3)
+        support = _ramp((spread - d_out) / (0.5 * spread))
         return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support)
 
     def _smoothed_stats(self, key: int, stats: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -231,11 +231,11 @@ class FusionStage:
 
     def _texture(self, ops, src: SourceFace, level: int):
         if ops.warp is np_warp:
-            return src.levels[level]
+            return src.lab_levels[level]
         key = (src.id, level)
         tex = self._textures.get(key)
         if tex is None:
-            tex = self._textures[key] = ops.put(src.levels[level])
+            tex = self._textures[key] = ops.put(src.lab_levels[level])
             if len(self._textures) > 32:
                 self._textures.pop(next(iter(self._textures)))
         return tex
@@ -245,11 +245,10 @@ class FusionStage:
         x0, y0, x1, y1 = geo.box
         fw = x1 - x0
         ids = ops.put(geo.ids)
-        msx, msy = ops.warp.triangle_maps(ids, ops.put(geo.tab_src), origin=(x0, y0))
-        mlx, mly = ops.warp.triangle_maps(ids, ops.put(geo.tab_live), origin=(x0, y0), identity=True)
-        fg = ops.warp.remap(self._texture(ops, src, geo.level), msx, msy)
+        (msx, msy), (mlx, mly) = ops.warp.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)],
+                                                        origin=(x0, y0), identity=[False, True])
+        fg_lab = ops.warp.remap(self._texture(ops, src, geo.level), msx, msy)
         bg = ops.warp.remap(image, mlx, mly)
-        fg_lab = ops.color.rgb_to_lab(fg)
         bg_lab = ops.color.rgb_to_lab(bg)
         skin = ops.put(geo.skin)
         try:

@@ -87,6 +87,7 @@ class _Geometry:
     alpha: np.ndarray
     skin: np.ndarray
     support: np.ndarray
+    keep: np.ndarray | None          # 1 where the live mouth / eyes are laid back over the blend
 
 
 def _np_ops() -> SimpleNamespace:
@@ -210,14 +211,17 @@ class FusionStage:
         if keep:
             km = (polygon_mask((ch, cw), keep) > 0.5).astype(np.uint8)
             d_k = cv2.distanceTransform(1 - km, cv2.DIST_L2, 3)
-            alpha *= _ramp((d_k - cfg.keep_grow * fw) / max(1.0, 2.5 * cfg.keep_feather * fw))
+            keep_live = 1.0 - _ramp((d_k - cfg.keep_grow * fw) / max(1.0, 2.5 * cfg.keep_feather * fw))
+            alpha *= 1.0 - keep_live
+        else:
+            keep_live = None
         alpha *= np.float32(weight)
         skin_ex = polygon_mask((ch, cw), [local[loops[n]] for n in fm.skin_exclude]) > 0.5
         skin = ((d_in > er) & ~skin_ex).astype(np.float32)
         # support: where the output may differ from the (shape-warped) live crop; 0 well inside the crop
         d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3)
         support = _ramp((spread - d_out) / (0.5 * spread))
-        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support)
+        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live)
 
     def _smoothed_stats(self, key: int, stats: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         prev = self._colour.get(key)
@@ -265,6 +269,8 @@ class FusionStage:
             mixed = ops.blend.multiband_blend(fg_rgb, bg, alpha, cfg.blend_levels)
         else:
             mixed = ops.blend.alpha_blend(fg_rgb, bg, alpha)
+        if geo.keep is not None:        # the pyramid lets low frequencies into small holes: lay the live parts back
+            mixed = ops.blend.alpha_blend(bg, mixed, ops.put(geo.keep))
         support = ops.put(geo.support)
         crop = image[y0:y1, x0:x1]
         if ops.warp is np_warp:

@@ -23,8 +23,8 @@ def alpha_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray) -> np.ndarray
 
 
 def pyr_down(x: np.ndarray) -> np.ndarray:
-    y = cv2.sepFilter2D(x, -1, _K, _K, borderType=cv2.BORDER_REFLECT_101)
-    return y[::2, ::2]
+    """5-tap binomial blur, then every second pixel (cv2.pyrDown computes exactly that, only where kept)."""
+    return cv2.pyrDown(x, borderType=cv2.BORDER_REFLECT_101)
 
 
 def pyr_up(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -43,17 +43,16 @@ def pyramid_levels(shape: tuple[int, int], levels: int, min_size: int = 8) -> in
     return n
 
 
-def multiband_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:
-    """Laplacian-pyramid blend of two H x W x C images by alpha (H x W); float32 out, same scale as in.
-    Odd sizes are fine: every level keeps its own size (ceil halving)."""
-    fg = fg.astype(np.float32, copy=False)
-    bg = bg.astype(np.float32, copy=False)
+def multiband_delta(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:
+    """What a Laplacian-pyramid blend of fg over bg by alpha adds to bg (float32 H x W x C): blending the
+    difference fg - bg needs one pyramid instead of two. Odd sizes are fine (ceil halving per level)."""
+    diff = fg.astype(np.float32) - bg.astype(np.float32)
     n = pyramid_levels(alpha.shape, levels)
+    a = alpha.astype(np.float32, copy=False)
     if n == 0:
-        return alpha_blend(fg, bg, alpha)
-    diff = fg - bg                  # blend the difference: out = bg + blend(fg - bg), one pyramid instead of two
+        return diff * a[..., None]
     g = [diff]
-    m = [alpha.astype(np.float32, copy=False)]
+    m = [a]
     for _ in range(n):
         g.append(pyr_down(g[-1]))
         m.append(pyr_down(m[-1]))
@@ -62,4 +61,9 @@ def multiband_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: i
         shape = g[i].shape[:2]
         lap = g[i] - pyr_up(g[i + 1], shape)
         out = pyr_up(out, shape) + lap * m[i][..., None]
-    return bg + out
+    return out
+
+
+def multiband_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:
+    """Laplacian-pyramid blend of two H x W x C images by alpha (H x W); float32 out, same scale as in."""
+    return bg.astype(np.float32) + multiband_delta(fg, bg, alpha, levels)

@@ -12,6 +12,13 @@ import numpy as np
 RATIO_LIMITS = (0.5, 2.0)   # std ratios outside this come from a bad mask, not from real skin
 
 
+def half_size(rgb: np.ndarray) -> np.ndarray:
+    """2x2 block mean of uint8 RGB (sides even) as float32 in [0, 1]: colour statistics and shading need no
+    more than half the pixels."""
+    x = rgb.astype(np.float32) * np.float32(1.0 / 255.0)
+    return cv2.resize(x, (rgb.shape[1] // 2, rgb.shape[0] // 2), interpolation=cv2.INTER_AREA)
+
+
 def rgb_to_lab(rgb: np.ndarray) -> np.ndarray:
     """uint8 (or float in [0, 1]) RGB -> float32 Lab: L in [0, 100], a/b about [-128, 127]."""
     x = rgb.astype(np.float32) * (1.0 / 255.0) if rgb.dtype == np.uint8 else rgb.astype(np.float32, copy=False)
@@ -45,6 +52,8 @@ def transfer_stats(lab: np.ndarray, src: tuple[np.ndarray, np.ndarray], dst: tup
 
 def _box_down(x: np.ndarray, factor: int) -> np.ndarray:
     """Mean over factor x factor blocks (edge-replicated up to a multiple of factor)."""
+    if factor == 1:
+        return x
     h, w = x.shape[:2]
     ph, pw = (-h) % factor, (-w) % factor
     if ph or pw:
@@ -75,12 +84,16 @@ def masked_lowpass(channel: np.ndarray, mask: np.ndarray, sigma: float, factor: 
 def relight(fg_lab: np.ndarray, bg_lab: np.ndarray, mask: np.ndarray, sigma: float, amount: float = 1.0,
             factor: int = 4) -> np.ndarray:
     """Give `fg_lab` the low-frequency lightness of `bg_lab` (the live face's shading) inside `mask`, keeping
-    its own detail: L_fg + amount * (low(L_bg) - low(L_fg)); both low-passes in one pass at 1/factor size."""
-    h, w = mask.shape
-    stack = np.dstack([bg_lab[..., 0] * mask, fg_lab[..., 0] * mask, mask]).astype(np.float32)
-    small = _box_down(stack, factor)
-    k = gaussian_kernel(max(sigma / factor, 0.5))
-    small = cv2.sepFilter2D(small, -1, k, k, borderType=cv2.BORDER_REPLICATE)
+    its own detail: L_fg + amount * (low(L_bg) - low(L_fg)). `bg_lab` and `mask` may be at 1/k of fg's
+    size (k dividing `factor`, fg's sides multiples of k); both low-passes run in one pass at 1/factor.
+    `sigma` is in fg pixels."""
+    h, w = fg_lab.shape[:2]
+    k = h // mask.shape[0]
+    fg_l = fg_lab[..., 0] if k == 1 else _box_down(np.ascontiguousarray(fg_lab[..., 0]), k)
+    stack = np.dstack([bg_lab[..., 0] * mask, fg_l * mask, mask]).astype(np.float32)
+    small = _box_down(stack, factor // k)
+    g = gaussian_kernel(max(sigma / factor, 0.5))
+    small = cv2.sepFilter2D(small, -1, g, g, borderType=cv2.BORDER_REPLICATE)
     diff = (small[..., 0] - small[..., 1]) / np.maximum(small[..., 2], 1e-3)
     out = fg_lab.copy()
     out[..., 0] += np.float32(amount) * cv2.resize(diff, (w, h), interpolation=cv2.INTER_LINEAR)

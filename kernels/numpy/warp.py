@@ -57,19 +57,20 @@ def rasterize_triangles(shape: tuple[int, int], dst_pts: np.ndarray, tris: np.nd
 
 
 def triangle_maps(ids: np.ndarray, tables: np.ndarray | list[np.ndarray], origin: tuple[float, float] = (0.0, 0.0),
-                  identity: bool | list[bool] = False):
+                  identity: bool | list[bool] = False, step: float = 1.0):
     """Per-pixel source coordinates (map_x, map_y) from an id map and its (T, 2, 3) affine tables; a list
     of tables gives a list of map pairs from one pass over the covered pixels.
 
-    `origin` is where the id map's pixel (0, 0) sits in destination coordinates. Uncovered pixels map to
+    `origin` is where the id map's pixel (0, 0) sits in destination coordinates, `step` the spacing of its
+    pixels there (2 for a half-resolution map). Uncovered pixels map to
     their own destination position when `identity` (the image is left as it is there), else to -1."""
     many = isinstance(tables, (list, tuple))
     tabs = list(tables) if many else [tables]
     idents = identity if isinstance(identity, (list, tuple)) else [identity] * len(tabs)
     h, w = ids.shape
     ox, oy = origin
-    xs = np.arange(w, dtype=np.float32) + np.float32(ox)
-    ys = np.arange(h, dtype=np.float32) + np.float32(oy)
+    xs = np.arange(w, dtype=np.float32) * np.float32(step) + np.float32(ox)
+    ys = np.arange(h, dtype=np.float32) * np.float32(step) + np.float32(oy)
     flat = ids.ravel()
     sel = np.flatnonzero(flat >= 0)
     tri = flat[sel]
@@ -101,3 +102,8 @@ def piecewise_affine(image: np.ndarray, src_pts: np.ndarray, dst_pts: np.ndarray
     ids = rasterize_triangles(out_shape, dst_pts, tris)
     mx, my = triangle_maps(ids, affine_tables(src_pts, dst_pts, tris))
     return remap(image, mx, my), ids >= 0
+
+
+def resize_to(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Bilinear resize of a map or mask (H x W or H x W x C float32) to `shape` (pixel-centre aligned)."""
+    return cv2.resize(x, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)

@@ -37,13 +37,13 @@ def pyr_up(x: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
     return _sep(up, _K * 2.0)
 
 
-def multiband_blend(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, levels: int = 4) -> torch.Tensor:
-    """See kernels.numpy.blend.multiband_blend; H x W x C tensors in, float32 H x W x C out."""
-    fgf, bgf = fg.float(), bg.float()
+def multiband_delta(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, levels: int = 4) -> torch.Tensor:
+    """See kernels.numpy.blend.multiband_delta; H x W x C tensors in, float32 H x W x C out."""
+    diff = fg.float() - bg.float()
     n = pyramid_levels(tuple(alpha.shape), levels)
     if n == 0:
-        return alpha_blend(fgf, bgf, alpha)
-    g = [(fgf - bgf).permute(2, 0, 1)]
+        return diff * alpha.float()[..., None]
+    g = [diff.permute(2, 0, 1)]
     m = [alpha.float()[None]]
     for _ in range(n):
         g.append(pyr_down(g[-1]))
@@ -53,4 +53,8 @@ def multiband_blend(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, lev
         shape = tuple(g[i].shape[1:])
         lap = g[i] - pyr_up(g[i + 1], shape)
         out = pyr_up(out, shape) + lap * m[i]
-    return bgf + out.permute(1, 2, 0)
+    return out.permute(1, 2, 0)
+
+
+def multiband_blend(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, levels: int = 4) -> torch.Tensor:
+    return bg.float() + multiband_delta(fg, bg, alpha, levels)

@@ -61,6 +61,8 @@ def transfer_stats(lab: torch.Tensor, src, dst, amount: float = 1.0) -> torch.Te
 
 
 def _box_down(x: torch.Tensor, factor: int) -> torch.Tensor:
+    if factor == 1:
+        return x
     h, w = x.shape
     ph, pw = (-h) % factor, (-w) % factor
     x = F.pad(x[None, None], (0, pw, 0, ph), mode="replicate") if (ph or pw) else x[None, None]
@@ -87,10 +89,18 @@ def masked_lowpass(channel: torch.Tensor, mask: torch.Tensor, sigma: float, fact
 
 def relight(fg_lab: torch.Tensor, bg_lab: torch.Tensor, mask: torch.Tensor, sigma: float, amount: float = 1.0,
             factor: int = 4) -> torch.Tensor:
-    h, w = mask.shape
-    k = gaussian_kernel(max(sigma / factor, 0.5))
-    parts = [_sep_blur(_box_down(x, factor), k) for x in (bg_lab[..., 0] * mask, fg_lab[..., 0] * mask, mask)]
+    """See kernels.numpy.color.relight."""
+    h, w = fg_lab.shape[:2]
+    k = h // mask.shape[0]
+    fg_l = fg_lab[..., 0] if k == 1 else _box_down(fg_lab[..., 0], k)
+    g = gaussian_kernel(max(sigma / factor, 0.5))
+    parts = [_sep_blur(_box_down(x, factor // k), g) for x in (bg_lab[..., 0] * mask, fg_l * mask, mask)]
     diff = (parts[0] - parts[1]) / parts[2].clamp(min=1e-3)
     out = fg_lab.clone()
     out[..., 0] += amount * F.interpolate(diff[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
     return out
+
+
+def half_size(rgb: torch.Tensor) -> torch.Tensor:
+    """2x2 block mean of uint8 RGB as float32 in [0, 1] (see the numpy twin)."""
+    return F.avg_pool2d(rgb.float().permute(2, 0, 1)[None] / 255.0, 2)[0].permute(1, 2, 0)

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from kernels.numpy.warp import affine_tables, rasterize_triangles  # noqa: F401  (same names on both paths)
 
 
-def triangle_maps(ids: torch.Tensor, tables, origin: tuple[float, float] = (0.0, 0.0), identity=False):
+def triangle_maps(ids: torch.Tensor, tables, origin: tuple[float, float] = (0.0, 0.0), identity=False,
+                  step: float = 1.0):
     """See kernels.numpy.warp.triangle_maps; `ids` (H, W) integer and `tables` (T, 2, 3) float32 tensors
     (or a list of them)."""
     many = isinstance(tables, (list, tuple))
@@ -22,8 +23,8 @@ def triangle_maps(ids: torch.Tensor, tables, origin: tuple[float, float] = (0.0,
     h, w = ids.shape
     dev = ids.device
     ox, oy = origin
-    px = (torch.arange(w, device=dev, dtype=torch.float32) + ox)[None, :].expand(h, w)
-    py = (torch.arange(h, device=dev, dtype=torch.float32) + oy)[:, None].expand(h, w)
+    px = (torch.arange(w, device=dev, dtype=torch.float32) * step + ox)[None, :].expand(h, w)
+    py = (torch.arange(h, device=dev, dtype=torch.float32) * step + oy)[:, None].expand(h, w)
     covered = ids >= 0
     idx = ids.clamp(min=0).long()
     out = []
@@ -60,3 +61,10 @@ def piecewise_affine(image: torch.Tensor, src_pts: np.ndarray, dst_pts: np.ndarr
     tables = torch.from_numpy(affine_tables(src_pts, dst_pts, tris)).to(image.device)
     mx, my = triangle_maps(ids, tables)
     return remap(image, mx, my), ids >= 0
+
+
+def resize_to(x: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """See kernels.numpy.warp.resize_to (same pixel-centre alignment as cv2.INTER_LINEAR)."""
+    if x.ndim == 2:
+        return F.interpolate(x[None, None].float(), size=tuple(shape), mode="bilinear", align_corners=False)[0, 0]
+    return F.interpolate(x.permute(2, 0, 1)[None].float(), size=tuple(shape), mode="bilinear", align_corners=False)[0].permute(1, 2, 0)

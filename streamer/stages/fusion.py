@@ -79,15 +79,28 @@ def destination_mesh(live: np.ndarray, src: SourceFace, amount: float) -> np.nda
 
 @dataclass(slots=True)
 class _Geometry:
+    """Everything about one face's fusion that is not pixel work, at half the crop's resolution (the crop
+    sides are multiples of 4, so the half grid aligns exactly)."""
     box: tuple[int, int, int, int]   # x0, y0, x1, y1 in the frame
-    ids: np.ndarray
+    ids: np.ndarray                  # half-resolution triangle id map
     tab_src: np.ndarray
     tab_live: np.ndarray
     level: int
-    alpha: np.ndarray
-    skin: np.ndarray
-    support: np.ndarray
-    keep: np.ndarray | None          # 1 where the live mouth / eyes are laid back over the blend
+    alpha: np.ndarray                # half resolution, strength and fades included
+    skin: np.ndarray                 # half resolution, where colour statistics and shading are read
+    support: np.ndarray              # half resolution
+    keep: np.ndarray | None          # half resolution: 1 where the live mouth / eyes are laid back over the blend
+
+
+def _span(lo: float, hi: float, limit: int) -> tuple[int, int] | None:
+    """An integer interval covering [lo, hi] inside [0, limit] whose length is a multiple of 4."""
+    a, b = max(0, math.floor(lo)), min(limit, math.ceil(hi))
+    n = -(-(b - a) // 4) * 4
+    n = min(n, limit - limit % 4)
+    if n < 8:
+        return None
+    a = min(a, limit - n)
+    return a, a + n
 
 
 def _np_ops() -> SimpleNamespace:
@@ -170,12 +183,12 @@ class FusionStage:
             return None
         fsig = max(0.8, cfg.feather * fw)
         spread = 2 ** max(cfg.blend_levels, 0) + int(2 * fsig) + 2   # how far the blend may reach past the mask
-        pad = spread + 2
-        x0, y0 = int(max(0, math.floor(lo[0] - pad))), int(max(0, math.floor(lo[1] - pad)))
-        x1, y1 = int(min(w, math.ceil(hi[0] + pad))), int(min(h, math.ceil(hi[1] + pad)))
-        if x1 - x0 < 8 or y1 - y0 < 8:
+        pad = spread + 4
+        sx, sy = _span(lo[0] - pad, hi[0] + pad, w), _span(lo[1] - pad, hi[1] + pad, h)
+        if sx is None or sy is None:
             return None
-        ch, cw = y1 - y0, x1 - x0
+        (x0, x1), (y0, y1) = sx, sy
+        hh, ww = (y1 - y0) // 2, (x1 - x0) // 2
         fm = fusion_mesh()
         tris = src.triangles
         area = signed_areas(tris, dest)
@@ -185,8 +198,9 @@ class FusionStage:
         depth = live[tris[order], 2].mean(axis=1)
         order = order[np.argsort(-depth, kind="stable")]   # far first: near triangles overwrite
         t = tris[order]
-        local = dest - np.array([x0, y0], np.float32)
-        ids = np_warp.rasterize_triangles((ch, cw), local, t)
+        # half-grid pixel (j, i) sits at frame point (x0 + 2j + 0.5, y0 + 2i + 0.5)
+        half = (dest - np.array([x0 + 0.5, y0 + 0.5], np.float32)) * np.float32(0.5)
+        ids = np_warp.rasterize_triangles((hh, ww), half, t)
         # texture level: the smallest copy still at least as large as the live face
         level = 0
         tex_w = float(np.ptp(src.landmarks[:, 0]))
@@ -195,31 +209,31 @@ class FusionStage:
         sf = 2.0 ** level
         src_pts = (src.landmarks[:, :2] + 0.5) / sf - 0.5
         tab_src, tab_live = np_warp.affine_tables([src_pts, live[:, :2]], dest, t)
-        # masks (crop sized), feathered by distance ramps: one linear-time distance transform each
+        # masks, feathered by distance ramps (one linear-time distance transform each); distances in
+        # half-grid pixels, so x2 for frame pixels
         loops = mesh.loops()
         covered = (ids >= 0).astype(np.uint8)
-        oval = polygon_mask((ch, cw), [local[loops["face_oval"]]]) > 0.5
+        oval = polygon_mask((hh, ww), [half[loops["face_oval"]]]) > 0.5
         core = covered & oval
-        d_in = cv2.distanceTransform(core, cv2.DIST_L2, 3)
+        d_in = cv2.distanceTransform(core, cv2.DIST_L2, 3) * 2.0
         er = cfg.erode * fw
         alpha = _ramp((d_in - er) / (2.5 * fsig))
         keep = []
         if controls.keep_mouth:
-            keep.append(local[loops["lips_inner"]])
+            keep.append(half[loops["lips_inner"]])
         if controls.keep_eyes:
-            keep += [local[loops["left_eye"]], local[loops["right_eye"]]]
+            keep += [half[loops["left_eye"]], half[loops["right_eye"]]]
+        keep_live = None
         if keep:
-            km = (polygon_mask((ch, cw), keep) > 0.5).astype(np.uint8)
-            d_k = cv2.distanceTransform(1 - km, cv2.DIST_L2, 3)
+            km = (polygon_mask((hh, ww), keep) > 0.5).astype(np.uint8)
+            d_k = cv2.distanceTransform(1 - km, cv2.DIST_L2, 3) * 2.0
             keep_live = 1.0 - _ramp((d_k - cfg.keep_grow * fw) / max(1.0, 2.5 * cfg.keep_feather * fw))
             alpha *= 1.0 - keep_live
-        else:
-            keep_live = None
         alpha *= np.float32(weight)
-        skin_ex = polygon_mask((ch, cw), [local[loops[n]] for n in fm.skin_exclude]) > 0.5
+        skin_ex = polygon_mask((hh, ww), [half[loops[n]] for n in fm.skin_exclude]) > 0.5
         skin = ((d_in > er) & ~skin_ex).astype(np.float32)
         # support: where the output may differ from the (shape-warped) live crop; 0 well inside the crop
-        d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3)
+        d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3) * 2.0
         support = _ramp((spread - d_out) / (0.5 * spread))
         return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live)
 
@@ -247,42 +261,41 @@ class FusionStage:
     def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int) -> None:
         cfg = self.config
         x0, y0, x1, y1 = geo.box
+        full = (y1 - y0, x1 - x0)
         fw = x1 - x0
+        W, C, B = ops.warp, ops.color, ops.blend
         ids = ops.put(geo.ids)
-        (msx, msy), (mlx, mly) = ops.warp.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)],
-                                                        origin=(x0, y0), identity=[False, True])
-        fg_lab = ops.warp.remap(self._texture(ops, src, geo.level), msx, msy)
-        bg = ops.warp.remap(image, mlx, mly)
-        bg_lab = ops.color.rgb_to_lab(bg)
+        maps = W.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)], origin=(x0 + 0.5, y0 + 0.5),
+                               identity=[False, True], step=2.0)
+        (msx, msy), (mlx, mly) = [(W.resize_to(mx, full), W.resize_to(my, full)) for mx, my in maps]
+        fg_lab = W.remap(self._texture(ops, src, geo.level), msx, msy)
+        bg = W.remap(image, mlx, mly)
+        bg_lab = C.rgb_to_lab(C.half_size(bg))            # statistics and shading at half resolution
         skin = ops.put(geo.skin)
         try:
-            live_stats = ops.stats(ops.color.lab_stats(bg_lab, skin, cfg.stats_step))
+            live_stats = ops.stats(C.lab_stats(bg_lab, skin, max(1, cfg.stats_step // 2)))
         except ValueError:
             return
         target = self._smoothed_stats(key, live_stats)
-        fg_lab = ops.color.transfer_stats(fg_lab, src.skin_stats, target)
+        fg_lab = C.transfer_stats(fg_lab, src.skin_stats, target)
         if cfg.relight > 0:
-            fg_lab = ops.color.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw, amount=cfg.relight)
-        fg_rgb = ops.color.lab_to_rgb(fg_lab)
-        alpha = ops.put(geo.alpha)
-        if cfg.blend_levels > 0:
-            mixed = ops.blend.multiband_blend(fg_rgb, bg, alpha, cfg.blend_levels)
-        else:
-            mixed = ops.blend.alpha_blend(fg_rgb, bg, alpha)
-        if geo.keep is not None:        # the pyramid lets low frequencies into small holes: lay the live parts back
-            mixed = ops.blend.alpha_blend(bg, mixed, ops.put(geo.keep))
-        support = ops.put(geo.support)
+            fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw, amount=cfg.relight)
+        fg_rgb = C.lab_to_rgb(fg_lab)
+        alpha = W.resize_to(ops.put(geo.alpha), full)
+        delta = B.multiband_delta(fg_rgb, bg, alpha, cfg.blend_levels)
+        weight = ops.put(geo.support if geo.keep is None else geo.support * (1.0 - geo.keep))
+        weight = W.resize_to(weight, full)
+        res = delta * weight[..., None] + bg
         crop = image[y0:y1, x0:x1]
-        if ops.warp is np_warp:
-            res = np_blend.alpha_blend(mixed, bg, support)
+        inside = W.resize_to(ops.put(geo.support), full) > 0
+        if W is np_warp:
             res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
-            out[y0:y1, x0:x1] = np.where((geo.support > 0)[..., None], res, crop)
+            out[y0:y1, x0:x1] = np.where(inside[..., None], res, crop)
         else:
             import torch
 
-            res = ops.blend.alpha_blend(mixed, bg, support)
             res = (res + 0.5).clamp(0, 255).to(torch.uint8)
-            out[y0:y1, x0:x1] = torch.where((support > 0)[..., None], res, crop)
+            out[y0:y1, x0:x1] = torch.where(inside[..., None], res, crop)
 
     def close(self) -> None:
         self._colour.clear()

@@ -27,6 +27,9 @@ from kernels.numpy.masks import polygon_mask
 from streamer.pipeline import FrameState
 
 
+NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
+
+
 @dataclass(frozen=True, slots=True)
 class FusionConfig:
     shape_weight: float = 0.6        # at strength 1 the geometry moves this far toward the source's proportions
@@ -67,10 +70,20 @@ def _ramp(x: np.ndarray) -> np.ndarray:
     return t * t * (3.0 - 2.0 * t)
 
 
+def shape_weights(src: SourceFace) -> np.ndarray:
+    """Per-landmark share of the source's proportions to take: all above the nose tip, none from the upper
+    lip down. The source's landmarks carry its expression too (a smile lifts the cheeks and chin), and the
+    lower face is where expression lives, so the live lower face keeps its own shape."""
+    y = src.landmarks[:, 1]
+    y_nose, y_lip = y[NOSE_TIP], y[UPPER_LIP]
+    return np.clip((y_lip - y) / max(y_lip - y_nose, 1e-3), 0.0, 1.0).astype(np.float32)
+
+
 def destination_mesh(live: np.ndarray, src: SourceFace, amount: float) -> np.ndarray:
     """The live landmarks moved `amount` of the way toward the source's proportions (pose kept)."""
     fm = fusion_mesh()
     delta = align(src.landmarks, live)[:, :2] - live[:, :2]
+    delta *= shape_weights(src)[:, None]
     delta[fm.oval] = 0.0
     for group in fm.rigid_groups:
         delta[group] = delta[group].mean(axis=0)

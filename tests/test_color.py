@@ -71,3 +71,8 @@ def test_torch_twin_agrees_on_odd_size(astronaut, grace_hopper):
     r = nc.relight(la, lb, mask, 15)
     tr = tc.relight(torch.from_numpy(la), torch.from_numpy(lb), torch.from_numpy(mask), 15).numpy()
     np.testing.assert_allclose(tr, r, atol=1e-3)
+
+
+def test_half_size_twin_agrees(astronaut):
+    a = np.ascontiguousarray(astronaut[:238, :318])
+    np.testing.assert_allclose(tc.half_size(torch.from_numpy(a)).numpy(), nc.half_size(a), atol=1e-5)

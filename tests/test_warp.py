@@ -85,3 +85,10 @@ def test_torch_twin_agrees_on_odd_size(astronaut, dtype):
     b = tw.remap(torch.from_numpy(img), tx, ty).numpy().astype(np.float32)
     diff = np.abs(a - b)
     assert diff.mean() < 0.3 and diff.max() <= 4   # OpenCV samples at 1/32 pixel, grid_sample exactly
+
+
+def test_resize_twin_agrees_on_odd_size(astronaut):
+    m = astronaut[:119, :159, 0].astype(np.float32)
+    a = nw.resize_to(m, (238, 318))
+    b = tw.resize_to(torch.from_numpy(m), (238, 318)).numpy()
+    np.testing.assert_allclose(b, a, atol=1e-3)

@@ -29,6 +29,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gallery", default=None, help="write gallery PNGs (source | target | fused | strength 0.5) here")
     parser.add_argument("--clip-frames", type=int, default=8, help="frames per motion clip")
     parser.add_argument("--still-frames", type=int, default=12, help="frames of the still clip with sensor noise")
+    parser.add_argument("--shape-weight", type=float, default=None, help="override FusionConfig.shape_weight (ablation)")
+    parser.add_argument("--blend-levels", type=int, default=None, help="override FusionConfig.blend_levels (ablation)")
     parser.add_argument("--distractors", type=int, default=60, help="lfw_subset faces added to the retrieval gallery")
 
 
@@ -131,7 +133,7 @@ def skin_delta_e(out: np.ndarray, ref: np.ndarray, face) -> float:
 def _summary(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, np.float64)
     return {"median": round(float(np.median(a)), 3), "p95": round(float(np.percentile(a, 95)), 3),
-            "max": round(float(a.max()), 3), "n": int(len(a))}
+            "min": round(float(a.min()), 3), "max": round(float(a.max()), 3), "n": int(len(a))}
 
 
 # -- run -----------------------------------------------------------------------------------------------
@@ -144,8 +146,10 @@ def run(args) -> dict:
     from engines.sources import SourceRegistry
     from streamer.pipeline import FrameState
     from streamer.session import Session
-    from streamer.stages.fusion import FusionStage
+    from streamer.stages.fusion import FusionConfig, FusionStage
 
+    overrides = {k: v for k, v in (("shape_weight", args.shape_weight), ("blend_levels", args.blend_levels)) if v is not None}
+    config = FusionConfig(**overrides)
     photos = _photos()
     embedder = IdentityEmbedder()
     registry = SourceRegistry(embedder=embedder)
@@ -190,8 +194,8 @@ def run(args) -> dict:
         session = Session()
         session.sources[src.id] = src
         session.update(source_id=src.id)
-        stage = FusionStage()
-        half_stage = FusionStage()
+        stage = FusionStage(config)
+        half_stage = FusionStage(config)
         lm_in, lm_out = MediaPipeLandmarker(), MediaPipeLandmarker()
         pair_top1 = []
         for k, (kind, img) in enumerate(frames):
@@ -223,6 +227,7 @@ def run(args) -> dict:
             pair_top1.append(hit)
             rec["top1_half"].append(top1(e_half) == src_name)
             rec["pose_err"].append(float(np.abs(np.subtract(of.pose, face.pose)).max()))
+            rec.setdefault(f"pose_err_{kind}", []).append(rec["pose_err"][-1])
             rec["blend_err"].append(max(abs(of.blendshapes.get(b, 0.0) - face.blendshapes.get(b, 0.0)) for b in BLENDSHAPES))
             rec["psnr"].append(psnr_outside(out, img, face))
             rec["seam"].append(seam_energy(out, img, face))
@@ -242,7 +247,7 @@ def run(args) -> dict:
     session = Session()
     session.sources[src.id] = src
     session.update(source_id=src.id)
-    stage = FusionStage()
+    stage = FusionStage(config)
     lm = MediaPipeLandmarker()
     outs, ins, area = [], [], None
     for k in range(args.still_frames):
@@ -261,6 +266,7 @@ def run(args) -> dict:
     flicker_in = float(np.std(np.stack(ins), axis=0)[area].mean())
 
     return {
+        "config": {"shape_weight": config.shape_weight, "blend_levels": config.blend_levels},
         "identities": ["astronaut", "hopper"],
         "gallery_size": len(names),
         "distractors": f"{n_dist} lfw_subset faces (25x25 grey, upscaled): easy to reject, see the module doc",
@@ -274,6 +280,7 @@ def run(args) -> dict:
             "per_pair": per_pair,
         },
         "pose_error_deg": _summary(rec["pose_err"]),
+        "pose_error_deg_by_clip": {k[9:]: _summary(v) for k, v in rec.items() if k.startswith("pose_err_")},
         "blendshape_error": _summary(rec["blend_err"]),
         "psnr_outside_db": _summary(rec["psnr"]),
         "seam_gradient_ratio": _summary(rec["seam"]),

@@ -32,7 +32,7 @@ NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
 
 @dataclass(frozen=True, slots=True)
 class FusionConfig:
-    shape_weight: float = 0.6        # at strength 1 the geometry moves this far toward the source's proportions
+    shape_weight: float = 0.4        # at strength 1 the geometry moves this far toward the source's proportions
     colour_memory: float = 0.85      # weight of the previous frame's live skin statistics (temporal smoothing)
     relight: float = 1.0             # how much of the live low-frequency shading the source takes
     relight_sigma: float = 0.10      # shading scale, fraction of face width

@@ -199,3 +199,41 @@ def test_a_failing_source_passes_the_frame_through(sources, hopper_frame):
     out = Pipeline([FusionStage()], on_error=lambda name, exc: errors.append(name))(FrameState(image=img, faces=list(faces)), sess)
     assert errors == ["fusion"] and "fusion" in out.errors
     assert np.array_equal(out.image, img)
+
+
+def test_odd_frame_with_the_face_at_its_edge(sources, hopper_frame):
+    img, faces = hopper_frame
+    x0, y0, x1, y1 = faces[0].bbox
+    # a 318x238 frame whose right edge cuts through the face
+    top, right = int(y0) - 40, int(x1) + 20
+    cut = np.ascontiguousarray(img[top: top + 238, right - 318: right])
+    assert cut.shape == (238, 318, 3)
+    found = detect(cut)
+    assert found
+    out = run(FusionStage(), cut, found, session_with(sources["astronaut"]))
+    inside = face_region(cut.shape, found[0])
+    fw = found[0].bbox[2] - found[0].bbox[0]
+    outside = ~face_region(cut.shape, found[0], dilate_px=int(0.25 * fw))
+    assert np.array_equal(out[outside], cut[outside])
+    assert np.abs(out[inside].astype(int) - cut[inside]).mean() > 5
+
+
+def test_faces_routed_by_reference_identity(sources, astronaut, grace_hopper):
+    from engines.identity import IdentityEmbedder
+    from streamer.stages.fusion import ReferenceRouter
+
+    pair = np.hstack([cv2.resize(astronaut[20:280, 100:360], (320, 320)), cv2.resize(grace_hopper[80:440, 90:450], (320, 320))])
+    faces = sorted(detect(pair), key=lambda f: f.bbox[0])
+    for i, f in enumerate(faces):
+        f.track_id = 10 + i
+    emb = IdentityEmbedder()
+    ref = emb.embed(astronaut, detect(astronaut)[0])          # "the astronaut wears Hopper"
+    h = sources["hopper"]
+    stage = FusionStage(router=ReferenceRouter(emb, [(ref, h.id)]))
+    sess = session_with(h)
+    sess.update(source_id=None)
+    out = run(stage, pair, faces, sess)
+    left, right = (face_region(pair.shape, f) for f in faces)
+    assert np.abs(out[left].astype(int) - pair[left]).mean() > 8      # the astronaut, recognised, is fused
+    assert np.array_equal(out[right], pair[right])                     # Hopper is nobody's reference
+    assert stage._routes == {10: h.id, 11: None}

@@ -102,3 +102,10 @@ def test_embedding_tells_people_apart(astronaut, grace_hopper):
     a, g = reg.register(astronaut), reg.register(grace_hopper)
     assert a.embedding.shape == (128,)
     assert distance(a.embedding, g.embedding) > SAME_PERSON_DISTANCE
+
+
+def test_bundled_demo_source_registers(registry):
+    from engines.sources import demo_source_path
+
+    src = registry.register(demo_source_path().read_bytes())
+    assert src.face_index == 0 and src.texture.shape[0] == registry.config.texture_size

@@ -130,20 +130,50 @@ def _torch_ops(device) -> SimpleNamespace:
                            stats=lambda s: (s[0].cpu().numpy(), s[1].cpu().numpy()))
 
 
+class ReferenceRouter:
+    """Maps live faces to sources by who they are: each reference is a person's identity embedding (from a
+    photo of someone expected in the stream) and the source that person should wear. A face is embedded
+    once per track (about 70 ms, so only when a track first appears), then the answer is kept."""
+
+    def __init__(self, embedder: Any, references: list[tuple[np.ndarray, str]], threshold: float = 0.6) -> None:
+        self.embedder = embedder
+        self.references = [(np.asarray(e, np.float32), sid) for e, sid in references]
+        self.threshold = threshold
+
+    def route(self, image: np.ndarray, face: Any) -> str | None:
+        if not self.references:
+            return None
+        emb = self.embedder.embed(image, face)
+        dists = [float(np.linalg.norm(emb - e)) for e, _ in self.references]
+        best = int(np.argmin(dists))
+        return self.references[best][1] if dists[best] < self.threshold else None
+
+
 class FusionStage:
     name = "fusion"
 
-    def __init__(self, config: FusionConfig = FusionConfig(), device: str | None = None) -> None:
+    def __init__(self, config: FusionConfig = FusionConfig(), device: str | None = None,
+                 router: ReferenceRouter | None = None) -> None:
         self.config = config
         self.device = device
+        self.router = router
+        self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
         self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
         self._ops = _np_ops() if config.backend == "numpy" else None
 
     # -- source choice -------------------------------------------------------------------------------
-    @staticmethod
-    def source_for(face: Any, controls: Any, sources: dict[str, Any]) -> SourceFace | None:
+    def source_for(self, face: Any, controls: Any, sources: dict[str, Any], image: Any = None) -> SourceFace | None:
+        """By track (`Controls.face_sources`), else by reference identity (the router), else the one source
+        for all (`Controls.source_id`)."""
         sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
+        if sid is None and self.router is not None and face.track_id >= 0 and image is not None:
+            if face.track_id not in self._routes:
+                frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
+                self._routes[face.track_id] = self.router.route(frame, face)
+                if len(self._routes) > 256:
+                    self._routes.pop(next(iter(self._routes)))
+            sid = self._routes[face.track_id]
         if sid is None:
             sid = controls.source_id
         src = sources.get(sid) if sid is not None else None
@@ -164,7 +194,7 @@ class FusionStage:
         out = None
         fused = []
         for i, face in enumerate(state.faces):
-            src = self.source_for(face, controls, session.sources)
+            src = self.source_for(face, controls, session.sources, image)
             if src is None:
                 continue
             weight = strength * face_weight(face, (h, w), self.config)
@@ -299,7 +329,7 @@ class FusionStage:
         weight = ops.put(geo.support if geo.keep is None else geo.support * (1.0 - geo.keep))
         weight = W.resize_to(weight, full)
         res = delta * weight[..., None] + bg
-        crop = image[y0:y1, x0:x1]
+        crop = out[y0:y1, x0:x1]          # what earlier faces already made of this box
         inside = W.resize_to(ops.put(geo.support), full) > 0
         if W is np_warp:
             res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
@@ -311,5 +341,6 @@ class FusionStage:
             out[y0:y1, x0:x1] = torch.where(inside[..., None], res, crop)
 
     def close(self) -> None:
+        self._routes.clear()
         self._colour.clear()
         self._textures.clear()

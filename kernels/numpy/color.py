@@ -33,11 +33,12 @@ def lab_to_rgb(lab: np.ndarray) -> np.ndarray:
 
 def lab_stats(lab: np.ndarray, mask: np.ndarray, step: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Mean and std (3,) of the Lab pixels where `mask` > 0.5, on every `step`-th row and column."""
-    sel = mask[::step, ::step] > 0.5
-    px = lab[::step, ::step][sel]
-    if len(px) < 16:
-        raise ValueError(f"too few skin pixels for colour statistics ({len(px)})")
-    return px.mean(axis=0).astype(np.float32), (px.std(axis=0) + 1e-3).astype(np.float32)
+    sel = (mask[::step, ::step] > 0.5).astype(np.uint8)
+    n = int(sel.sum())
+    if n < 16:
+        raise ValueError(f"too few skin pixels for colour statistics ({n})")
+    mean, std = cv2.meanStdDev(np.ascontiguousarray(lab[::step, ::step]), mask=sel)
+    return mean.ravel().astype(np.float32), (std.ravel() + 1e-3).astype(np.float32)
 
 
 def transfer_stats(lab: np.ndarray, src: tuple[np.ndarray, np.ndarray], dst: tuple[np.ndarray, np.ndarray],
@@ -46,8 +47,11 @@ def transfer_stats(lab: np.ndarray, src: tuple[np.ndarray, np.ndarray], dst: tup
     ratio = np.clip(dst[1] / src[1], *RATIO_LIMITS)
     scale = 1.0 + amount * (ratio - 1.0)
     shift = amount * dst[0] - src[0] * scale + (1.0 - amount) * src[0]
-    # (lab - m_s) * scale + m_s + amount * (m_d - m_s)
-    return lab * scale.astype(np.float32) + shift.astype(np.float32)
+    # (lab - m_s) * scale + m_s + amount * (m_d - m_s), as one per-channel affine pass
+    m = np.zeros((3, 4), np.float32)
+    m[[0, 1, 2], [0, 1, 2]] = scale
+    m[:, 3] = shift
+    return cv2.transform(np.ascontiguousarray(lab, np.float32), m)
 
 
 def _box_down(x: np.ndarray, factor: int) -> np.ndarray:

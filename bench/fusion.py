@@ -83,6 +83,11 @@ def run(args) -> dict:
     image = _frame(target, args.width, args.height)
     lm = MediaPipeLandmarker()
     faces = lm.detect(image, 0)
+    lm_ms = []
+    for k in range(1, 21):                      # for context only: the landmarker on the same frame, tracked
+        t = time.perf_counter()
+        lm.detect(image, 33 * k)
+        lm_ms.append((time.perf_counter() - t) * 1000)
     lm.close()
     if len(faces) != 1:
         raise RuntimeError(f"expected one face in the bench frame, found {len(faces)}")
@@ -92,6 +97,7 @@ def run(args) -> dict:
     fw = faces[0].bbox[2] - faces[0].bbox[0]
     out: dict = {"frame": f"{args.width}x{args.height}", "face_width_px": round(float(fw), 1), "frames": args.frames,
                  "threads": 1, "note": "landmarks excluded; cpu = this thread's CPU time"}
+    out["landmarker_wall_for_context"] = _stats(lm_ms)
     out["numpy"] = _time_case(FusionStage(), image, faces, session, args.frames, args.warmup)
     out["numpy_feather_only"] = _time_case(FusionStage(FusionConfig(blend_levels=0)), image, faces, session, args.frames, args.warmup)
     if args.torch:

@@ -97,13 +97,13 @@ def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray
         raise SourceRefused("bad_image", f"expected image bytes or an array, got {type(data).__name__}")
     if len(data) > config.max_bytes:
         raise SourceRefused("too_large", f"image file is {len(data)} bytes; the limit is {config.max_bytes}")
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(bytes(data))) as im:
             if im.width * im.height > config.max_pixels:
                 raise SourceRefused("too_large", f"image is {im.width}x{im.height}; the limit is {config.max_pixels} pixels")
-            rgb = np.asarray(im.convert("RGB"))
+            rgb = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))   # phone photos carry their rotation in EXIF
     except SourceRefused:
         raise
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:

@@ -109,3 +109,15 @@ def test_bundled_demo_source_registers(registry):
 
     src = registry.register(demo_source_path().read_bytes())
     assert src.face_index == 0 and src.texture.shape[0] == registry.config.texture_size
+
+
+def test_phone_photo_rotation_is_honoured(astronaut):
+    """A phone stores a portrait as landscape pixels plus an EXIF orientation; the face must come upright."""
+    buf = io.BytesIO()
+    sideways = Image.fromarray(np.ascontiguousarray(np.rot90(astronaut)))      # pixels turned 90 degrees left
+    exif = Image.Exif()
+    exif[0x0112] = 6                                                          # "rotate 90 CW to display"
+    sideways.save(buf, format="JPEG", quality=95, exif=exif)
+    upright = decode_image(buf.getvalue())
+    assert upright.shape == astronaut.shape
+    assert np.abs(upright.astype(int) - astronaut).mean() < 6

@@ -104,10 +104,9 @@ def run(args) -> dict:
         import torch
 
         torch.set_num_threads(1)
-        tstage = FusionStage(FusionConfig(backend="torch"))
+        tstage = FusionStage()
         out["torch_cpu"] = _time_case(tstage, torch.from_numpy(image), faces, session, max(10, args.frames // 3), args.warmup)
         if torch.cuda.is_available():
-            import copy
 
             big = _frame(target, 1920, 1080)
             lm = MediaPipeLandmarker()
@@ -115,7 +114,7 @@ def run(args) -> dict:
             lm.close()
             dev = torch.device("cuda")
             timg = torch.from_numpy(big).to(dev)
-            out["torch_cuda_1080p"] = _time_case(FusionStage(FusionConfig(backend="torch")), timg, bf, session, args.frames,
+            out["torch_cuda_1080p"] = _time_case(FusionStage(), timg, bf, session, args.frames,
                                                  args.warmup, sync=lambda _: torch.cuda.synchronize())
             out["torch_cuda_1080p"]["device"] = torch.cuda.get_device_name(0)
         else:

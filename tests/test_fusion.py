@@ -185,7 +185,7 @@ def test_torch_path_matches_numpy(sources, hopper_frame):
     img, faces = hopper_frame
     sess = session_with(sources["astronaut"])
     a = run(FusionStage(), img, faces, sess)
-    t = FusionStage(FusionConfig(backend="torch"))(FrameState(image=torch.from_numpy(img), faces=list(faces)), sess).image
+    t = FusionStage()(FrameState(image=torch.from_numpy(img), faces=list(faces)), sess).image
     assert isinstance(t, torch.Tensor)
     diff = np.abs(t.numpy().astype(int) - a)
     assert diff.mean() < 0.2 and np.percentile(diff, 99.9) <= 4

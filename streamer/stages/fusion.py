@@ -45,7 +45,6 @@ class FusionConfig:
     yaw_zero: float = 50.0           # ... fading to none here
     edge_fade: float = 0.25          # fade out as this fraction of the face width leaves the frame
     stats_step: int = 2              # colour statistics on every n-th pixel
-    backend: str = "numpy"           # "numpy" or "torch" (the frame must then be a torch tensor)
 
 
 def smoothstep(e0: float, e1: float, x: float) -> float:
@@ -152,15 +151,13 @@ class ReferenceRouter:
 class FusionStage:
     name = "fusion"
 
-    def __init__(self, config: FusionConfig = FusionConfig(), device: str | None = None,
-                 router: ReferenceRouter | None = None) -> None:
+    def __init__(self, config: FusionConfig = FusionConfig(), router: ReferenceRouter | None = None) -> None:
         self.config = config
-        self.device = device
         self.router = router
         self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
         self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
-        self._ops = _np_ops() if config.backend == "numpy" else None
+        self._np = _np_ops()
 
     # -- source choice -------------------------------------------------------------------------------
     def source_for(self, face: Any, controls: Any, sources: dict[str, Any], image: Any = None) -> SourceFace | None:
@@ -186,10 +183,8 @@ class FusionStage:
         if not controls.enabled or strength <= 0.0 or not state.faces:
             return state
         image = state.image
-        is_torch = not isinstance(image, np.ndarray)
-        ops = self._ops
-        if is_torch:
-            ops = _torch_ops(image.device)
+        is_torch = not isinstance(image, np.ndarray)      # the path follows the frame: a tensor stays on its device
+        ops = _torch_ops(image.device) if is_torch else self._np
         h, w = image.shape[:2]
         out = None
         fused = []

@@ -88,7 +88,8 @@ def test_full_strength_changes_only_the_face_and_moves_identity(sources, hopper_
     assert np.array_equal(out[outside], img[outside])              # the room, hat and collar untouched
     assert np.abs(out[inside].astype(int) - img[inside]).mean() > 10
     emb = IdentityEmbedder()
-    src_e = emb.embed(sources_image := sources["astronaut"].texture, detect(sources_image)[0])
+    texture = sources["astronaut"].texture                      # the source as the stage sees it
+    src_e = emb.embed(texture, detect(texture)[0])
     out_faces = detect(out)
     assert len(out_faces) == 1
     e_out, e_in = emb.embed(out, out_faces[0]), emb.embed(img, faces[0])
@@ -237,3 +238,24 @@ def test_faces_routed_by_reference_identity(sources, astronaut, grace_hopper):
     assert np.abs(out[left].astype(int) - pair[left]).mean() > 8      # the astronaut, recognised, is fused
     assert np.array_equal(out[right], pair[right])                     # Hopper is nobody's reference
     assert stage._routes == {10: h.id, 11: None}
+
+
+def test_a_face_walking_out_of_frame_fades_and_never_fails(sources, hopper_frame):
+    img, _ = hopper_frame
+    stage = FusionStage()
+    sess = session_with(sources["astronaut"])
+    errors = []
+    pipe = Pipeline([stage], on_error=lambda name, exc: errors.append(exc))
+    lm = MediaPipeLandmarker()
+    weights = []
+    try:
+        for k, dx in enumerate(range(0, 360, 40)):
+            moved = cv2.warpAffine(img, np.float32([[1, 0, dx], [0, 1, 0]]), (640, 480))
+            st = pipe(FrameState(image=moved, faces=lm.detect(moved, 33 * k)), sess)
+            fused = st.extras.get("fusion") or []
+            weights.append(fused[0]["weight"] if fused else 0.0)
+    finally:
+        lm.close()
+    assert not errors
+    assert weights[0] == 1.0 and weights[-1] == 0.0
+    assert all(a >= b for a, b in zip(weights, weights[1:]))      # fades out, never pops back

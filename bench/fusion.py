@@ -38,31 +38,37 @@ def _stats(ms: list[float]) -> dict[str, float]:
             "min_ms": round(float(a.min()), 3)}
 
 
-def _time_case(stage, image, faces, session, frames: int, warmup: int, sync=None) -> dict:
+def _time_cases(cases: dict, image, faces, session, frames: int, warmup: int, sync=None) -> dict:
+    """Times several stages frame by frame in turn (A, B, A, B, ...), so a busy machine slows them alike
+    and their ratio stays fair."""
     from streamer.pipeline import FrameState
 
-    geo_ms: list[float] = []
-    inner = stage._geometry
+    geo_ms: dict[str, list[float]] = {k: [] for k in cases}
+    for name, stage in cases.items():
+        inner = stage._geometry
 
-    def timed_geometry(*a, **k):
-        t = time.thread_time()
-        r = inner(*a, **k)
-        geo_ms.append((time.thread_time() - t) * 1000)
-        return r
+        def timed_geometry(*a, _inner=inner, _name=name, **k):
+            t = time.thread_time()
+            r = _inner(*a, **k)
+            geo_ms[_name].append((time.thread_time() - t) * 1000)
+            return r
 
-    stage._geometry = timed_geometry
-    for _ in range(warmup):
-        stage(FrameState(image=image, faces=list(faces)), session)
-    geo_ms.clear()
-    wall, cpu = [], []
+        stage._geometry = timed_geometry
+        for _ in range(warmup):
+            stage(FrameState(image=image, faces=list(faces)), session)
+        geo_ms[name].clear()
+    wall: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(frames):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        st = stage(FrameState(image=image, faces=list(faces)), session)
-        if sync is not None:
-            sync(st.image)
-        cpu.append((time.thread_time() - c0) * 1000)
-        wall.append((time.perf_counter() - t0) * 1000)
-    return {"wall": _stats(wall), "cpu": _stats(cpu), "geometry_cpu": _stats(geo_ms)}
+        for name, stage in cases.items():
+            t0, c0 = time.perf_counter(), time.thread_time()
+            st = stage(FrameState(image=image, faces=list(faces)), session)
+            if sync is not None:
+                sync(st.image)
+            cpu[name].append((time.thread_time() - c0) * 1000)
+            wall[name].append((time.perf_counter() - t0) * 1000)
+    return {name: {"wall": _stats(wall[name]), "cpu": _stats(cpu[name]), "geometry_cpu": _stats(geo_ms[name])}
+            for name in cases}
 
 
 def run(args) -> dict:
@@ -98,14 +104,15 @@ def run(args) -> dict:
     out: dict = {"frame": f"{args.width}x{args.height}", "face_width_px": round(float(fw), 1), "frames": args.frames,
                  "threads": 1, "note": "landmarks excluded; cpu = this thread's CPU time"}
     out["landmarker_wall_for_context"] = _stats(lm_ms)
-    out["numpy"] = _time_case(FusionStage(), image, faces, session, args.frames, args.warmup)
-    out["numpy_feather_only"] = _time_case(FusionStage(FusionConfig(blend_levels=0)), image, faces, session, args.frames, args.warmup)
+    out.update(_time_cases({"numpy": FusionStage(), "numpy_feather_only": FusionStage(FusionConfig(blend_levels=0))},
+                           image, faces, session, args.frames, args.warmup))
+    out["ratio_multiband_over_feather_cpu"] = round(out["numpy"]["cpu"]["median_ms"] / out["numpy_feather_only"]["cpu"]["median_ms"], 3)
     if args.torch:
         import torch
 
         torch.set_num_threads(1)
         tstage = FusionStage()
-        out["torch_cpu"] = _time_case(tstage, torch.from_numpy(image), faces, session, max(10, args.frames // 3), args.warmup)
+        out["torch_cpu"] = _time_cases({"t": tstage}, torch.from_numpy(image), faces, session, max(10, args.frames // 3), args.warmup)["t"]
         if torch.cuda.is_available():
 
             big = _frame(target, 1920, 1080)
@@ -114,8 +121,8 @@ def run(args) -> dict:
             lm.close()
             dev = torch.device("cuda")
             timg = torch.from_numpy(big).to(dev)
-            out["torch_cuda_1080p"] = _time_case(FusionStage(), timg, bf, session, args.frames,
-                                                 args.warmup, sync=lambda _: torch.cuda.synchronize())
+            out["torch_cuda_1080p"] = _time_cases({"t": FusionStage()}, timg, bf, session, args.frames,
+                                                  args.warmup, sync=lambda _: torch.cuda.synchronize())["t"]
             out["torch_cuda_1080p"]["device"] = torch.cuda.get_device_name(0)
         else:
             out["torch_cuda_1080p"] = "no CUDA device here"

@@ -102,6 +102,7 @@ class _Geometry:
     skin: np.ndarray                 # half resolution, where colour statistics and shading are read
     support: np.ndarray              # half resolution
     keep: np.ndarray | None          # half resolution: 1 where the live mouth / eyes are laid back over the blend
+    face_w: float                    # face width in frame pixels (scales shading and seams)
 
 
 def _span(lo: float, hi: float, limit: int) -> tuple[int, int] | None:
@@ -273,7 +274,7 @@ class FusionStage:
         # support: where the output may differ from the (shape-warped) live crop; 0 well inside the crop
         d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3) * 2.0
         support = _ramp((spread - d_out) / (0.5 * spread))
-        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live)
+        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live, fw)
 
     def _smoothed_stats(self, key: int, stats: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         prev = self._colour.get(key)
@@ -300,7 +301,7 @@ class FusionStage:
         cfg = self.config
         x0, y0, x1, y1 = geo.box
         full = (y1 - y0, x1 - x0)
-        fw = x1 - x0
+        fw = geo.face_w
         W, C, B = ops.warp, ops.color, ops.blend
         ids = ops.put(geo.ids)
         maps = W.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)], origin=(x0 + 0.5, y0 + 0.5),

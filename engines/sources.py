@@ -1,0 +1,278 @@
+"""Source registration: an image -> the chosen face -> everything fusion needs per frame, computed once.
+
+A source face is aligned by a similarity (eye centres to fixed points) into a square canonical texture, so
+per-frame work only samples it. The record also keeps its landmarks in that texture, the mesh triangles
+oriented for back-face culling, its skin colour statistics (Lab) and its identity embedding. Records are
+cached by the hash of the image content and the face choice. Unusable images are refused with a reason a
+client can show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+
+from engines.faces import Face
+from engines.fusion_mesh import fusion_mesh, orient_triangles
+from kernels.numpy import color
+from kernels.numpy.masks import region_mask
+
+REASONS = ("bad_image", "too_large", "no_face", "bad_index", "too_small", "too_turned", "occluded")
+
+# landmarks whose neighbourhoods are bare skin on an unoccluded face: forehead, cheeks, nose, chin, lips' edges
+SKIN_PROBES = {"forehead": 151, "right_cheek": 50, "left_cheek": 280, "right_jaw": 205, "left_jaw": 425,
+               "nose": 195, "chin": 199, "philtrum": 164, "below_lip": 18}
+
+
+class SourceRefused(ValueError):
+    """The image cannot be a source; `reason` is one of REASONS, the message says why in words."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def as_event(self) -> dict[str, str]:
+        return {"type": "error", "code": f"source_{self.reason}", "message": str(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    texture_size: int = 256          # canonical texture side, pixels
+    eye_distance: float = 0.30       # eye-centre distance as a fraction of the side
+    eye_height: float = 0.42         # eye line height as a fraction of the side
+    min_face_px: float = 64.0        # narrowest usable face (landmark box width) in the source image
+    max_yaw: float = 30.0            # degrees
+    max_pitch: float = 30.0
+    occlusion_delta_e: float = 20.0  # a skin probe this far (L weighted 1/2) from the face's median is covered
+    occlusion_probes: int = 2        # that many covered probes make the face occluded
+    max_pixels: int = 40_000_000
+    max_bytes: int = 25 << 20
+    max_faces: int = 4
+
+
+@dataclass(frozen=True, eq=False)
+class SourceFace:
+    id: str
+    texture: np.ndarray              # (S, S, 3) uint8 RGB canonical texture
+    levels: tuple[np.ndarray, ...]   # texture, then half-size copies (sampled when the live face is small)
+    lab_levels: tuple[np.ndarray, ...]  # the same in float32 Lab: fusion samples colour it need not convert
+    landmarks: np.ndarray            # (478, 3) float32 in texture pixels (z on the same scale)
+    triangles: np.ndarray            # fusion mesh, oriented (outward normals)
+    skin_stats: tuple[np.ndarray, np.ndarray]  # Lab mean, std over the source skin
+    pose: tuple[float, float, float]
+    face_index: int
+    image_size: tuple[int, int]      # (width, height) of the image it came from
+    bbox: tuple[float, float, float, float]
+    embedding: np.ndarray | None = None
+    blendshapes: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """What a client is told about a registered source."""
+        return {"id": self.id, "face_index": self.face_index, "pose": [round(v, 1) for v in self.pose],
+                "bbox": [round(v, 1) for v in self.bbox], "image_size": list(self.image_size),
+                "has_embedding": self.embedding is not None}
+
+
+def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray:
+    """bytes / path-free file content / ndarray -> H x W x 3 uint8 RGB, or SourceRefused."""
+    if isinstance(data, np.ndarray):
+        img = data
+        if img.dtype != np.uint8:
+            raise SourceRefused("bad_image", f"image array must be uint8, got {img.dtype}")
+        if img.ndim == 2:
+            img = np.stack([img] * 3, axis=-1)
+        if img.ndim != 3 or img.shape[2] not in (3, 4):
+            raise SourceRefused("bad_image", f"image array must be HxW, HxWx3 or HxWx4, got {img.shape}")
+        if img.shape[0] * img.shape[1] > config.max_pixels:
+            raise SourceRefused("too_large", f"image has {img.shape[0] * img.shape[1]} pixels; the limit is {config.max_pixels}")
+        return np.ascontiguousarray(img[..., :3])
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise SourceRefused("bad_image", f"expected image bytes or an array, got {type(data).__name__}")
+    if len(data) > config.max_bytes:
+        raise SourceRefused("too_large", f"image file is {len(data)} bytes; the limit is {config.max_bytes}")
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(bytes(data))) as im:
+            if im.width * im.height > config.max_pixels:
+                raise SourceRefused("too_large", f"image is {im.width}x{im.height}; the limit is {config.max_pixels} pixels")
+            rgb = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))   # phone photos carry their rotation in EXIF
+    except SourceRefused:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise SourceRefused("bad_image", f"not a readable image ({type(exc).__name__}: {exc})") from None
+    return np.ascontiguousarray(rgb)
+
+
+def content_hash(image: np.ndarray) -> str:
+    h = hashlib.sha256()
+    h.update(str(image.shape).encode())
+    h.update(np.ascontiguousarray(image).tobytes())
+    return h.hexdigest()[:16]
+
+
+def choose_face(faces: list[Face], index: int | None) -> tuple[int, Face]:
+    """The largest face by default; `index` counts faces from left to right (0 = leftmost)."""
+    if not faces:
+        raise SourceRefused("no_face", "no face was found in the image")
+    if index is None:
+        areas = [(f.bbox[2] - f.bbox[0]) * (f.bbox[3] - f.bbox[1]) for f in faces]
+        best = int(np.argmax(areas))
+        order = sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
+        return order.index(best), faces[best]
+    order = sorted(faces, key=lambda f: f.bbox[0])
+    if not 0 <= index < len(order):
+        raise SourceRefused("bad_index", f"face index {index} asked for, but the image has {len(order)} face(s)")
+    return index, order[index]
+
+
+def canonical_transform(landmarks: np.ndarray, config: SourceConfig) -> np.ndarray:
+    """2x3 similarity taking the eye centres to their canonical places (removes roll, fixes scale)."""
+    from engines import mesh
+
+    loops = mesh.loops()
+    # subject's right eye is on the image left
+    right = landmarks[loops["right_eye"], :2].mean(axis=0)
+    left = landmarks[loops["left_eye"], :2].mean(axis=0)
+    s = config.texture_size
+    dst_r = np.array([s * (0.5 - config.eye_distance / 2), s * config.eye_height])
+    dst_l = np.array([s * (0.5 + config.eye_distance / 2), s * config.eye_height])
+    v_src = left - right
+    v_dst = dst_l - dst_r
+    scale = np.linalg.norm(v_dst) / max(np.linalg.norm(v_src), 1e-6)
+    ang = np.arctan2(v_dst[1], v_dst[0]) - np.arctan2(v_src[1], v_src[0])
+    c, si = scale * np.cos(ang), scale * np.sin(ang)
+    rot = np.array([[c, -si], [si, c]])
+    t = dst_r - rot @ right
+    return np.hstack([rot, t[:, None]]).astype(np.float64)
+
+
+def occlusion_probes(lab: np.ndarray, landmarks: np.ndarray, radius: int, agree: float = 10.0) -> dict[str, float]:
+    """Distance of each skin probe's median colour from the skin colour most probes agree on (L weighted by
+    1/2, so shading counts less than a foreign colour). The consensus is the probe with the most others
+    within `agree` of it: an occluder covering several probes rarely agrees with itself that well."""
+    h, w = lab.shape[:2]
+    names, medians = [], []
+    for name, idx in SKIN_PROBES.items():
+        x, y = int(round(landmarks[idx, 0])), int(round(landmarks[idx, 1]))
+        patch = lab[max(0, y - radius): min(h, y + radius + 1), max(0, x - radius): min(w, x + radius + 1)]
+        if patch.size:
+            names.append(name)
+            medians.append(np.median(patch.reshape(-1, 3), axis=0))
+    weight = np.array([0.5, 1.0, 1.0])
+    v = np.stack(medians) * weight
+    d = np.linalg.norm(v[:, None] - v[None], axis=2)
+    best = int(np.argmax((d < agree).sum(axis=1) * 1000 - d.sum(axis=1)))
+    ref = np.median(v[d[best] < agree], axis=0)
+    return {k: float(np.linalg.norm(v[i] - ref)) for i, k in enumerate(names)}
+
+
+def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceConfig = SourceConfig(),
+                 embedding: np.ndarray | None = None, source_id: str | None = None) -> SourceFace:
+    """Checks and canonicalises one detected face (see `SourceRegistry.register` for the whole path)."""
+    width = face.bbox[2] - face.bbox[0]
+    if width < config.min_face_px:
+        raise SourceRefused("too_small", f"the face is {width:.0f} px wide; at least {config.min_face_px:.0f} px is needed")
+    yaw, pitch, _ = face.pose
+    if abs(yaw) > config.max_yaw or abs(pitch) > config.max_pitch:
+        raise SourceRefused("too_turned", f"the face is turned (yaw {yaw:.0f}, pitch {pitch:.0f} degrees); "
+                            f"use a frontal photo (within {config.max_yaw:.0f} / {config.max_pitch:.0f} degrees)")
+    m = canonical_transform(face.landmarks, config)
+    s = config.texture_size
+    scale = float(np.hypot(m[0, 0], m[0, 1]))
+    src = image
+    if scale < 0.5:  # shrink first with area averaging so the warp does not alias
+        f = 1.0 / scale / 1.5
+        src = cv2.resize(image, (max(1, int(image.shape[1] / f)), max(1, int(image.shape[0] / f))), interpolation=cv2.INTER_AREA)
+        m = m.copy()
+        m[:, :2] *= f
+    texture = cv2.warpAffine(src, m.astype(np.float32), (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    m_full = canonical_transform(face.landmarks, config)
+    lms = np.empty((478, 3), np.float32)
+    lms[:, :2] = face.landmarks[:, :2] @ m_full[:, :2].T + m_full[:, 2]
+    lms[:, 2] = face.landmarks[:, 2] * scale
+    lab = color.rgb_to_lab(texture)
+    probes = occlusion_probes(lab, lms, radius=max(2, s // 40))
+    covered = sorted(k for k, v in probes.items() if v > config.occlusion_delta_e)
+    if len(covered) >= config.occlusion_probes:
+        raise SourceRefused("occluded", "parts of the face do not look like the same skin (" + ", ".join(covered)
+                            + "): something seems to cover it; use an unobstructed photo")
+    fm = fusion_mesh()
+    skin = region_mask((s, s), lms, ["face_oval"], fm.skin_exclude)
+    skin = cv2.erode(skin, np.ones((5, 5), np.uint8))
+    stats = color.lab_stats(lab, skin)
+    levels = [texture]
+    while levels[-1].shape[0] >= 128:
+        levels.append(cv2.pyrDown(levels[-1]))
+    return SourceFace(
+        id=source_id or content_hash(image), texture=texture, levels=tuple(levels),
+        lab_levels=tuple(color.rgb_to_lab(t) for t in levels), landmarks=lms,
+        triangles=orient_triangles(fm.triangles, lms), skin_stats=stats, pose=tuple(face.pose), face_index=face_index,
+        image_size=(image.shape[1], image.shape[0]), bbox=tuple(face.bbox), embedding=embedding,
+        blendshapes=dict(face.blendshapes))
+
+
+def _default_landmarker(max_faces: int):
+    from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+
+    return MediaPipeLandmarker(LandmarkerConfig(max_faces=max_faces))
+
+
+class SourceRegistry:
+    """Registers source images; shared by sessions (thread-safe), records cached by content + face choice.
+
+    A fresh landmarker runs each registration: the stream's VIDEO-mode landmarker tracks from frame to
+    frame, and a still photo must not inherit another image's face. Registration is rare and takes about
+    0.1 s plus the identity embedding (about 70 ms), so it runs off the event loop."""
+
+    def __init__(self, config: SourceConfig = SourceConfig(), *, embedder: Any = None,
+                 landmarker_factory: Callable[[int], Any] = _default_landmarker, cache_size: int = 32) -> None:
+        self.config = config
+        self.embedder = embedder
+        self._factory = landmarker_factory
+        self._cache: OrderedDict[tuple[str, int | None], SourceFace] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def detect(self, image: np.ndarray) -> list[Face]:
+        lm = self._factory(self.config.max_faces)
+        try:
+            return lm.detect(image, 0)
+        finally:
+            lm.close()
+
+    def register(self, data: Any, index: int | None = None) -> SourceFace:
+        """Image bytes or array -> SourceFace, or SourceRefused saying why not."""
+        image = decode_image(data, self.config)
+        key = (content_hash(image), index)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        faces = self.detect(image)
+        face_index, face = choose_face(faces, index)
+        embedding = self.embedder.embed(image, face) if self.embedder is not None else None
+        record = build_source(image, face, face_index, self.config, embedding=embedding,
+                              source_id=f"{key[0]}-{face_index}")
+        with self._lock:
+            self._cache[key] = record
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return record
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def demo_source_path():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent.parent / "streamer" / "assets" / "demo_source.jpg"

@@ -1,0 +1,69 @@
+"""Seams: feathered alpha blending and multi-band (Laplacian pyramid) blending.
+
+Multi-band blending mixes each frequency band over a transition as wide as that band, so low-frequency
+differences (tone, light) fade over a wide zone while fine texture switches over a narrow one: no halo,
+no visible edge. The pyramid is written out (5-tap binomial, reflect-101 borders) rather than taken from
+cv2.pyrDown/pyrUp so the torch twin can reproduce it exactly.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+_K = np.array([1, 4, 6, 4, 1], np.float32) / 16.0
+_K2 = _K * 2.0
+
+
+def alpha_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """float32 fg * alpha + bg * (1 - alpha); alpha H x W in [0, 1]."""
+    a = alpha[..., None] if fg.ndim == 3 else alpha
+    bgf = bg.astype(np.float32, copy=False)
+    return bgf + (fg.astype(np.float32, copy=False) - bgf) * a
+
+
+def pyr_down(x: np.ndarray) -> np.ndarray:
+    """5-tap binomial blur, then every second pixel (cv2.pyrDown computes exactly that, only where kept)."""
+    return cv2.pyrDown(x, borderType=cv2.BORDER_REFLECT_101)
+
+
+def pyr_up(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    h, w = shape
+    up = np.zeros((h, w) + x.shape[2:], np.float32)
+    up[::2, ::2] = x
+    return cv2.sepFilter2D(up, -1, _K2, _K2, borderType=cv2.BORDER_REFLECT_101)
+
+
+def pyramid_levels(shape: tuple[int, int], levels: int, min_size: int = 8) -> int:
+    """How many levels fit: each level halves the smaller side, which stays >= min_size."""
+    n, side = 0, min(shape)
+    while n < levels and side // 2 >= min_size:
+        side //= 2
+        n += 1
+    return n
+
+
+def multiband_delta(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:
+    """What a Laplacian-pyramid blend of fg over bg by alpha adds to bg (float32 H x W x C): blending the
+    difference fg - bg needs one pyramid instead of two. Odd sizes are fine (ceil halving per level)."""
+    diff = fg.astype(np.float32) - bg.astype(np.float32)
+    n = pyramid_levels(alpha.shape, levels)
+    a = alpha.astype(np.float32, copy=False)
+    if n == 0:
+        return diff * a[..., None]
+    g = [diff]
+    m = [a]
+    for _ in range(n):
+        g.append(pyr_down(g[-1]))
+        m.append(pyr_down(m[-1]))
+    out = g[n] * m[n][..., None]
+    for i in range(n - 1, -1, -1):
+        shape = g[i].shape[:2]
+        lap = g[i] - pyr_up(g[i + 1], shape)
+        out = pyr_up(out, shape) + lap * m[i][..., None]
+    return out
+
+
+def multiband_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:
+    """Laplacian-pyramid blend of two H x W x C images by alpha (H x W); float32 out, same scale as in."""
+    return bg.astype(np.float32) + multiband_delta(fg, bg, alpha, levels)

@@ -1,0 +1,106 @@
+"""torch twin of kernels.numpy.color: the same Lab maths (sRGB gamma, D65) on any device."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from kernels.numpy.color import RATIO_LIMITS, delta_e, gaussian_kernel  # noqa: F401
+
+_M = torch.tensor([[0.412453, 0.357580, 0.180423],
+                   [0.212671, 0.715160, 0.072169],
+                   [0.019334, 0.119193, 0.950227]], dtype=torch.float32)
+_WHITE = torch.tensor([0.950456, 1.0, 1.088754], dtype=torch.float32)
+_EPS = 0.008856
+_KAPPA = 903.3
+
+
+def rgb_to_lab(rgb: torch.Tensor) -> torch.Tensor:
+    x = rgb.float() / 255.0 if rgb.dtype == torch.uint8 else rgb.float()
+    lin = torch.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+    xyz = lin @ _M.to(x.device).T / _WHITE.to(x.device)
+    f = torch.where(xyz > _EPS, xyz.clamp(min=1e-12) ** (1.0 / 3.0), (_KAPPA * xyz + 16.0) / 116.0)
+    y = xyz[..., 1]
+    L = torch.where(y > _EPS, 116.0 * f[..., 1] - 16.0, _KAPPA * y)
+    a = 500.0 * (f[..., 0] - f[..., 1])
+    b = 200.0 * (f[..., 1] - f[..., 2])
+    return torch.stack([L, a, b], dim=-1)
+
+
+def lab_to_rgb(lab: torch.Tensor) -> torch.Tensor:
+    L, a, b = lab[..., 0], lab[..., 1], lab[..., 2]
+    fy = (L + 16.0) / 116.0
+    fx = fy + a / 500.0
+    fz = fy - b / 200.0
+    f = torch.stack([fx, fy, fz], dim=-1)
+    xyz = torch.where(f ** 3 > _EPS, f ** 3, (116.0 * f - 16.0) / _KAPPA)
+    y = torch.where(L > _KAPPA * _EPS, ((L + 16.0) / 116.0) ** 3, L / _KAPPA)
+    xyz = torch.stack([xyz[..., 0], y, xyz[..., 2]], dim=-1) * _WHITE.to(lab.device)
+    lin = xyz @ torch.linalg.inv(_M).to(lab.device).T
+    lin = lin.clamp(0.0, 1.0)
+    srgb = torch.where(lin <= 0.0031308, 12.92 * lin, 1.055 * lin.clamp(min=1e-12) ** (1.0 / 2.4) - 0.055)
+    return (srgb * 255.0).clamp(0.0, 255.0)
+
+
+def lab_stats(lab: torch.Tensor, mask: torch.Tensor, step: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    sel = mask[::step, ::step] > 0.5
+    px = lab[::step, ::step][sel]
+    if px.shape[0] < 16:
+        raise ValueError(f"too few skin pixels for colour statistics ({px.shape[0]})")
+    return px.mean(dim=0), px.std(dim=0, unbiased=False) + 1e-3
+
+
+def transfer_stats(lab: torch.Tensor, src, dst, amount: float = 1.0) -> torch.Tensor:
+    src = [torch.as_tensor(v, dtype=torch.float32, device=lab.device) for v in src]
+    dst = [torch.as_tensor(v, dtype=torch.float32, device=lab.device) for v in dst]
+    ratio = (dst[1] / src[1]).clamp(*RATIO_LIMITS)
+    scale = 1.0 + amount * (ratio - 1.0)
+    shift = amount * dst[0] - src[0] * scale + (1.0 - amount) * src[0]
+    return lab * scale + shift
+
+
+def _box_down(x: torch.Tensor, factor: int) -> torch.Tensor:
+    if factor == 1:
+        return x
+    h, w = x.shape
+    ph, pw = (-h) % factor, (-w) % factor
+    x = F.pad(x[None, None], (0, pw, 0, ph), mode="replicate") if (ph or pw) else x[None, None]
+    return F.avg_pool2d(x, factor)[0, 0]
+
+
+def _sep_blur(x: torch.Tensor, k: np.ndarray) -> torch.Tensor:
+    kt = torch.from_numpy(k).to(x.device)
+    r = len(k) // 2
+    y = F.pad(x[None, None], (r, r, r, r), mode="replicate")
+    y = F.conv2d(y, kt.view(1, 1, 1, -1))
+    y = F.conv2d(y, kt.view(1, 1, -1, 1))
+    return y[0, 0]
+
+
+def masked_lowpass(channel: torch.Tensor, mask: torch.Tensor, sigma: float, factor: int = 4) -> torch.Tensor:
+    h, w = channel.shape
+    k = gaussian_kernel(max(sigma / factor, 0.5))
+    num = _sep_blur(_box_down(channel * mask, factor), k)
+    den = _sep_blur(_box_down(mask, factor), k)
+    low = num / den.clamp(min=1e-3)
+    return F.interpolate(low[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+
+
+def relight(fg_lab: torch.Tensor, bg_lab: torch.Tensor, mask: torch.Tensor, sigma: float, amount: float = 1.0,
+            factor: int = 4) -> torch.Tensor:
+    """See kernels.numpy.color.relight."""
+    h, w = fg_lab.shape[:2]
+    k = h // mask.shape[0]
+    fg_l = fg_lab[..., 0] if k == 1 else _box_down(fg_lab[..., 0], k)
+    g = gaussian_kernel(max(sigma / factor, 0.5))
+    parts = [_sep_blur(_box_down(x, factor // k), g) for x in (bg_lab[..., 0] * mask, fg_l * mask, mask)]
+    diff = (parts[0] - parts[1]) / parts[2].clamp(min=1e-3)
+    out = fg_lab.clone()
+    out[..., 0] += amount * F.interpolate(diff[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+    return out
+
+
+def half_size(rgb: torch.Tensor) -> torch.Tensor:
+    """2x2 block mean of uint8 RGB as float32 in [0, 1] (see the numpy twin)."""
+    return F.avg_pool2d(rgb.float().permute(2, 0, 1)[None] / 255.0, 2)[0].permute(1, 2, 0)

@@ -1,0 +1,311 @@
+"""Fusion quality: identity moved, pose and expression kept, nothing outside the face changed, no seam.
+
+Identities. Only two colour face photos load offline with a face the landmarker finds: the astronaut
+(Eileen Collins, scikit-image) and Grace Hopper (matplotlib); scikit-image's `camera` face is too small
+to detect. Each is fused into the other, in the still photo and in short clips made from it with known
+motion (shift, zoom, roll, a light ramp, and a jaw-drop warp of the lower face). Retrieval top-1 is the
+source's rank among a gallery of both identities plus `lfw_subset` faces (25x25 grey crops of other
+people, upscaled 8x) as distractors. Those distractors are blurry and grey, so they are easy to reject:
+with two real identities, top-1 mostly says "the output is nearer the source than the target". Mirrored
+or relit copies would not be new identities and are not used.
+
+Output figures: identity distances (dlib, same person < 0.6), retrieval top-1, pose error (degrees) and
+blendshape error of the landmarker run on the output against the input, PSNR outside the face oval
+dilated by 15 % of the face width (100 = bit-exact), gradient energy on the seam (output / input), skin
+mean Delta-E (output vs input), and face-area flicker on a still clip with sensor noise.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+BLENDSHAPES = ("jawOpen", "eyeBlinkLeft", "eyeBlinkRight", "mouthSmileLeft", "mouthSmileRight")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--gallery", default=None, help="write gallery PNGs (source | target | fused | strength 0.5) here")
+    parser.add_argument("--clip-frames", type=int, default=8, help="frames per motion clip")
+    parser.add_argument("--still-frames", type=int, default=12, help="frames of the still clip with sensor noise")
+    parser.add_argument("--shape-weight", type=float, default=None, help="override FusionConfig.shape_weight (ablation)")
+    parser.add_argument("--blend-levels", type=int, default=None, help="override FusionConfig.blend_levels (ablation)")
+    parser.add_argument("--distractors", type=int, default=60, help="lfw_subset faces added to the retrieval gallery")
+
+
+# -- data ----------------------------------------------------------------------------------------------
+def _photos() -> dict[str, np.ndarray]:
+    import matplotlib.cbook
+    import skimage.data
+    from PIL import Image
+
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+        hopper = np.asarray(Image.open(f).convert("RGB"))
+    return {"astronaut": np.ascontiguousarray(skimage.data.astronaut()), "hopper": np.ascontiguousarray(hopper)}
+
+
+def frame640(img: np.ndarray) -> np.ndarray:
+    import cv2
+
+    s = 480 / img.shape[0]
+    r = cv2.resize(img, (int(img.shape[1] * s), 480), interpolation=cv2.INTER_AREA)[:, :640]
+    out = np.full((480, 640, 3), 90, np.uint8)
+    x = (640 - r.shape[1]) // 2
+    out[:, x: x + r.shape[1]] = r
+    return out
+
+
+def motion_clip(frame: np.ndarray, face_centre: tuple[float, float], face_w: float, n: int) -> list[tuple[str, np.ndarray]]:
+    """Frames with known motion: shift, zoom, roll, a light ramp and a jaw drop (an expression-like warp)."""
+    import cv2
+
+    h, w = frame.shape[:2]
+    cx, cy = face_centre
+    out = []
+    for k in range(n):
+        t = k / max(n - 1, 1)
+        m = cv2.getRotationMatrix2D((cx, cy), 8.0 * math.sin(2 * math.pi * t), 1.0 + 0.12 * t)
+        m[0, 2] += 20 * t
+        m[1, 2] += -10 * t
+        img = cv2.warpAffine(frame, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        gain = (1.0 + 0.25 * t * np.linspace(-1, 1, w, dtype=np.float32))[None, :, None]
+        img = np.clip(img.astype(np.float32) * gain, 0, 255).astype(np.uint8)
+        out.append(("motion", img))
+    # jaw drop: pull the lower face down by up to 6 % of the face width around the chin
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    for k in range(1, max(2, n // 2) + 1):
+        amp = 0.06 * face_w * k / max(2, n // 2)
+        bump = np.exp(-(((xs - cx) / (0.35 * face_w)) ** 2) - (((ys - (cy + 0.45 * face_w)) / (0.3 * face_w)) ** 2))
+        below = np.clip((ys - (cy + 0.15 * face_w)) / (0.1 * face_w), 0, 1)
+        img = cv2.remap(frame, xs, ys - amp * bump * below, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        out.append(("expression", img))
+    return out
+
+
+# -- metrics -------------------------------------------------------------------------------------------
+def psnr_outside(out: np.ndarray, ref: np.ndarray, face, dilate_frac: float = 0.15) -> float:
+    import cv2
+
+    from kernels.numpy.masks import region_mask
+
+    fw = face.bbox[2] - face.bbox[0]
+    m = (region_mask(out.shape[:2], face.landmarks, ["face_oval"]) > 0.5).astype(np.uint8)
+    r = max(1, int(dilate_frac * fw))
+    m = cv2.dilate(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))) > 0
+    diff = out[~m].astype(np.float64) - ref[~m]
+    mse = float((diff ** 2).mean()) if diff.size else 0.0
+    return 100.0 if mse == 0 else min(100.0, 10 * math.log10(255.0 ** 2 / mse))
+
+
+def seam_energy(out: np.ndarray, ref: np.ndarray, face, erode_frac: float = 0.04) -> float:
+    """Mean gradient magnitude on the mask border (the eroded face oval, +-3 px), output over input."""
+    import cv2
+
+    from kernels.numpy.masks import region_mask
+
+    fw = face.bbox[2] - face.bbox[0]
+    m = (region_mask(out.shape[:2], face.landmarks, ["face_oval"]) > 0.5).astype(np.uint8)
+    e = max(1, int(erode_frac * fw))
+    m = cv2.erode(m, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * e + 1, 2 * e + 1)))
+    band = (cv2.dilate(m, np.ones((7, 7), np.uint8)) - cv2.erode(m, np.ones((7, 7), np.uint8))) > 0
+
+    def grad(img):
+        g = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY).astype(np.float32)
+        return np.hypot(cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1))
+
+    return float(grad(out)[band].mean() / max(grad(ref)[band].mean(), 1e-6))
+
+
+def skin_delta_e(out: np.ndarray, ref: np.ndarray, face) -> float:
+    import cv2
+
+    from engines.fusion_mesh import fusion_mesh
+    from kernels.numpy import color
+    from kernels.numpy.masks import region_mask
+
+    fw = face.bbox[2] - face.bbox[0]
+    m = (region_mask(out.shape[:2], face.landmarks, ["face_oval"], fusion_mesh().skin_exclude) > 0.5).astype(np.uint8)
+    m = cv2.erode(m, np.ones((int(0.06 * fw) * 2 + 1,) * 2, np.uint8)) > 0
+    return color.delta_e(color.rgb_to_lab(out)[m].mean(axis=0), color.rgb_to_lab(ref)[m].mean(axis=0))
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values, np.float64)
+    return {"median": round(float(np.median(a)), 3), "p95": round(float(np.percentile(a, 95)), 3),
+            "min": round(float(a.min()), 3), "max": round(float(a.max()), 3), "n": int(len(a))}
+
+
+# -- run -----------------------------------------------------------------------------------------------
+def run(args) -> dict:
+    import cv2
+    import skimage.data
+
+    from engines.faces import MediaPipeLandmarker
+    from engines.identity import IdentityEmbedder, distance
+    from engines.sources import SourceRegistry
+    from streamer.pipeline import FrameState
+    from streamer.session import Session
+    from streamer.stages.fusion import FusionConfig, FusionStage
+
+    overrides = {k: v for k, v in (("shape_weight", args.shape_weight), ("blend_levels", args.blend_levels)) if v is not None}
+    config = FusionConfig(**overrides)
+    photos = _photos()
+    embedder = IdentityEmbedder()
+    registry = SourceRegistry(embedder=embedder)
+    sources = {k: registry.register(v) for k, v in photos.items()}
+
+    def detect_one(img):
+        lm = MediaPipeLandmarker()
+        try:
+            faces = lm.detect(img, 0)
+        finally:
+            lm.close()
+        return max(faces, key=lambda f: f.bbox[2] - f.bbox[0]) if faces else None
+
+    gallery = {k: s.embedding for k, s in sources.items()}
+    lfw = skimage.data.lfw_subset()[:100]           # the first 100 are faces
+    n_dist = 0
+    for i in range(len(lfw)):
+        if n_dist >= args.distractors:
+            break
+        g = cv2.resize((lfw[i] * 255).astype(np.uint8), (200, 200), interpolation=cv2.INTER_CUBIC)
+        g = np.ascontiguousarray(np.stack([g] * 3, axis=-1))
+        f = detect_one(g)
+        if f is not None:
+            gallery[f"lfw{i}"] = embedder.embed(g, f)
+            n_dist += 1
+    names = list(gallery)
+    gal = np.stack([gallery[n] for n in names])
+
+    def top1(e):
+        return names[int(np.argmin(np.linalg.norm(gal - e, axis=1)))]
+
+    rec: dict[str, list] = {k: [] for k in ("d_src", "d_tgt", "d_src_half", "d_tgt_half", "d_in_src", "pose_err", "blend_err", "psnr", "seam",
+                                            "seam_input", "delta_e", "top1", "top1_half", "miss")}
+    per_pair = {}
+    for src_name, tgt_name in (("astronaut", "hopper"), ("hopper", "astronaut")):
+        src = sources[src_name]
+        base = frame640(photos[tgt_name])
+        f0 = detect_one(base)
+        fw = f0.bbox[2] - f0.bbox[0]
+        centre = ((f0.bbox[0] + f0.bbox[2]) / 2, (f0.bbox[1] + f0.bbox[3]) / 2)
+        frames = [("still", base)] + motion_clip(base, centre, fw, args.clip_frames)
+        session = Session()
+        session.sources[src.id] = src
+        session.update(source_id=src.id)
+        stage = FusionStage(config)
+        half_stage = FusionStage(config)
+        lm_in, lm_out = MediaPipeLandmarker(), MediaPipeLandmarker()
+        pair_top1 = []
+        for k, (kind, img) in enumerate(frames):
+            faces = lm_in.detect(img, 33 * k)
+            if not faces:
+                rec["miss"].append(f"{src_name}->{tgt_name} frame {k} ({kind}): no face in input")
+                continue
+            face = max(faces, key=lambda f: f.bbox[2] - f.bbox[0])
+            session.update(strength=1.0)
+            out = stage(FrameState(image=img, faces=[face]), session).image
+            session.update(strength=0.5)
+            half = half_stage(FrameState(image=img, faces=[face]), session).image
+            of = lm_out.detect(out, 33 * k)
+            if not of:
+                rec["miss"].append(f"{src_name}->{tgt_name} frame {k} ({kind}): no face found in output")
+                continue
+            of = max(of, key=lambda f: f.bbox[2] - f.bbox[0])
+            e_in = embedder.embed(img, face)
+            e_out = embedder.embed(out, of)
+            hf = detect_one(half)
+            e_half = embedder.embed(half, hf) if hf is not None else e_out
+            rec["d_src"].append(distance(e_out, src.embedding))
+            rec["d_tgt"].append(distance(e_out, e_in))
+            rec["d_src_half"].append(distance(e_half, src.embedding))
+            rec["d_tgt_half"].append(distance(e_half, e_in))
+            rec["d_in_src"].append(distance(e_in, src.embedding))
+            hit = top1(e_out) == src_name
+            rec["top1"].append(hit)
+            pair_top1.append(hit)
+            rec["top1_half"].append(top1(e_half) == src_name)
+            rec["pose_err"].append(float(np.abs(np.subtract(of.pose, face.pose)).max()))
+            rec.setdefault(f"pose_err_{kind}", []).append(rec["pose_err"][-1])
+            rec["blend_err"].append(max(abs(of.blendshapes.get(b, 0.0) - face.blendshapes.get(b, 0.0)) for b in BLENDSHAPES))
+            rec["psnr"].append(psnr_outside(out, img, face))
+            rec["seam"].append(seam_energy(out, img, face))
+            rec["delta_e"].append(skin_delta_e(out, img, face))
+            if k == 0 and args.gallery:
+                _gallery_png(Path(args.gallery) / f"{src_name}_into_{tgt_name}.png", src.texture, img, out, half, face)
+            if kind == "expression" and k == len(frames) - 1 and args.gallery:
+                _gallery_png(Path(args.gallery) / f"{src_name}_into_{tgt_name}_jaw_drop.png", src.texture, img, out, half, face)
+        lm_in.close()
+        lm_out.close()
+        per_pair[f"{src_name}->{tgt_name}"] = {"frames": len(pair_top1), "top1": round(float(np.mean(pair_top1)), 3) if pair_top1 else None}
+
+    # stability: a still frame with fresh sensor noise each frame, landmarks tracked as in a stream
+    rng = np.random.default_rng(0)
+    src = sources["astronaut"]
+    base = frame640(photos["hopper"])
+    session = Session()
+    session.sources[src.id] = src
+    session.update(source_id=src.id)
+    stage = FusionStage(config)
+    lm = MediaPipeLandmarker()
+    outs, ins, area = [], [], None
+    for k in range(args.still_frames):
+        noisy = np.clip(base.astype(np.float32) + rng.normal(0, 3.0, base.shape), 0, 255).astype(np.uint8)
+        faces = lm.detect(noisy, 33 * k)
+        if not faces:
+            continue
+        if area is None:
+            from kernels.numpy.masks import region_mask
+
+            area = region_mask(base.shape[:2], faces[0].landmarks, ["face_oval"]) > 0.5
+        outs.append(stage(FrameState(image=noisy, faces=faces), session).image.astype(np.float32).mean(axis=2))
+        ins.append(noisy.astype(np.float32).mean(axis=2))
+    lm.close()
+    flicker_out = float(np.std(np.stack(outs), axis=0)[area].mean())
+    flicker_in = float(np.std(np.stack(ins), axis=0)[area].mean())
+
+    return {
+        "config": {"shape_weight": config.shape_weight, "blend_levels": config.blend_levels},
+        "identities": ["astronaut", "hopper"],
+        "gallery_size": len(names),
+        "distractors": f"{n_dist} lfw_subset faces (25x25 grey, upscaled): easy to reject, see the module doc",
+        "frames_scored": len(rec["top1"]),
+        "identity": {
+            "strength_1": {"dist_to_source": _summary(rec["d_src"]), "dist_to_target": _summary(rec["d_tgt"]),
+                           "top1": round(float(np.mean(rec["top1"])), 3)},
+            "strength_0.5": {"dist_to_source": _summary(rec["d_src_half"]), "dist_to_target": _summary(rec["d_tgt_half"]),
+                             "top1": round(float(np.mean(rec["top1_half"])), 3)},
+            "input_dist_to_source": _summary(rec["d_in_src"]),
+            "per_pair": per_pair,
+        },
+        "pose_error_deg": _summary(rec["pose_err"]),
+        "pose_error_deg_by_clip": {k[9:]: _summary(v) for k, v in rec.items() if k.startswith("pose_err_")},
+        "blendshape_error": _summary(rec["blend_err"]),
+        "psnr_outside_db": _summary(rec["psnr"]),
+        "seam_gradient_ratio": _summary(rec["seam"]),
+        "skin_delta_e": _summary(rec["delta_e"]),
+        "flicker": {"output_face_std": round(flicker_out, 3), "input_face_std": round(flicker_in, 3),
+                    "ratio": round(flicker_out / max(flicker_in, 1e-6), 3), "noise_sigma": 3.0, "frames": len(outs)},
+        "targets": {"top1": ">= 0.95", "pose_error_deg": "<= 2", "blendshape_error": "<= 0.1", "psnr_outside_db": ">= 50"},
+        "misses": rec["miss"],
+    }
+
+
+def _gallery_png(path: Path, source_tex: np.ndarray, target: np.ndarray, fused: np.ndarray, half: np.ndarray, face) -> None:
+    import cv2
+    from PIL import Image
+
+    x0, y0, x1, y1 = face.bbox
+    fw = x1 - x0
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    r = int(0.9 * fw)
+    h, w = target.shape[:2]
+    a, b = max(0, int(cy - r)), min(h, int(cy + r))
+    c, d = max(0, int(cx - r)), min(w, int(cx + r))
+    size = 256
+    panels = [cv2.resize(source_tex, (size, size), interpolation=cv2.INTER_AREA)]
+    for img in (target, fused, half):
+        panels.append(cv2.resize(img[a:b, c:d], (size, size), interpolation=cv2.INTER_AREA))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.hstack(panels)).save(path, optimize=True)

@@ -1,0 +1,342 @@
+"""Fusion stage: each tracked face takes on its source identity, keeping its own pose, expression and light.
+
+Per face, all at face-crop size: the destination mesh is the live mesh moved toward the source's
+proportions (eyes and mouth move as rigid pieces so expression survives; the outline never moves so the
+seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
+samples the source texture and one the live frame (the live face follows the same shape change, so the
+kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
+over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it
+in; a support mask keeps every pixel outside the face bit-exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import cv2
+import numpy as np
+
+from engines import mesh
+from engines.fusion_mesh import align, fusion_mesh, signed_areas
+from engines.sources import SourceFace
+from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
+from kernels.numpy.masks import polygon_mask
+from streamer.pipeline import FrameState
+
+
+NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
+
+
+@dataclass(frozen=True, slots=True)
+class FusionConfig:
+    shape_weight: float = 0.4        # at strength 1 the geometry moves this far toward the source's proportions
+    colour_memory: float = 0.85      # weight of the previous frame's live skin statistics (temporal smoothing)
+    relight: float = 1.0             # how much of the live low-frequency shading the source takes
+    relight_sigma: float = 0.10      # shading scale, fraction of face width
+    erode: float = 0.04              # mask pulled inside the outline, fraction of face width
+    feather: float = 0.035           # mask edge softness (Gaussian sigma), fraction of face width
+    blend_levels: int = 3            # multi-band levels; 0 = feathered alpha only
+    keep_feather: float = 0.012      # softness of the kept mouth/eye edges, fraction of face width
+    keep_grow: float = 0.01          # kept regions grown by this, fraction of face width
+    yaw_full: float = 30.0           # full effect up to this yaw (degrees) ...
+    yaw_zero: float = 50.0           # ... fading to none here
+    edge_fade: float = 0.25          # fade out as this fraction of the face width leaves the frame
+    stats_step: int = 2              # colour statistics on every n-th pixel
+
+
+def smoothstep(e0: float, e1: float, x: float) -> float:
+    t = min(1.0, max(0.0, (x - e0) / (e1 - e0)))
+    return t * t * (3.0 - 2.0 * t)
+
+
+def face_weight(face: Any, frame_shape: tuple[int, int], cfg: FusionConfig) -> float:
+    """1 for a frontal face well inside the frame, fading to 0 past `yaw_zero` or as it leaves the frame."""
+    h, w = frame_shape
+    yaw_w = 1.0 - smoothstep(cfg.yaw_full, cfg.yaw_zero, abs(face.pose[0]))
+    x0, y0, x1, y1 = face.bbox
+    fw = max(x1 - x0, 1.0)
+    margin = min(x0, y0, w - x1, h - y1)
+    edge_w = smoothstep(-cfg.edge_fade * fw, 0.0, margin)
+    return yaw_w * edge_w
+
+
+def _ramp(x: np.ndarray) -> np.ndarray:
+    """Smoothstep of x clipped to [0, 1]: a soft edge from a distance map."""
+    t = np.clip(x, 0.0, 1.0).astype(np.float32)
+    return t * t * (3.0 - 2.0 * t)
+
+
+def shape_weights(src: SourceFace) -> np.ndarray:
+    """Per-landmark share of the source's proportions to take: all above the nose tip, none from the upper
+    lip down. The source's landmarks carry its expression too (a smile lifts the cheeks and chin), and the
+    lower face is where expression lives, so the live lower face keeps its own shape."""
+    y = src.landmarks[:, 1]
+    y_nose, y_lip = y[NOSE_TIP], y[UPPER_LIP]
+    return np.clip((y_lip - y) / max(y_lip - y_nose, 1e-3), 0.0, 1.0).astype(np.float32)
+
+
+def destination_mesh(live: np.ndarray, src: SourceFace, amount: float) -> np.ndarray:
+    """The live landmarks moved `amount` of the way toward the source's proportions (pose kept)."""
+    fm = fusion_mesh()
+    delta = align(src.landmarks, live)[:, :2] - live[:, :2]
+    delta *= shape_weights(src)[:, None]
+    delta[fm.oval] = 0.0
+    for group in fm.rigid_groups:
+        delta[group] = delta[group].mean(axis=0)
+    return live[:, :2] + np.float32(amount) * delta
+
+
+@dataclass(slots=True)
+class _Geometry:
+    """Everything about one face's fusion that is not pixel work, at half the crop's resolution (the crop
+    sides are multiples of 4, so the half grid aligns exactly)."""
+    box: tuple[int, int, int, int]   # x0, y0, x1, y1 in the frame
+    ids: np.ndarray                  # half-resolution triangle id map
+    tab_src: np.ndarray
+    tab_live: np.ndarray
+    level: int
+    alpha: np.ndarray                # half resolution, strength and fades included
+    skin: np.ndarray                 # half resolution, where colour statistics and shading are read
+    support: np.ndarray              # half resolution
+    keep: np.ndarray | None          # half resolution: 1 where the live mouth / eyes are laid back over the blend
+    face_w: float                    # face width in frame pixels (scales shading and seams)
+
+
+def _span(lo: float, hi: float, limit: int) -> tuple[int, int] | None:
+    """An integer interval covering [lo, hi] inside [0, limit] whose length is a multiple of 4."""
+    a, b = max(0, math.floor(lo)), min(limit, math.ceil(hi))
+    n = -(-(b - a) // 4) * 4
+    n = min(n, limit - limit % 4)
+    if n < 8:
+        return None
+    a = min(a, limit - n)
+    return a, a + n
+
+
+def _np_ops() -> SimpleNamespace:
+    return SimpleNamespace(warp=np_warp, color=np_color, blend=np_blend, put=lambda a: a,
+                           stats=lambda s: (np.asarray(s[0]), np.asarray(s[1])))
+
+
+def _torch_ops(device) -> SimpleNamespace:
+    import torch
+
+    from kernels.torch import blend as t_blend, color as t_color, warp as t_warp
+
+    return SimpleNamespace(warp=t_warp, color=t_color, blend=t_blend, put=lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device),
+                           stats=lambda s: (s[0].cpu().numpy(), s[1].cpu().numpy()))
+
+
+class ReferenceRouter:
+    """Maps live faces to sources by who they are: each reference is a person's identity embedding (from a
+    photo of someone expected in the stream) and the source that person should wear. A face is embedded
+    once per track (about 70 ms, so only when a track first appears), then the answer is kept."""
+
+    def __init__(self, embedder: Any, references: list[tuple[np.ndarray, str]], threshold: float = 0.6) -> None:
+        self.embedder = embedder
+        self.references = [(np.asarray(e, np.float32), sid) for e, sid in references]
+        self.threshold = threshold
+
+    def route(self, image: np.ndarray, face: Any) -> str | None:
+        if not self.references:
+            return None
+        emb = self.embedder.embed(image, face)
+        dists = [float(np.linalg.norm(emb - e)) for e, _ in self.references]
+        best = int(np.argmin(dists))
+        return self.references[best][1] if dists[best] < self.threshold else None
+
+
+class FusionStage:
+    name = "fusion"
+
+    def __init__(self, config: FusionConfig = FusionConfig(), router: ReferenceRouter | None = None) -> None:
+        self.config = config
+        self.router = router
+        self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
+        self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
+        self._np = _np_ops()
+
+    # -- source choice -------------------------------------------------------------------------------
+    def source_for(self, face: Any, controls: Any, sources: dict[str, Any], image: Any = None) -> SourceFace | None:
+        """By track (`Controls.face_sources`), else by reference identity (the router), else the one source
+        for all (`Controls.source_id`)."""
+        sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
+        if sid is None and self.router is not None and face.track_id >= 0 and image is not None:
+            if face.track_id not in self._routes:
+                frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
+                self._routes[face.track_id] = self.router.route(frame, face)
+                if len(self._routes) > 256:
+                    self._routes.pop(next(iter(self._routes)))
+            sid = self._routes[face.track_id]
+        if sid is None:
+            sid = controls.source_id
+        src = sources.get(sid) if sid is not None else None
+        return src if isinstance(src, SourceFace) else None
+
+    # -- per frame -----------------------------------------------------------------------------------
+    def __call__(self, state: FrameState, session: Any) -> FrameState:
+        controls = session.controls
+        strength = float(min(max(controls.strength, 0.0), 1.0))
+        if not controls.enabled or strength <= 0.0 or not state.faces:
+            return state
+        image = state.image
+        is_torch = not isinstance(image, np.ndarray)      # the path follows the frame: a tensor stays on its device
+        ops = _torch_ops(image.device) if is_torch else self._np
+        h, w = image.shape[:2]
+        out = None
+        fused = []
+        for i, face in enumerate(state.faces):
+            src = self.source_for(face, controls, session.sources, image)
+            if src is None:
+                continue
+            weight = strength * face_weight(face, (h, w), self.config)
+            if weight <= 1e-3:
+                continue
+            geo = self._geometry(face, src, weight, controls, (h, w))
+            if geo is None:
+                continue
+            if out is None:
+                out = image.clone() if is_torch else image.copy()
+            key = face.track_id if face.track_id >= 0 else -1 - i
+            self._fuse_pixels(ops, out, image, src, geo, key)
+            fused.append({"track_id": face.track_id, "source_id": src.id, "weight": round(weight, 3)})
+        if out is not None:
+            state.image = out
+        state.extras["fusion"] = fused
+        return state
+
+    def _geometry(self, face: Any, src: SourceFace, weight: float, controls: Any,
+                  frame_shape: tuple[int, int]) -> _Geometry | None:
+        cfg = self.config
+        h, w = frame_shape
+        live = np.asarray(face.landmarks, np.float32)
+        dest = destination_mesh(live, src, weight * cfg.shape_weight)
+        lo = np.minimum(dest.min(axis=0), live[:, :2].min(axis=0))
+        hi = np.maximum(dest.max(axis=0), live[:, :2].max(axis=0))
+        fw = float(hi[0] - lo[0])
+        if fw < 8:
+            return None
+        fsig = max(0.8, cfg.feather * fw)
+        spread = 2 ** max(cfg.blend_levels, 0) + int(2 * fsig) + 2   # how far the blend may reach past the mask
+        pad = spread + 4
+        sx, sy = _span(lo[0] - pad, hi[0] + pad, w), _span(lo[1] - pad, hi[1] + pad, h)
+        if sx is None or sy is None:
+            return None
+        (x0, x1), (y0, y1) = sx, sy
+        hh, ww = (y1 - y0) // 2, (x1 - x0) // 2
+        fm = fusion_mesh()
+        tris = src.triangles
+        area = signed_areas(tris, dest)
+        visible = area < -1e-3
+        visible[fm.n_tessellation:] = True                 # openings are inside the face: never culled
+        order = np.nonzero(visible)[0]
+        depth = live[tris[order], 2].mean(axis=1)
+        order = order[np.argsort(-depth, kind="stable")]   # far first: near triangles overwrite
+        t = tris[order]
+        # half-grid pixel (j, i) sits at frame point (x0 + 2j + 0.5, y0 + 2i + 0.5)
+        half = (dest - np.array([x0 + 0.5, y0 + 0.5], np.float32)) * np.float32(0.5)
+        ids = np_warp.rasterize_triangles((hh, ww), half, t)
+        # texture level: the smallest copy still at least as large as the live face
+        level = 0
+        tex_w = float(np.ptp(src.landmarks[:, 0]))
+        while level + 1 < len(src.levels) and tex_w / 2 ** (level + 1) >= fw:
+            level += 1
+        sf = 2.0 ** level
+        src_pts = (src.landmarks[:, :2] + 0.5) / sf - 0.5
+        tab_src, tab_live = np_warp.affine_tables([src_pts, live[:, :2]], dest, t)
+        # masks, feathered by distance ramps (one linear-time distance transform each); distances in
+        # half-grid pixels, so x2 for frame pixels
+        loops = mesh.loops()
+        covered = (ids >= 0).astype(np.uint8)
+        oval = polygon_mask((hh, ww), [half[loops["face_oval"]]]) > 0.5
+        core = covered & oval
+        d_in = cv2.distanceTransform(core, cv2.DIST_L2, 3) * 2.0
+        er = cfg.erode * fw
+        alpha = _ramp((d_in - er) / (2.5 * fsig))
+        keep = []
+        if controls.keep_mouth:
+            keep.append(half[loops["lips_inner"]])
+        if controls.keep_eyes:
+            keep += [half[loops["left_eye"]], half[loops["right_eye"]]]
+        keep_live = None
+        if keep:
+            km = (polygon_mask((hh, ww), keep) > 0.5).astype(np.uint8)
+            d_k = cv2.distanceTransform(1 - km, cv2.DIST_L2, 3) * 2.0
+            keep_live = 1.0 - _ramp((d_k - cfg.keep_grow * fw) / max(1.0, 2.5 * cfg.keep_feather * fw))
+            alpha *= 1.0 - keep_live
+        alpha *= np.float32(weight)
+        skin_ex = polygon_mask((hh, ww), [half[loops[n]] for n in fm.skin_exclude]) > 0.5
+        skin = ((d_in > er) & ~skin_ex).astype(np.float32)
+        # support: where the output may differ from the (shape-warped) live crop; 0 well inside the crop
+        d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3) * 2.0
+        support = _ramp((spread - d_out) / (0.5 * spread))
+        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live, fw)
+
+    def _smoothed_stats(self, key: int, stats: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        prev = self._colour.get(key)
+        if prev is not None:
+            m = self.config.colour_memory
+            stats = (m * prev[0] + (1 - m) * stats[0], m * prev[1] + (1 - m) * stats[1])
+        self._colour[key] = stats
+        if len(self._colour) > 64:                       # tracks come and go; keep the newest
+            self._colour.pop(next(iter(self._colour)))
+        return stats
+
+    def _texture(self, ops, src: SourceFace, level: int):
+        if ops.warp is np_warp:
+            return src.lab_levels[level]
+        key = (src.id, level)
+        tex = self._textures.get(key)
+        if tex is None:
+            tex = self._textures[key] = ops.put(src.lab_levels[level])
+            if len(self._textures) > 32:
+                self._textures.pop(next(iter(self._textures)))
+        return tex
+
+    def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int) -> None:
+        cfg = self.config
+        x0, y0, x1, y1 = geo.box
+        full = (y1 - y0, x1 - x0)
+        fw = geo.face_w
+        W, C, B = ops.warp, ops.color, ops.blend
+        ids = ops.put(geo.ids)
+        maps = W.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)], origin=(x0 + 0.5, y0 + 0.5),
+                               identity=[False, True], step=2.0)
+        (msx, msy), (mlx, mly) = [(W.resize_to(mx, full), W.resize_to(my, full)) for mx, my in maps]
+        fg_lab = W.remap(self._texture(ops, src, geo.level), msx, msy)
+        bg = W.remap(image, mlx, mly)
+        bg_lab = C.rgb_to_lab(C.half_size(bg))            # statistics and shading at half resolution
+        skin = ops.put(geo.skin)
+        try:
+            live_stats = ops.stats(C.lab_stats(bg_lab, skin, max(1, cfg.stats_step // 2)))
+        except ValueError:
+            return
+        target = self._smoothed_stats(key, live_stats)
+        fg_lab = C.transfer_stats(fg_lab, src.skin_stats, target)
+        if cfg.relight > 0:
+            fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw, amount=cfg.relight)
+        fg_rgb = C.lab_to_rgb(fg_lab)
+        alpha = W.resize_to(ops.put(geo.alpha), full)
+        delta = B.multiband_delta(fg_rgb, bg, alpha, cfg.blend_levels)
+        weight = ops.put(geo.support if geo.keep is None else geo.support * (1.0 - geo.keep))
+        weight = W.resize_to(weight, full)
+        res = delta * weight[..., None] + bg
+        crop = out[y0:y1, x0:x1]          # what earlier faces already made of this box
+        inside = W.resize_to(ops.put(geo.support), full) > 0
+        if W is np_warp:
+            res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
+            out[y0:y1, x0:x1] = np.where(inside[..., None], res, crop)
+        else:
+            import torch
+
+            res = (res + 0.5).clamp(0, 255).to(torch.uint8)
+            out[y0:y1, x0:x1] = torch.where(inside[..., None], res, crop)
+
+    def close(self) -> None:
+        self._routes.clear()
+        self._colour.clear()
+        self._textures.clear()

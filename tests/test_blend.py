@@ -1,0 +1,48 @@
+"""Seam blending: extremes give one image or the other, the multi-band seam is softer than a hard cut
+and no wider than it must be, and the torch twin agrees on odd sizes."""
+
+import numpy as np
+import pytest
+import torch
+
+from kernels.numpy import blend as nb
+from kernels.torch import blend as tb
+
+
+@pytest.fixture()
+def pair(astronaut, grace_hopper):
+    return astronaut[:238, :318].astype(np.float32), grace_hopper[100:338, 100:418].astype(np.float32)
+
+
+def test_alpha_extremes_give_one_image(pair):
+    fg, bg = pair
+    ones = np.ones(fg.shape[:2], np.float32)
+    np.testing.assert_allclose(nb.multiband_blend(fg, bg, ones), fg, atol=1e-3)
+    np.testing.assert_allclose(nb.multiband_blend(fg, bg, 0 * ones), bg, atol=1e-3)
+    np.testing.assert_allclose(nb.alpha_blend(fg, bg, 0.25 * ones), 0.25 * fg + 0.75 * bg, atol=1e-3)
+
+
+def test_multiband_seam_is_softer_than_a_hard_cut(pair):
+    fg, bg = pair
+    bright = np.clip(fg + 60, 0, 255)           # a strong tone step across the seam
+    alpha = np.zeros(fg.shape[:2], np.float32)
+    alpha[:, 159:] = 1
+    hard = nb.alpha_blend(bright, bg, alpha)
+    soft = nb.multiband_blend(bright, bg, alpha, levels=4)
+    step_hard = np.abs(hard[:, 159] - hard[:, 158]).mean()
+    step_soft = np.abs(soft[:, 159] - soft[:, 158]).mean()
+    assert step_soft < 0.5 * step_hard
+    # far from the seam each side is itself
+    np.testing.assert_allclose(soft[:, :100], bg[:, :100], atol=1.0)
+    np.testing.assert_allclose(soft[:, 220:], bright[:, 220:], atol=1.0)
+
+
+@pytest.mark.parametrize("shape", [(238, 318), (37, 53), (9, 9)])
+def test_torch_twin_agrees_on_odd_sizes(pair, shape):
+    fg, bg = (x[: shape[0], : shape[1]] for x in pair)
+    rng = np.random.default_rng(0)
+    alpha = np.clip(rng.random(shape).astype(np.float32) * 2 - 0.5, 0, 1)
+    a = nb.multiband_blend(fg, bg, alpha, levels=4)
+    b = tb.multiband_blend(torch.from_numpy(fg), torch.from_numpy(bg), torch.from_numpy(alpha), levels=4).numpy()
+    assert a.shape == fg.shape
+    np.testing.assert_allclose(b, a, atol=1e-3)

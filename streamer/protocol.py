@@ -70,8 +70,9 @@ CLIENT_SCHEMA: dict[str, Any] = {
     ],
 }
 
-_VALIDATOR = jsonschema.Draft202012Validator(CLIENT_SCHEMA)
-_TYPES = {"hello", "set_prompt", "set_params", "ping"}
+jsonschema.Draft202012Validator.check_schema(CLIENT_SCHEMA)
+_VALIDATORS = {b["properties"]["type"]["const"]: jsonschema.Draft202012Validator(b) for b in CLIENT_SCHEMA["oneOf"]}
+_TYPES = set(_VALIDATORS)
 
 
 class ProtocolError(ValueError):
@@ -100,8 +101,7 @@ def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
     if not isinstance(msg, dict) or msg.get("type") not in _TYPES:
         kind = msg.get("type") if isinstance(msg, dict) else type(msg).__name__
         raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected one of {sorted(_TYPES)}")
-    branch = [b for b in CLIENT_SCHEMA["oneOf"] if b["properties"]["type"]["const"] == msg["type"]][0]
-    errors = sorted(jsonschema.Draft202012Validator(branch).iter_errors(msg), key=lambda e: list(e.path))
+    errors = sorted(_VALIDATORS[msg["type"]].iter_errors(msg), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         where = "/".join(str(p) for p in e.path) or msg["type"]

@@ -10,7 +10,6 @@ import asyncio
 import json
 import logging
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 

@@ -9,7 +9,6 @@ import time
 from typing import Any, Callable
 
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
-from aiortc.contrib.media import MediaRelay
 from aiortc.mediastreams import MediaStreamTrack
 
 from streamer import protocol
@@ -18,6 +17,8 @@ from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, st
 from streamer.services import Services
 from streamer.session import Session
 from streamer.tracks import FrameWorker, FusedTrack, StreamStats, pump
+
+__all__ = ["PeerSession", "BadOffer", "answer_offer", "new_peer_connection"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,6 @@ class PeerSession:
         previous = pipeline.on_error
         pipeline.on_error = lambda stage, exc: self._stage_failed(stage, exc, previous)
         self.worker = FrameWorker(session, pipeline, self.stats)
-        self.relay = MediaRelay()
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}
@@ -89,15 +89,14 @@ class PeerSession:
     # ---- setup -------------------------------------------------------------------------------------
     async def accept(self, sdp: str) -> RTCSessionDescription:
         self._loop = asyncio.get_running_loop()
-        self.fused = FusedTrack(self.worker.outbox, self.stats)
-        self.worker.outbox.on_put = self.fused.wake
+        self.fused = FusedTrack(self.worker.outbox)
         self.worker.start()
         pc = self.pc
         pc.on("track", self._on_track)
         pc.on("datachannel", self._on_datachannel)
         pc.on("connectionstatechange", self._on_state)
 
-        answer = await answer_offer(pc, self.config, sdp, self.relay.subscribe(self.fused, buffered=False))
+        answer = await answer_offer(pc, self.config, sdp, self.fused)
         self.session.set_event_sink(self._event_from_any_thread)
         self._spawn(self._watchdog())
         self._spawn(self._stats_loop())

@@ -166,41 +166,100 @@ def _rate(times: deque[float], now: float, horizon: float) -> float:
     return (len(recent) - 1) / span if span < horizon else len(recent) / horizon
 
 
+class Broadcast:
+    """The newest processed frame, numbered, for any number of FusedTracks (the peer, WHEP viewers, sinks).
+    Each consumer takes the newest frame it has not seen; nobody queues."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._item: tuple[VideoFrame, float] | None = None
+        self.seq = 0
+        self.closed = False
+        self._wakers: set[Callable[[], None]] = set()
+
+    def publish(self, frame: VideoFrame, arrived: float) -> None:
+        with self._lock:
+            self._item = (frame, arrived)
+            self.seq += 1
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
+
+    def latest(self) -> tuple[int, tuple[VideoFrame, float] | None]:
+        with self._lock:
+            return self.seq, self._item
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
+
+    def subscribe(self, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._wakers.add(wake)
+
+    def unsubscribe(self, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._wakers.discard(wake)
+
+
+def copy_frame(frame: VideoFrame) -> VideoFrame:
+    """An independent frame with the same pixels and timing. aiortc's encoders write into the frame they
+    encode (pict_type) from their own threads, so two encoders must never share one frame object."""
+    if frame.format.name == "yuv420p" and frame.width % 2 == 0 and frame.height % 2 == 0:
+        out = VideoFrame.from_ndarray(frame.to_ndarray(), format="yuv420p")
+    else:
+        out = VideoFrame.from_ndarray(frame.to_ndarray(format="rgb24"), format="rgb24")
+    out.pts, out.time_base = frame.pts, frame.time_base
+    return out
+
+
 class FusedTrack(MediaStreamTrack):
     """The processed stream as an aiortc track. `recv` waits for the newest processed frame; a frame is
-    never sent twice, and each keeps the pts/time_base of the frame it was made from."""
+    never sent twice, and each keeps the pts/time_base of the frame it was made from. `private=True` hands
+    out copies (for extra consumers: WHEP viewers), so only the first consumer gets the frames themselves."""
 
     kind = "video"
 
-    def __init__(self, slot: FrameSlot[tuple[VideoFrame, float]], stats: StreamStats) -> None:
+    def __init__(self, source: Broadcast, *, private: bool = False) -> None:
         super().__init__()
-        self._slot = slot
-        self._stats = stats
+        self._source = source
+        self._private = private
         self._ready = asyncio.Event()
         self._loop = asyncio.get_running_loop()
+        self._seen = source.seq
         self._last_pts: int | None = None
+        source.subscribe(self._wake)
 
-    def wake(self) -> None:
-        """Called from the worker thread after each put."""
-        self._loop.call_soon_threadsafe(self._ready.set)
+    def _wake(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._ready.set)
+        except RuntimeError:
+            pass  # loop closed: nobody is pulling any more
 
     async def recv(self) -> VideoFrame:
         while True:
             if self.readyState != "live":
                 raise MediaStreamError
-            item = self._slot.take_nowait()
-            if item is not None:
-                frame, arrived = item
+            self._ready.clear()
+            seq, item = self._source.latest()
+            if seq != self._seen and item is not None:
+                self._seen = seq
+                frame = item[0]
                 if self._last_pts is not None and frame.pts is not None and frame.pts <= self._last_pts:
                     continue  # an out-of-order frame would make the encoder's timestamps run backwards
                 self._last_pts = frame.pts
-                self._stats.frame_out(arrived, (frame.width, frame.height))
-                return frame
-            if self._slot.closed:
+                return copy_frame(frame) if self._private else frame
+            if self._source.closed:
                 self.stop()
                 raise MediaStreamError
-            self._ready.clear()
             await self._ready.wait()
+
+    def stop(self) -> None:
+        self._source.unsubscribe(self._wake)
+        super().stop()
 
 
 class FrameWorker:
@@ -211,7 +270,7 @@ class FrameWorker:
         self.pipeline = pipeline
         self.stats = stats
         self.inbox: FrameSlot[tuple[VideoFrame, float]] = FrameSlot()
-        self.outbox: FrameSlot[tuple[VideoFrame, float]] = FrameSlot()
+        self.outbox = Broadcast()
         self._thread = threading.Thread(target=self._run, name=f"livefuse-frames-{name or session.id}", daemon=True)
         self._stop = threading.Event()
 
@@ -239,7 +298,8 @@ class FrameWorker:
                 except Exception:  # a broken frame must not end the stream
                     log.exception("session %s: frame conversion failed", self.session.id)
                     continue
-                self.outbox.put((out, arrived))
+                self.stats.frame_out(arrived, (out.width, out.height))
+                self.outbox.publish(out, arrived)
         finally:
             self.outbox.close()
             try:
@@ -260,7 +320,8 @@ class FrameWorker:
         result = state.image
         if not isinstance(result, np.ndarray):  # torch path: back to host memory once, at the edge
             result = result.detach().to("cpu").numpy()
-        out = VideoFrame.from_ndarray(as_rgb_uint8(result), format="rgb24")
+        # to the encoders' pixel format here, once, in this thread (not in each encoder)
+        out = VideoFrame.from_ndarray(as_rgb_uint8(result), format="rgb24").reformat(format="yuv420p")
         out.pts = frame.pts
         out.time_base = frame.time_base or fractions.Fraction(1, 90000)
         return out

@@ -17,7 +17,9 @@ from streamer.pipeline import Pipeline
 from streamer.probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, paint_index, read_index
 from streamer.services import Services
 from streamer.session import Session
-from streamer.tracks import FrameSlot, FrameWorker, StreamStats
+from aiortc.mediastreams import MediaStreamError
+
+from streamer.tracks import Broadcast, FrameSlot, FrameWorker, FusedTrack, StreamStats
 from tests.streaming_helpers import InvertBelowCode, Sleep, mean_abs
 
 
@@ -52,45 +54,71 @@ def _frame(index: int, w: int = 318, h: int = 238) -> VideoFrame:
     return f
 
 
+def _collect(worker: FrameWorker) -> list[VideoFrame]:
+    """Every frame the worker publishes (the waker runs in the worker thread right after each publish)."""
+    outs: list[VideoFrame] = []
+    seen = [0]
+
+    def wake() -> None:
+        seq, item = worker.outbox.latest()
+        if seq != seen[0] and item is not None:
+            seen[0] = seq
+            outs.append(item[0])
+
+    worker.outbox.subscribe(wake)
+    return outs
+
+
 def test_worker_with_slow_stage_processes_newest_and_drops_the_rest():
     """A 40 ms stage fed at ~200 fps: most frames are dropped, the last one is always processed."""
     stats = StreamStats()
     worker = FrameWorker(Session(), Pipeline([Sleep(40)]), stats)
+    outs = _collect(worker)
     worker.start()
-    outs = []
     for i in range(40):
         worker.submit(_frame(i))
         time.sleep(0.005)
-        got = worker.outbox.take_nowait()
-        if got:
-            outs.append(got[0])
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        got = worker.outbox.take(timeout=0.2)
-        if got:
-            outs.append(got[0])
-        elif worker.inbox.take_nowait() is None and not outs[-1:] or (outs and outs[-1].pts == 39 * 3000):
-            break
+    deadline = time.monotonic() + 3
+    while (not outs or outs[-1].pts != 39 * 3000) and time.monotonic() < deadline:
+        time.sleep(0.02)
     worker.stop()
-    assert not worker.alive
+    assert not worker.alive and worker.outbox.closed
     pts = [f.pts for f in outs]
     assert pts[-1] == 39 * 3000, "the newest frame must be processed"
     assert pts == sorted(pts) and len(set(pts)) == len(pts)
-    assert stats.dropped >= 20 and stats.frames_in == 40
+    assert stats.dropped >= 20 and stats.frames_in == 40 and stats.frames_out == len(outs)
     assert outs[-1].width == 318 and outs[-1].height == 238
     assert read_index(outs[-1].to_ndarray(format="rgb24")) == 39
 
 
 def test_worker_keeps_pts_and_odd_size_through_a_real_stage():
     worker = FrameWorker(Session(), Pipeline([InvertBelowCode()]), StreamStats())
+    outs = _collect(worker)
     worker.start()
     src = _frame(7)
     worker.submit(src)
-    out, _ = worker.outbox.take(timeout=5)
+    deadline = time.monotonic() + 5
+    while not outs and time.monotonic() < deadline:
+        time.sleep(0.01)
     worker.stop()
+    out = outs[0]
     assert (out.pts, out.time_base, out.width, out.height) == (src.pts, src.time_base, 318, 238)
     a, b = src.to_ndarray(format="rgb24"), out.to_ndarray(format="rgb24")
-    assert mean_abs(255 - a[2 * CODE_ROWS_PX:], b[2 * CODE_ROWS_PX:]) < 2
+    assert mean_abs(255 - a[2 * CODE_ROWS_PX:], b[2 * CODE_ROWS_PX:]) < 3
+
+
+async def test_private_fused_tracks_get_their_own_frames():
+    source = Broadcast()
+    first, viewer = FusedTrack(source), FusedTrack(source, private=True)
+    f = _frame(3)
+    threading.Thread(target=source.publish, args=(f, time.monotonic())).start()
+    a = await asyncio.wait_for(first.recv(), 2)
+    b = await asyncio.wait_for(viewer.recv(), 2)
+    assert a is f and b is not f and b.pts == f.pts and b.time_base == f.time_base
+    assert read_index(b.to_ndarray(format="rgb24")) == 3
+    source.close()
+    with pytest.raises(MediaStreamError):
+        await asyncio.wait_for(first.recv(), 2)
 
 
 async def _connect(pipeline_stages, track, keep_images=0):

@@ -1,5 +1,5 @@
 """WHEP egress: any number of viewers watch one session's processed stream, each on its own
-connection, fed from the session's MediaRelay (newest frame, no per-viewer queue)."""
+connection, fed from the session's Broadcast (newest frame, no per-viewer queue, a private copy each)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from streamer.peer import answer_offer, new_peer_connection
+from streamer.tracks import FusedTrack
 
 if TYPE_CHECKING:  # pragma: no cover
     from aiortc import RTCSessionDescription
@@ -29,7 +30,7 @@ class WhepViewer:
     async def accept(self, sdp: str) -> "RTCSessionDescription":
         if self.source.fused is None:
             raise RuntimeError("source session has no stream yet")
-        track = self.source.relay.subscribe(self.source.fused, buffered=False)
+        track = FusedTrack(self.source.worker.outbox, private=True)
         self.pc.on("connectionstatechange", self._on_state)
         return await answer_offer(self.pc, self.source.config, sdp, track, direction="sendonly")
 
@@ -42,6 +43,9 @@ class WhepViewer:
             return
         self._closing = True
         log.info("whep viewer %s of %s: closing (%s)", self.id, self.source.session.id, reason)
+        for t in self.pc.getTransceivers():
+            if t.sender.track is not None:
+                t.sender.track.stop()
         await self.pc.close()
         if self.on_closed is not None:
             self.on_closed(self)

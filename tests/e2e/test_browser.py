@@ -1,0 +1,133 @@
+"""Headless Chromium with a fake webcam fed from a real face photo: the page connects, the server decodes
+the photo's frames, the page plays the returned track and its pixels are what the pipeline made."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestServer
+from av import VideoFrame
+
+from streamer.config import ServerConfig
+from streamer.pipeline import Pipeline
+from streamer.probe import clip_background
+from streamer.server import SERVER_KEY, create_app
+from streamer.services import Services
+
+pytestmark = pytest.mark.browser
+
+W, H = 640, 480
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
+    "--use-fake-device-for-media-stream", "--allow-loopback-in-peer-connection",
+]
+SCREENSHOT = os.environ.get("LIVEFUSE_SCREENSHOT")  # where to keep a picture of the page, if anywhere
+
+
+class InvertAndRecord:
+    """Inverts the frame (a visible, real change) and keeps what it was given."""
+
+    name = "invert"
+
+    def __init__(self) -> None:
+        self.seen: list[np.ndarray] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, state, session):
+        with self.lock:
+            if len(self.seen) < 5 or len(self.seen) % 10 == 0:
+                self.seen.append(state.image.copy())
+            else:
+                self.seen.append(None)
+        state.image = 255 - state.image
+        return state
+
+
+def write_y4m(path: Path, image: np.ndarray, frames: int = 30) -> None:
+    yuv = VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray()
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{image.shape[1]} H{image.shape[0]} F30:1 Ip A1:1 C420jpeg\n".encode())
+        for _ in range(frames):
+            f.write(b"FRAME\n" + yuv.tobytes())
+
+
+PIXELS_JS = """(id) => {
+  const v = document.getElementById(id);
+  const c = document.createElement('canvas'); c.width = 80; c.height = 60;
+  const g = c.getContext('2d'); g.drawImage(v, 0, 0, 80, 60);
+  return Array.from(g.getImageData(0, 0, 80, 60).data);
+}"""
+
+
+def small(image: np.ndarray) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(image).resize((80, 60), Image.BILINEAR)).astype(np.int16)
+
+
+def rgba_to_rgb(values: list[int]) -> np.ndarray:
+    return np.asarray(values, np.int16).reshape(60, 80, 4)[..., :3]
+
+
+async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astronaut, tmp_path):
+    from playwright.async_api import async_playwright
+
+    photo = clip_background(astronaut, W, H)
+    y4m = tmp_path / "face.y4m"
+    write_y4m(y4m, photo)
+    stage = InvertAndRecord()
+    app = create_app(ServerConfig(stats_interval_s=0.5), Services(make_pipeline=lambda s: Pipeline([stage])))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("/"))
+    state = app[SERVER_KEY]
+    try:
+        async with async_playwright() as p:
+            ctx = await p.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=chromium, headless=True,
+                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"], viewport={"width": 1280, "height": 720},
+            )
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                logs: list[str] = []
+                page.on("console", lambda m: logs.append(m.text))
+                await page.goto(url)
+                await page.click("#start")
+                await page.wait_for_function(
+                    "window.livefuse.connected && window.livefuse.stats && window.livefuse.stats.frames_out > 30",
+                    timeout=30_000)
+                await page.wait_for_function(
+                    "(() => { const v = document.getElementById('remote'); return v.readyState >= 2 && v.currentTime > 0.5; })()",
+                    timeout=15_000)
+                await asyncio.sleep(1.0)  # let the stats overlay refresh once more
+                session = await page.evaluate("window.livefuse.session")
+                info = await page.evaluate("({w: document.getElementById('remote').videoWidth, h: document.getElementById('remote').videoHeight, src: window.livefuse.source})")
+                remote = rgba_to_rgb(await page.evaluate(PIXELS_JS, "remote"))
+                local = rgba_to_rgb(await page.evaluate(PIXELS_JS, "local"))
+                overlay = await page.inner_text("#stats")
+                if SCREENSHOT:
+                    await page.screenshot(path=SCREENSHOT)
+            finally:
+                await ctx.close()
+        peer = state.peers.get(session)
+        assert peer is not None, f"no session {session}; console: {logs[-5:]}"
+        # the server decoded the photo's frames
+        seen = [im for im in stage.seen if im is not None]
+        assert peer.stats.frames_in > 30 and seen[0].shape == (H, W, 3)
+        assert np.abs(small(seen[-1]) - small(photo)).mean() < 12
+        # the page plays the returned track, and it is the pipeline's output (the inverted photo)
+        assert (info["w"], info["h"]) == (W, H)
+        assert np.abs(remote - (255 - small(photo))).mean() < 20
+        assert np.abs(local - small(photo)).mean() < 20
+        assert np.abs(remote - local).mean() > 60
+        # the bundled demo face was registered as the source, and the overlay shows live figures
+        assert info["src"]["source_id"] == "demo" and peer.session.controls.source_id == "demo"
+        assert "invert" in overlay and "fps" in overlay
+    finally:
+        await server.close()

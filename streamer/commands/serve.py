@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    for noisy in ("aioice", "aiortc"):  # per-candidate chatter at INFO
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     from aiohttp import web
 
     from streamer.config import ServerConfig

@@ -144,3 +144,35 @@ async def test_a_vanished_peer_is_released_within_30_s():
         if proc.poll() is None:
             proc.kill()
         await server.close()
+
+
+BROWSER_OFFER_CANDIDATES = (
+    "a=candidate:1 1 udp 2122260223 6a1b7c36-3f7e-4a8b-9d2f-1e2d3c4b5a69.local 54321 typ host generation 0\r\n"
+    "a=candidate:2 1 udp 2122194687 127.0.0.1 40000 typ host generation 0\r\n"
+)
+
+
+def test_mdns_candidates_are_stripped_and_real_ones_kept():
+    from streamer.ice import strip_mdns_candidates
+
+    sdp = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n" + BROWSER_OFFER_CANDIDATES + "a=end-of-candidates\r\n"
+    out = strip_mdns_candidates(sdp)
+    assert ".local" not in out and "127.0.0.1 40000 typ host" in out
+    assert "\r\n\r\n" not in out and out.endswith("a=end-of-candidates\r\n")
+
+
+async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
+    """A browser-style offer: an unresolvable mDNS candidate first, the loopback one after it."""
+    server = PeerSession(ServerConfig(), Services(), Session())
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=200))
+    offer = await client.offer()
+    lines = offer.sdp.split("\r\n")
+    first = next(i for i, l in enumerate(lines) if l.startswith("a=candidate"))
+    lines.insert(first, BROWSER_OFFER_CANDIDATES.split("\r\n")[0])
+    try:
+        answer = await server.accept("\r\n".join(lines))
+        await client.accept(answer.sdp)
+        await client.wait_frames(5)
+    finally:
+        await client.close()
+        await server.close()

@@ -212,7 +212,9 @@ def copy_frame(frame: VideoFrame) -> VideoFrame:
         out = VideoFrame.from_ndarray(frame.to_ndarray(), format="yuv420p")
     else:
         out = VideoFrame.from_ndarray(frame.to_ndarray(format="rgb24"), format="rgb24")
-    out.pts, out.time_base = frame.pts, frame.time_base
+    out.pts = frame.pts
+    if frame.time_base is not None:
+        out.time_base = frame.time_base
     return out
 
 

@@ -131,3 +131,56 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
         assert "invert" in overlay and "fps" in overlay
     finally:
         await server.close()
+
+
+async def _notice_after_start(page) -> str:
+    await page.click("#start")
+    await page.wait_for_selector("#notice:not([hidden])", timeout=20_000)
+    return await page.inner_text("#notice")
+
+
+async def test_page_explains_no_camera_full_server_and_unreachable_server(chromium, astronaut, tmp_path):
+    import aiohttp
+    from playwright.async_api import async_playwright
+
+    from streamer.probe import ClipTrack, ProbeClient
+
+    y4m = tmp_path / "face.y4m"
+    write_y4m(y4m, clip_background(astronaut, 320, 240), frames=5)
+    app = create_app(ServerConfig(max_sessions=1, retry_after_s=10))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("/"))
+    occupant = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120)))
+    try:
+        async with async_playwright() as p:
+            no_camera = [f for f in CHROMIUM_FLAGS if f != "--use-fake-device-for-media-stream"]
+            ctx = await p.chromium.launch_persistent_context(str(tmp_path / "p1"), executable_path=chromium,
+                                                             headless=True, args=no_camera)
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                await page.goto(url)
+                assert "No camera found" in await _notice_after_start(page)
+                assert app[SERVER_KEY].peers == {}
+            finally:
+                await ctx.close()
+
+            async with aiohttp.ClientSession() as http:
+                await occupant.connect_http(url.rstrip("/"), http)
+            ctx = await p.chromium.launch_persistent_context(
+                str(tmp_path / "p2"), executable_path=chromium, headless=True,
+                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"])
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                await page.goto(url)
+                full = await _notice_after_start(page)
+                assert "server is full" in full and "10 seconds" in full
+                assert not await page.is_disabled("#start")
+                await occupant.close()
+                await server.close()
+                assert "Can't reach the LiveFuse server" in await _notice_after_start(page)
+            finally:
+                await ctx.close()
+    finally:
+        await occupant.close()
+        await server.close()

@@ -41,7 +41,8 @@ def read_index(image: np.ndarray) -> int | None:
     """The painted index, or None when the blocks are unreadable (the check row disagrees)."""
     h, w = image.shape[:2]
     bw = w // CODE_BITS
-    grey = image[: 2 * CODE_ROWS_PX, : bw * CODE_BITS].astype(np.float32).mean(axis=2)
+    band = image[: 2 * CODE_ROWS_PX, : bw * CODE_BITS].astype(np.float32)
+    grey = band.mean(axis=2) if band.ndim == 3 else band
     m = 6  # read the centre of each block, away from codec ringing at the edges
     rows = []
     for row in range(2):
@@ -51,6 +52,15 @@ def read_index(image: np.ndarray) -> int | None:
     if any(a == b for a, b in zip(*rows)):
         return None
     return int("".join(map(str, rows[0])), 2)
+
+
+def read_index_from_frame(frame: VideoFrame) -> int | None:
+    """The painted index read from the luma plane's top rows only (cheap: no colour conversion)."""
+    if frame.format.name not in ("yuv420p", "yuvj420p"):
+        return read_index(frame.to_ndarray(format="rgb24"))
+    plane = frame.planes[0]
+    rows = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)[: 2 * CODE_ROWS_PX, : frame.width]
+    return read_index(rows)
 
 
 def clip_background(photo: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -164,9 +174,9 @@ class ProbeClient:
             while True:
                 frame = await track.recv()
                 now = time.monotonic()
-                img = frame.to_ndarray(format="rgb24")
-                keep = img if len(self.received) < self.keep_images else None
-                self.received.append(Received(read_index(img), frame.pts, now, (frame.width, frame.height), keep))
+                keep = frame.to_ndarray(format="rgb24") if len(self.received) < self.keep_images else None
+                index = read_index(keep) if keep is not None else read_index_from_frame(frame)
+                self.received.append(Received(index, frame.pts, now, (frame.width, frame.height), keep))
         except MediaStreamError:
             pass
 

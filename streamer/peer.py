@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from typing import Any, Callable
 
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
@@ -83,6 +84,8 @@ class PeerSession:
         self.last_activity = time.monotonic()
         self.closed = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._unsent: deque[dict[str, Any]] = deque(maxlen=64)  # events raised before the channel opened
+        self._video_track: MediaStreamTrack | None = None
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -103,9 +106,10 @@ class PeerSession:
         return answer
 
     def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "video":
+        if track.kind == "video" and self._video_track is None:
+            self._video_track = track
             self._spawn(pump(track, self._on_frame))
-        else:  # audio is not processed: drain it so aiortc's queue stays empty
+        else:  # audio (and any second video track) is not processed: drain it so aiortc's queue stays empty
             self._spawn(pump(track, self._touch))
 
     def _on_frame(self, frame: Any) -> None:
@@ -134,6 +138,8 @@ class PeerSession:
 
         self.send({"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
                    "stages": self.worker.pipeline.names})
+        while self._unsent:
+            self.send(self._unsent.popleft())
 
     def handle_message(self, raw: str | bytes) -> dict[str, Any] | None:
         """Act on one control message; the reply (ack or error) goes back on the channel."""
@@ -172,6 +178,8 @@ class PeerSession:
     def send(self, msg: dict[str, Any]) -> bool:
         ch = self.channel
         if ch is None or ch.readyState != "open":
+            if msg.get("type") not in ("stats", "bye"):
+                self._unsent.append(msg)
             return False
         try:
             ch.send(protocol.dumps(msg))

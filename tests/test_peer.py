@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -124,7 +124,7 @@ async def test_a_vanished_peer_is_released_within_30_s():
     await server.start_server()
     state = app[SERVER_KEY]
     proc = subprocess.Popen([sys.executable, "-c", VANISHING_CLIENT, str(server.make_url("")).rstrip("/")],
-                            stdout=subprocess.PIPE, cwd=os.getcwd(), text=True)
+                            stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1], text=True)
     try:
         line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 60)
         sid = line.strip()
@@ -173,6 +173,20 @@ async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
         answer = await server.accept("\r\n".join(lines))
         await client.accept(answer.sdp)
         await client.wait_frames(5)
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_an_event_raised_before_the_channel_opens_is_delivered(astronaut):
+    server = PeerSession(ServerConfig(), Services(), Session())
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=100))
+    try:
+        answer = await server.accept((await client.offer()).sdp)
+        assert server.channel is None
+        server.session.notify({"kind": "early", "n": 1})
+        await client.accept(answer.sdp)
+        assert (await client.wait_message(lambda m: m.get("kind") == "early"))["n"] == 1
     finally:
         await client.close()
         await server.close()

@@ -150,3 +150,59 @@ async def test_authorize_hook_refuses(served):
     url, http, _ = await served(services=Services(authorize=lambda request: None))
     async with http.post(f"{url}/offer", json={"sdp": "v=0", "type": "offer"}) as r:
         assert r.status == 401 and r.headers["WWW-Authenticate"] == "Bearer"
+
+
+def _first_video_codec(sdp: str) -> str:
+    lines = sdp.splitlines()
+    m = next(l for l in lines if l.startswith("m=video"))
+    pt = m.split()[3]
+    return next(l.split(" ", 1)[1] for l in lines if l.startswith(f"a=rtpmap:{pt} "))
+
+
+@pytest.mark.parametrize("codec", ["VP8", "H264"])
+async def test_codec_preference_is_applied_to_the_answer(served, astronaut, codec):
+    url, http, state = await served(ServerConfig(codec=codec))
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=120))
+    try:
+        body = await client.connect_http(url, http)
+        assert _first_video_codec(body["sdp"]).upper().startswith(f"{codec}/90000")
+        await client.wait_frames(5)
+    finally:
+        await client.close()
+
+
+async def test_tls_serves_https(tmp_path):
+    import datetime
+    import ssl
+
+    from aiohttp import web
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "k.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    from streamer.server import ssl_context
+
+    config = ServerConfig(tls_cert=str(tmp_path / "c.pem"), tls_key=str(tmp_path / "k.pem"))
+    runner = web.AppRunner(create_app(config))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context(config))
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        client_ctx = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+        client_ctx.check_hostname = False
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"https://127.0.0.1:{port}/healthz", ssl=client_ctx) as r:
+                assert r.status == 200 and (await r.json())["status"] == "ok"
+    finally:
+        await runner.cleanup()

@@ -99,13 +99,19 @@ function onConnectionState(s) {
 async function showStats(s) {
   state.stats = s;
   const c = conn ? await conn.clientDelays() : {};
+  // What can be measured from here: the server's own delay, one frame in the server's receive jitter buffer
+  // (it releases a frame when the next one starts), the network round trip and this browser's jitter buffer.
+  // Capture, encode and display are not visible to the page, so this is a lower bound.
   const server = s.server_delay_ms ?? 0;
-  const total = server + (c.rttMs ?? 0) + (c.jitterMs ?? 0);
+  const serverBuffer = s.fps_in > 0 ? 1000 / s.fps_in : 0;
+  const total = server + serverBuffer + (c.rttMs ?? 0) + (c.jitterMs ?? 0);
   state.clientDelays = c;
+  state.delayLowerBoundMs = total;
   $("stats").hidden = false;
   $("s-fps").textContent = `${s.fps_in.toFixed(0)} / ${s.fps_out.toFixed(0)}`;
-  $("s-delay").textContent = `≈${total.toFixed(0)} ms`;
-  $("s-delay").title = `server ${server.toFixed(1)} ms + network ${(c.rttMs ?? 0).toFixed(1)} ms + jitter buffer ${(c.jitterMs ?? 0).toFixed(1)} ms`;
+  $("s-delay").textContent = `≥ ${total.toFixed(0)} ms`;
+  $("s-delay").parentElement.title = `lower bound: server ${server.toFixed(1)} ms + server receive buffer ${serverBuffer.toFixed(1)} ms` +
+    ` + network ${(c.rttMs ?? 0).toFixed(1)} ms + browser jitter buffer ${(c.jitterMs ?? 0).toFixed(1)} ms`;
   $("s-drops").textContent = `${s.dropped}`;
   $("s-stages").innerHTML = Object.entries(s.stages_ms)
     .map(([name, ms]) => `<div><span>${escapeHtml(name)}</span><b>${ms.toFixed(1)} ms</b></div>`).join("");

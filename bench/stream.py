@@ -107,6 +107,8 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             "server_cpu_ms_per_frame": round((cpu1 - cpu0) * 1000.0 / max(server_frames, 1), 2),
             "server_cpu_pct": round((cpu1 - cpu0) / (t1 - t0) * 100.0, 1),
             "server_frames_out": server_frames,
+            "server_own_delay_ms_p50": info1["stats"]["server_delay_ms"],  # arrival -> processed, inside the server
+            "load_avg_1m": round(os.getloadavg()[0], 2),
         }
     finally:
         proc.terminate()

@@ -139,7 +139,7 @@ async def _notice_after_start(page) -> str:
     return await page.inner_text("#notice")
 
 
-async def test_page_explains_no_camera_full_server_and_unreachable_server(chromium, astronaut, tmp_path):
+async def test_page_explains_no_camera_denied_camera_full_server_and_unreachable_server(chromium, astronaut, tmp_path):
     import aiohttp
     from playwright.async_api import async_playwright
 
@@ -162,6 +162,18 @@ async def test_page_explains_no_camera_full_server_and_unreachable_server(chromi
                 await page.goto(url)
                 assert "No camera found" in await _notice_after_start(page)
                 assert app[SERVER_KEY].peers == {}
+            finally:
+                await ctx.close()
+
+            no_permission = [f for f in CHROMIUM_FLAGS if f != "--use-fake-ui-for-media-stream"]
+            ctx = await p.chromium.launch_persistent_context(
+                str(tmp_path / "p0"), executable_path=chromium, headless=True,
+                args=no_permission + [f"--use-file-for-fake-video-capture={y4m}"])
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                await page.goto(url)
+                page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
+                assert "Camera permission was denied" in await _notice_after_start(page)
             finally:
                 await ctx.close()
 

@@ -23,6 +23,7 @@ class ServerConfig:
     min_bitrate: int = 250_000            # bits/s, bounds the encoder's REMB-driven target
     max_bitrate: int = 1_500_000
     max_sessions: int = 8
+    max_viewers: int = 16                 # WHEP viewers per session
     ice_servers: tuple[str, ...] = ()     # "stun:host:port", "turn:host:port?transport=udp"; ignored on loopback
     ice_username: str | None = None       # for TURN
     ice_credential: str | None = None

@@ -142,6 +142,10 @@ class LiveFuseServer:
         self.authorize(request)
         source = self.peer(request.match_info["session"])
         sdp = (await read_limited(request, self.config.max_sdp_bytes)).decode("utf-8", "replace")
+        if len(source.viewers) >= self.config.max_viewers:
+            self.metrics.refused.labels("viewers_full").inc()
+            raise Refused(503, f"session has {self.config.max_viewers} viewers already",
+                          {"Retry-After": str(self.config.retry_after_s)})
         viewer = attach_viewer(source, self.metrics)
         try:
             answer = await viewer.accept(sdp)

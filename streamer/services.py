@@ -95,3 +95,9 @@ class Services:
     authorize: Callable[[Any], str | None] = default_authorize
     audit: Callable[..., None] = default_audit
     extras: Mapping[str, Any] = field(default_factory=dict)
+
+
+def default_services() -> Services:
+    """What `livefuse serve` and `livefuse process` run with. The one place to wire the real face
+    pipeline, source registration, prompt path, auth and audit log in."""
+    return Services()

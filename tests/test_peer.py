@@ -13,8 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import aiohttp
-import pytest
 from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig

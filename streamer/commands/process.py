@@ -26,10 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamer.services import Services, SourceRefused
+    from streamer.services import SourceRefused, default_services
 
     try:
-        summary = process_file(args.input, args.output, Services(), source=args.source, prompt=args.prompt,
+        summary = process_file(args.input, args.output, default_services(), source=args.source, prompt=args.prompt,
                                strength=args.strength, codec=args.codec, crf=args.crf,
                                progress=not args.no_progress, overwrite=args.overwrite)
     except (FileNotFoundError, FileExistsError, ValueError, SourceRefused) as exc:

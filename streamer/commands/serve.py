@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from streamer.config import ServerConfig
     from streamer.server import create_app, ssl_context
-    from streamer.services import Services
+    from streamer.services import default_services
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ice_servers:
         overrides["ice_servers"] = tuple(args.ice_servers)
     config = ServerConfig.from_env(**overrides)
-    app = create_app(config, Services())
+    app = create_app(config, default_services())
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)

@@ -7,7 +7,6 @@ import asyncio
 import time
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestServer
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
@@ -49,7 +48,7 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
     import skimage.data
 
     bg = clip_background(skimage.data.astronaut(), 320, 240)
-    app = create_app(ServerConfig(), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    app = create_app(ServerConfig(max_viewers=1), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")
@@ -85,6 +84,10 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
             img = next(im for _, im in viewer.frames if im is not None)
             assert abs(float(img[2 * CODE_ROWS_PX:].mean()) - (255 - float(bg[2 * CODE_ROWS_PX:].mean()))) < 12
             assert len(state.peers[sid].viewers) == 1
+            second = Viewer()
+            async with http.post(f"{base}/whep/{sid}", data=await second.offer(), headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 503 and r.headers["Retry-After"] and "viewers" in (await r.json())["error"]
+            await second.pc.close()
 
             async with http.delete(f"{base}{viewer_loc}") as r:
                 assert r.status == 200

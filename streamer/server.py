@@ -128,8 +128,7 @@ class LiveFuseServer:
         peer = await self.open_session(request, sdp, "whip")
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
-                            headers={"Location": f"/whip/{sid}", "X-LiveFuse-Session": sid,
-                                     "Link": f'</whep/{sid}>; rel="alternate"'})
+                            headers={"Location": f"/whip/{sid}", "X-LiveFuse-Session": sid})
 
     async def whip_delete(self, request: web.Request) -> web.Response:
         self.authorize(request)

@@ -205,3 +205,39 @@ async def test_tls_serves_https(tmp_path):
                 assert r.status == 200 and (await r.json())["status"] == "ok"
     finally:
         await runner.cleanup()
+
+
+async def test_livefuse_serve_command_serves_the_page_with_env_config():
+    import asyncio
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, LIVEFUSE_PORT=str(port), LIVEFUSE_MAX_SESSIONS="3")
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve"], cwd=Path(__file__).resolve().parents[1],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(100):
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                        health = await r.json()
+                        break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.1)
+            else:
+                pytest.fail("livefuse serve did not start: " + proc.stderr.read(2000))
+            assert health["max_sessions"] == 3
+            async with http.get(f"http://127.0.0.1:{port}/") as r:
+                page = await r.text()
+                assert r.status == 200 and 'id="remote"' in page and "/static/app.js" in page
+            async with http.get(f"http://127.0.0.1:{port}/static/connection.js") as r:
+                assert r.status == 200 and "export class LiveFuseConnection" in await r.text()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -103,3 +103,38 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
         await client.close()
         await viewer.pc.close()
         await server.close()
+
+
+async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astronaut):
+    """OBS offers send-only: nothing comes back on its connection, the processed stream is on WHEP."""
+    app = create_app(ServerConfig(), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    state = app[SERVER_KEY]
+    pc = RTCPeerConnection(rtc_configuration(loopback=True))
+    viewer = Viewer()
+    try:
+        pc.addTransceiver(ClipTrack(clip_background(astronaut, 320, 240), frames=400), direction="sendonly")
+        with gathering_on(LOOPBACK_ADDRESSES):
+            await pc.setLocalDescription(await pc.createOffer())
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{base}/whip", data=pc.localDescription.sdp, headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 201
+                sid = r.headers["Location"].rsplit("/", 1)[1]
+                answer = await r.text()
+            assert "a=recvonly" in answer and "a=sendrecv" not in answer.split("m=video", 1)[1]
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            async with http.post(f"{base}/whep/{sid}", data=await viewer.offer(), headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 201
+                await viewer.pc.setRemoteDescription(RTCSessionDescription(sdp=await r.text(), type="answer"))
+            t0 = time.monotonic()
+            while len([i for i, _ in viewer.frames if i is not None]) < 10 and time.monotonic() - t0 < 30:
+                await asyncio.sleep(0.05)
+            seen = [i for i, _ in viewer.frames if i is not None]
+            assert len(seen) >= 10 and seen == sorted(seen), f"viewer saw {len(viewer.frames)} frames"
+            assert state.peers[sid].stats.frames_in >= 10
+    finally:
+        await pc.close()
+        await viewer.pc.close()
+        await server.close()

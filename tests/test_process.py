@@ -83,7 +83,7 @@ def test_process_runs_the_pipeline_on_each_frame(clip, tmp_path):
     assert np.abs(frames[5][2 * CODE_ROWS_PX:].astype(np.int16) - inverted).mean() < 10
 
 
-def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, capsys):
+def test_bad_input_is_a_clear_error_and_writes_nothing(clip, tmp_path, capsys):
     garbage = tmp_path / "garbage.mp4"
     garbage.write_bytes(b"this is not a video" * 100)
     out = tmp_path / "out.mp4"
@@ -94,4 +94,5 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, capsys):
     out.write_bytes(b"keep me")
     assert main(["process", str(garbage), "-o", str(out)]) == 2
     assert "exists" in capsys.readouterr().err and out.read_bytes() == b"keep me"
-    assert main(["process", str(garbage), "-o", str(tmp_path / "x.avi")]) == 2
+    assert main(["process", str(clip[0]), "-o", str(tmp_path / "x.avi"), "--no-progress"]) == 2
+    assert "use one of .mp4" in capsys.readouterr().err and not list(tmp_path.glob("x*"))

@@ -161,7 +161,16 @@ $("upload").addEventListener("change", async (e) => {
 });
 $("prompt-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  if (conn) conn.setPrompt($("prompt").value);
+  if (!conn) { $("prompt-status").textContent = "Start the camera first."; return; }
+  const text = $("prompt").value;
+  const id = conn.setPrompt(text);
+  $("prompt-status").textContent = "sending…";
+  const onReply = (ev) => {
+    if (ev.detail.id !== id) return;
+    conn.removeEventListener("message", onReply);
+    $("prompt-status").textContent = ev.detail.type === "ack" ? (text ? `Applied: “${text}”` : "Prompt cleared") : `Not applied: ${ev.detail.message}`;
+  };
+  conn.addEventListener("message", onReply);
 });
 let strengthTimer = null;
 $("strength").addEventListener("input", (e) => {

@@ -105,8 +105,13 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
                 await page.wait_for_function(
                     "(() => { const v = document.getElementById('remote'); return v.readyState >= 2 && v.currentTime > 0.5; })()",
                     timeout=15_000)
+                await page.fill("#prompt", "a slight smile")
+                await page.click("#prompt-form button")
+                await page.wait_for_function("document.getElementById('prompt-status').textContent.startsWith('Applied')")
+                await page.fill("#strength", "40")  # the slider sends set_params
                 await asyncio.sleep(1.0)  # let the stats overlay refresh once more
                 session = await page.evaluate("window.livefuse.session")
+                peer = state.peers.get(session)  # before the browser goes and the session with it
                 info = await page.evaluate("({w: document.getElementById('remote').videoWidth, h: document.getElementById('remote').videoHeight, src: window.livefuse.source})")
                 remote = rgba_to_rgb(await page.evaluate(PIXELS_JS, "remote"))
                 local = rgba_to_rgb(await page.evaluate(PIXELS_JS, "local"))
@@ -115,7 +120,6 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
                     await page.screenshot(path=SCREENSHOT)
             finally:
                 await ctx.close()
-        peer = state.peers.get(session)
         assert peer is not None, f"no session {session}; console: {logs[-5:]}"
         # the server decoded the photo's frames
         seen = [im for im in stage.seen if im is not None]
@@ -128,6 +132,8 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
         assert np.abs(remote - local).mean() > 60
         # the bundled demo face was registered as the source, and the overlay shows live figures
         assert info["src"]["source_id"] == "demo" and peer.session.controls.source_id == "demo"
+        # the prompt box and the strength slider reach the session
+        assert peer.session.controls.prompt == "a slight smile" and peer.session.controls.strength == 0.4
         assert "invert" in overlay and "fps" in overlay
     finally:
         await server.close()

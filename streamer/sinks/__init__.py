@@ -1,0 +1,1 @@
+"""Where processed frames can go besides the sending peer: files, a virtual camera, WHEP viewers."""

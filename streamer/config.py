@@ -1,0 +1,94 @@
+"""Server settings in one frozen place: built from CLI flags or LIVEFUSE_* environment variables."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, Mapping
+
+Codec = Literal["VP8", "H264"]
+CODECS: tuple[str, ...] = ("VP8", "H264")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything the server needs to know before its first request."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    tls_cert: str | None = None          # PEM; getUserMedia needs a secure context off localhost
+    tls_key: str | None = None
+    codec: Codec = "VP8"                  # preferred video codec for the returned stream
+    min_bitrate: int = 250_000            # bits/s, bounds the encoder's REMB-driven target
+    max_bitrate: int = 1_500_000
+    max_sessions: int = 8
+    max_viewers: int = 16                 # WHEP viewers per session
+    ice_servers: tuple[str, ...] = ()     # "stun:host:port", "turn:host:port?transport=udp"; ignored on loopback
+    ice_username: str | None = None       # for TURN
+    ice_credential: str | None = None
+    max_sdp_bytes: int = 64 * 1024
+    max_source_bytes: int = 10 * 1024 * 1024
+    max_source_pixels: int = 4096 * 4096
+    max_message_bytes: int = 16 * 1024    # one data-channel message
+    idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
+    stats_interval_s: float = 1.0
+    retry_after_s: int = 10               # told to clients refused for capacity
+
+    def __post_init__(self) -> None:
+        if self.codec not in CODECS:
+            raise ValueError(f"codec must be one of {CODECS}, got {self.codec!r}")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port out of range: {self.port}")
+        if self.min_bitrate <= 0 or self.max_bitrate < self.min_bitrate:
+            raise ValueError(f"bad bitrate bounds {self.min_bitrate}..{self.max_bitrate}")
+        if self.max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and a key")
+
+    @property
+    def loopback(self) -> bool:
+        """Bound to loopback only: gather 127.0.0.1 candidates and contact no STUN/TURN server."""
+        if self.host in ("localhost",):
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "ServerConfig":
+        """LIVEFUSE_<FIELD> variables (e.g. LIVEFUSE_PORT=9000, LIVEFUSE_ICE_SERVERS=stun:a:3478,stun:b),
+        then explicit overrides (CLI flags that were given) on top."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"LIVEFUSE_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.name, str(f.type), raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> "ServerConfig":
+        return replace(self, **changes)
+
+
+def _parse(name: str, type_name: str, raw: str) -> Any:
+    try:
+        if type_name.startswith("int"):
+            return int(raw)
+        if type_name.startswith("float"):
+            return float(raw)
+        if type_name.startswith("tuple"):
+            return tuple(s.strip() for s in raw.split(",") if s.strip())
+        if name == "codec":
+            return raw.upper()
+        return raw
+    except ValueError as exc:
+        raise ValueError(f"LIVEFUSE_{name.upper()}={raw!r}: {exc}") from None

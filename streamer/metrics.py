@@ -1,0 +1,33 @@
+"""Prometheus figures for one app, in the app's own registry (two apps in one process never mix)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.033, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
+STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.033, 0.05, 0.1, 0.25)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.sessions = Gauge("livefuse_sessions", "sessions open now", registry=r)
+        self.sessions_total = Counter("livefuse_sessions_opened", "sessions opened", ["kind"], registry=r)
+        self.refused = Counter("livefuse_requests_refused", "requests refused", ["reason"], registry=r)
+        self.frames_in = Counter("livefuse_frames_in", "frames received from peers", registry=r)
+        self.frames_out = Counter("livefuse_frames_out", "processed frames handed to the encoder", registry=r)
+        self.dropped = Counter("livefuse_frames_dropped", "frames replaced by a newer one before processing", registry=r)
+        self.latency = Histogram(
+            "livefuse_server_latency_seconds", "frame arrival to processed frame ready", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.stage = Histogram("livefuse_stage_seconds", "time per pipeline stage", ["stage"], buckets=STAGE_BUCKETS, registry=r)
+        self.stage_errors = Counter("livefuse_stage_errors", "pipeline stage failures", ["stage"], registry=r)
+        self.messages = Counter("livefuse_control_messages", "data-channel messages", ["result"], registry=r)
+        self.viewers = Gauge("livefuse_whep_viewers", "WHEP viewers watching now", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,249 @@
+"""One RTCPeerConnection per client, bound to a Session: received video goes through the session's
+pipeline and comes back on the same connection; the data channel carries the control protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Callable
+
+from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamTrack
+
+from streamer import protocol
+from streamer.config import ServerConfig
+from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
+from streamer.services import Services
+from streamer.session import Session
+from streamer.tracks import FrameWorker, FusedTrack, StreamStats, pump
+
+__all__ = ["PeerSession", "BadOffer", "answer_offer", "new_peer_connection"]
+
+log = logging.getLogger(__name__)
+
+
+class BadOffer(ValueError):
+    """The client's SDP could not be used (HTTP 400 with this reason)."""
+
+
+def new_peer_connection(config: ServerConfig) -> RTCPeerConnection:
+    return RTCPeerConnection(rtc_configuration(config.ice_servers, config.ice_username, config.ice_credential,
+                                               loopback=config.loopback))
+
+
+def codec_preferences(codec: str, offer_sdp: str) -> list[Any]:
+    """Video codecs with `codec` first when the offer carries it; aiortc's order otherwise."""
+    caps = RTCRtpSender.getCapabilities("video").codecs
+    if f"{codec.lower()}/90000" not in offer_sdp.lower():
+        return list(caps)
+    first = [c for c in caps if c.mimeType.lower() == f"video/{codec.lower()}"]
+    return first + [c for c in caps if c not in first]
+
+
+async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, video_track: MediaStreamTrack | None,
+                       direction: str = "sendrecv") -> RTCSessionDescription:
+    """(video transceiver first, so our codec order and return track apply) -> setRemote -> createAnswer
+    -> setLocal with ICE gathered (aiortc has no trickle ICE)."""
+    if "m=" not in sdp or not sdp.lstrip().startswith("v="):
+        raise BadOffer("not an SDP offer (it must start with v= and hold at least one m= section)")
+    if "m=video" in sdp:
+        t = pc.addTransceiver(video_track if video_track is not None else "video", direction=direction)
+        t.setCodecPreferences(codec_preferences(config.codec, sdp))
+    try:
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=strip_mdns_candidates(sdp), type="offer"))
+        answer = await pc.createAnswer()
+    except Exception as exc:  # aiortc raises ValueError, KeyError, OperationError... on bad SDP
+        raise BadOffer(f"SDP offer rejected: {type(exc).__name__}: {exc}") from None
+    with gathering_on(LOOPBACK_ADDRESSES if config.loopback else None):
+        await pc.setLocalDescription(answer)
+    return pc.localDescription
+
+
+class PeerSession:
+    """A sending client (page, WHIP, bench): its connection, frame worker, processed track and viewers."""
+
+    def __init__(self, config: ServerConfig, services: Services, session: Session, *, metrics: Any = None,
+                 kind: str = "offer", on_closed: Callable[["PeerSession"], None] | None = None) -> None:
+        self.config = config
+        self.services = services
+        self.session = session
+        self.metrics = metrics
+        self.kind = kind
+        self.on_closed = on_closed
+        self.pc = new_peer_connection(config)
+        self.stats = StreamStats(metrics)
+        pipeline = services.make_pipeline(session)
+        previous = pipeline.on_error
+        pipeline.on_error = lambda stage, exc: self._stage_failed(stage, exc, previous)
+        self.worker = FrameWorker(session, pipeline, self.stats)
+        self.fused: FusedTrack | None = None
+        self.channel: RTCDataChannel | None = None
+        self.viewers: dict[str, Any] = {}
+        self.last_activity = time.monotonic()
+        self.closed = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._unsent: deque[dict[str, Any]] = deque(maxlen=64)  # events raised before the channel opened
+        self._video_track: MediaStreamTrack | None = None
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ---- setup -------------------------------------------------------------------------------------
+    async def accept(self, sdp: str) -> RTCSessionDescription:
+        self._loop = asyncio.get_running_loop()
+        self.fused = FusedTrack(self.worker.outbox)
+        self.worker.start()
+        pc = self.pc
+        pc.on("track", self._on_track)
+        pc.on("datachannel", self._on_datachannel)
+        pc.on("connectionstatechange", self._on_state)
+
+        answer = await answer_offer(pc, self.config, sdp, self.fused)
+        self.session.set_event_sink(self._event_from_any_thread)
+        self._spawn(self._watchdog())
+        self._spawn(self._stats_loop())
+        return answer
+
+    def _on_track(self, track: MediaStreamTrack) -> None:
+        if track.kind == "video" and self._video_track is None:
+            self._video_track = track
+            self._spawn(pump(track, self._on_frame))
+        else:  # audio (and any second video track) is not processed: drain it so aiortc's queue stays empty
+            self._spawn(pump(track, self._touch))
+
+    def _on_frame(self, frame: Any) -> None:
+        self.last_activity = time.monotonic()
+        self.worker.submit(frame)
+
+    def _touch(self, _frame: Any = None) -> None:
+        self.last_activity = time.monotonic()
+
+    def _on_state(self) -> None:
+        state = self.pc.connectionState
+        log.info("session %s: connection %s", self.session.id, state)
+        if state in ("failed", "closed"):
+            self._spawn(self.close(f"connection {state}"))
+
+    # ---- control channel ---------------------------------------------------------------------------
+    def _on_datachannel(self, channel: RTCDataChannel) -> None:
+        self.channel = channel
+
+        @channel.on("message")
+        def _message(raw: str | bytes) -> None:
+            self._touch()
+            reply = self.handle_message(raw)
+            if reply is not None:
+                self.send(reply)
+
+        self.send({"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
+                   "stages": self.worker.pipeline.names})
+        while self._unsent:
+            self.send(self._unsent.popleft())
+
+    def handle_message(self, raw: str | bytes) -> dict[str, Any] | None:
+        """Act on one control message; the reply (ack or error) goes back on the channel."""
+        try:
+            msg = protocol.parse_client_message(raw, max_bytes=self.config.max_message_bytes)
+        except protocol.ProtocolError as exc:
+            if self.metrics is not None:
+                self.metrics.messages.labels("refused").inc()
+            return protocol.error(exc.code, exc.message)
+        if self.metrics is not None:
+            self.metrics.messages.labels("ok").inc()
+        mid = msg.get("id")
+        kind = msg["type"]
+        try:
+            if kind == "ping":
+                return {"type": "pong", "t": msg.get("t"), "server_time": time.time(), "id": mid}
+            if kind == "hello":
+                return {"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
+                        "stages": self.worker.pipeline.names, "id": mid}
+            if kind == "set_prompt":
+                result = self.services.set_prompt(self.session, msg["text"])
+                self.services.audit("prompt", session=self.session.id, text=msg["text"])
+                return {"type": "ack", "of": kind, "id": mid, "result": result}
+            if kind == "set_params":
+                changes = protocol.params_to_controls(msg)
+                sid = changes.get("source_id")
+                if sid is not None and sid not in self.session.sources:
+                    return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
+                self.session.update(**changes)
+                return {"type": "ack", "of": kind, "id": mid, "result": sorted(changes)}
+        except Exception as exc:  # the hook failed: tell the client, keep the stream
+            log.exception("session %s: %s failed", self.session.id, kind)
+            return protocol.error("failed", f"{kind} failed: {exc}", id=mid)
+        return None  # pragma: no cover - the schema admits only the types above
+
+    def send(self, msg: dict[str, Any]) -> bool:
+        ch = self.channel
+        if ch is None or ch.readyState != "open":
+            if msg.get("type") not in ("stats", "bye"):
+                self._unsent.append(msg)
+            return False
+        try:
+            ch.send(protocol.dumps(msg))
+            return True
+        except Exception:
+            log.debug("session %s: send failed", self.session.id, exc_info=True)
+            return False
+
+    def _event_from_any_thread(self, event: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        msg = event if "type" in event else {"type": "event", **event}
+        try:
+            loop.call_soon_threadsafe(self.send, msg)
+        except RuntimeError:
+            pass  # the loop is gone: the session is over
+
+    def _stage_failed(self, stage: str, exc: BaseException, previous: Any) -> None:
+        self.session.notify(protocol.error("stage_failed", f"{stage}: {type(exc).__name__}: {exc}", stage=stage))
+        if previous is not None:
+            previous(stage, exc)
+
+    # ---- life ----------------------------------------------------------------------------------------
+    async def _stats_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.stats_interval_s)
+            snap = self.stats.snapshot()
+            snap["viewers"] = len(self.viewers)
+            self.send(snap)
+
+    async def _watchdog(self) -> None:
+        """A peer that vanishes without a goodbye sends no more media or control: release it."""
+        while True:
+            await asyncio.sleep(min(1.0, self.config.idle_timeout_s / 4))
+            if time.monotonic() - self.last_activity > self.config.idle_timeout_s:
+                self._spawn(self.close(f"idle for {self.config.idle_timeout_s:.0f} s"))
+                return
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self, reason: str = "closed") -> None:
+        if self._closing:
+            await self.closed.wait()
+            return
+        self._closing = True
+        log.info("session %s: closing (%s)", self.session.id, reason)
+        self.send({"type": "bye", "reason": reason})
+        for viewer in list(self.viewers.values()):
+            await viewer.close("source ended")
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        self.session.set_event_sink(None)
+        await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
+        await self.pc.close()
+        self.session.closed.set()
+        self.services.audit("session_closed", session=self.session.id, reason=reason,
+                            frames_in=self.stats.frames_in, frames_out=self.stats.frames_out)
+        self.closed.set()
+        if self.on_closed is not None:
+            self.on_closed(self)

@@ -1,0 +1,127 @@
+"""The data-channel protocol: small JSON messages, each checked against a schema before it is acted on.
+
+Client -> server: hello, set_prompt, set_params, ping. Server -> client: welcome, ack, stats, event,
+error, pong. A bad message gets an `error` reply; it never closes the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+PROTOCOL_VERSION = 1
+
+_EDIT_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}
+
+CLIENT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"type": {"const": "hello"}, "version": {"type": "integer"}, "id": {"type": "integer"}},
+            "required": ["type"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "set_prompt"},
+                "text": {"type": "string", "maxLength": 500},
+                "id": {"type": "integer"},
+            },
+            "required": ["type", "text"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "set_params"},
+                "id": {"type": "integer"},
+                "strength": {"type": "number", "minimum": 0, "maximum": 1},
+                "edits": {
+                    "type": "object",
+                    "propertyNames": _EDIT_NAME,
+                    "additionalProperties": {"type": "number", "minimum": -1, "maximum": 1},
+                    "maxProperties": 64,
+                },
+                "source_id": {"type": ["string", "null"], "maxLength": 64},
+                "face_sources": {
+                    "type": "object",
+                    "propertyNames": {"pattern": "^[0-9]{1,6}$"},
+                    "additionalProperties": {"type": "string", "maxLength": 64},
+                    "maxProperties": 16,
+                },
+                "keep_mouth": {"type": "boolean"},
+                "keep_eyes": {"type": "boolean"},
+                "enabled": {"type": "boolean"},
+            },
+            "required": ["type"],
+            "additionalProperties": False,
+            "minProperties": 2,
+        },
+        {
+            "type": "object",
+            "properties": {"type": {"const": "ping"}, "t": {"type": "number"}, "id": {"type": "integer"}},
+            "required": ["type"],
+            "additionalProperties": False,
+        },
+    ],
+}
+
+jsonschema.Draft202012Validator.check_schema(CLIENT_SCHEMA)
+_VALIDATORS = {b["properties"]["type"]["const"]: jsonschema.Draft202012Validator(b) for b in CLIENT_SCHEMA["oneOf"]}
+_TYPES = set(_VALIDATORS)
+
+
+class ProtocolError(ValueError):
+    """A message the server will not act on; `code` is stable, `message` is for people."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
+    """Text from the data channel -> a validated message, or ProtocolError saying what is wrong."""
+    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise ProtocolError("too_large", f"message is {size} bytes, the limit is {max_bytes}")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("bad_json", "message is not UTF-8 text") from None
+    try:
+        msg = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError("bad_json", f"message is not JSON: {exc}") from None
+    if not isinstance(msg, dict) or msg.get("type") not in _TYPES:
+        kind = msg.get("type") if isinstance(msg, dict) else type(msg).__name__
+        raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected one of {sorted(_TYPES)}")
+    errors = sorted(_VALIDATORS[msg["type"]].iter_errors(msg), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.path) or msg["type"]
+        raise ProtocolError("invalid", f"{where}: {e.message}")
+    return msg
+
+
+def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
+    """A validated set_params message -> keyword changes for Session.update."""
+    changes = {k: v for k, v in msg.items() if k not in ("type", "id")}
+    if "face_sources" in changes:
+        changes["face_sources"] = {int(k): v for k, v in changes["face_sources"].items()}
+    if "strength" in changes:
+        changes["strength"] = float(changes["strength"])
+    return changes
+
+
+def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "error", "code": code, "message": message, **extra}
+
+
+def dumps(msg: dict[str, Any]) -> str:
+    return json.dumps(msg, separators=(",", ":"), default=float)

@@ -1,0 +1,302 @@
+"""The HTTP side: the page, signaling (/offer, WHIP, WHEP), source upload, health and metrics.
+
+Every refusal says why: 400 bad SDP/JSON, 401 not authorized, 404 unknown session, 413 body too large,
+415 wrong content type, 422 source image refused, 503 + Retry-After when full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from streamer.config import ServerConfig
+from streamer.metrics import Metrics
+from streamer.peer import BadOffer, PeerSession
+from streamer.services import Services, SourceRefused, decode_image
+from streamer.session import Session
+from streamer.sinks.whep import attach_viewer
+
+log = logging.getLogger(__name__)
+
+WEB_ROOT = Path(__file__).resolve().parent.parent / "web_client"
+DEMO_SOURCE = Path(__file__).resolve().parent / "assets" / "demo_source.jpg"
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+
+
+class Refused(web.HTTPException):
+    """An HTTP refusal with a JSON body {"error": reason}."""
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+        self.status_code = status
+        super().__init__(headers=headers, text=json.dumps({"error": reason}), content_type="application/json")
+
+
+class LiveFuseServer:
+    """The app's state: config, injected services, metrics and the open sessions."""
+
+    def __init__(self, config: ServerConfig, services: Services) -> None:
+        self.config = config
+        self.services = services
+        self.metrics = Metrics()
+        self.peers: dict[str, PeerSession] = {}
+        self._pending = 0
+        self.started = time.time()
+
+    # ---- helpers -------------------------------------------------------------------------------------
+    def authorize(self, request: web.Request) -> str:
+        token = self.services.authorize(request)
+        if token is None:
+            self.metrics.refused.labels("unauthorized").inc()
+            raise Refused(401, "not authorized", {"WWW-Authenticate": "Bearer"})
+        return token
+
+    def reserve(self) -> None:
+        if len(self.peers) + self._pending >= self.config.max_sessions:
+            self.metrics.refused.labels("full").inc()
+            raise Refused(503, f"server is full ({self.config.max_sessions} sessions)",
+                          {"Retry-After": str(self.config.retry_after_s)})
+        self._pending += 1
+
+    def peer(self, session_id: str) -> PeerSession:
+        peer = self.peers.get(session_id)
+        if peer is None:
+            raise Refused(404, f"no session {session_id!r}")
+        return peer
+
+    async def open_session(self, request: web.Request, sdp: str, kind: str) -> PeerSession:
+        token = self.authorize(request)
+        self.reserve()
+        try:
+            session = Session(client=request.remote or "", token_id=token)
+            peer = PeerSession(self.config, self.services, session, metrics=self.metrics, kind=kind,
+                               on_closed=self._closed)
+            try:
+                await peer.accept(sdp)
+            except BadOffer as exc:
+                await peer.close("bad offer")
+                self.metrics.refused.labels("bad_sdp").inc()
+                raise Refused(400, str(exc)) from None
+            except Exception:
+                await peer.close("setup failed")
+                raise
+            self.peers[session.id] = peer
+            self.metrics.sessions.set(len(self.peers))
+            self.metrics.sessions_total.labels(kind).inc()
+            self.services.audit("session_opened", session=session.id, kind=kind, client=session.client, token=token)
+            return peer
+        finally:
+            self._pending -= 1
+
+    def _closed(self, peer: PeerSession) -> None:
+        if self.peers.get(peer.session.id) is peer:
+            del self.peers[peer.session.id]
+        self.metrics.sessions.set(len(self.peers))
+
+    async def close_all(self, _app: web.Application | None = None) -> None:
+        await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
+
+    # ---- routes ----------------------------------------------------------------------------------------
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(WEB_ROOT / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def demo_source(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(DEMO_SOURCE)
+
+    async def offer(self, request: web.Request) -> web.Response:
+        require_type(request, ("application/json",))
+        body = await read_limited(request, self.config.max_sdp_bytes)
+        try:
+            msg = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise Refused(400, f"body is not JSON: {exc}") from None
+        if not isinstance(msg, dict) or not isinstance(msg.get("sdp"), str) or msg.get("type") != "offer":
+            raise Refused(400, 'expected {"sdp": "<offer SDP>", "type": "offer"}')
+        peer = await self.open_session(request, msg["sdp"], "offer")
+        desc = peer.pc.localDescription
+        return web.json_response({"sdp": desc.sdp, "type": desc.type, "session": peer.session.id,
+                                  "stages": peer.worker.pipeline.names})
+
+    async def whip(self, request: web.Request) -> web.Response:
+        require_type(request, ("application/sdp",))
+        sdp = (await read_limited(request, self.config.max_sdp_bytes)).decode("utf-8", "replace")
+        peer = await self.open_session(request, sdp, "whip")
+        sid = peer.session.id
+        return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
+                            headers={"Location": f"/whip/{sid}", "X-LiveFuse-Session": sid})
+
+    async def whip_delete(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        peer = self.peer(request.match_info["session"])
+        await peer.close("WHIP DELETE")
+        return web.Response(status=200)
+
+    async def whep(self, request: web.Request) -> web.Response:
+        require_type(request, ("application/sdp",))
+        self.authorize(request)
+        source = self.peer(request.match_info["session"])
+        sdp = (await read_limited(request, self.config.max_sdp_bytes)).decode("utf-8", "replace")
+        if len(source.viewers) >= self.config.max_viewers:
+            self.metrics.refused.labels("viewers_full").inc()
+            raise Refused(503, f"session has {self.config.max_viewers} viewers already",
+                          {"Retry-After": str(self.config.retry_after_s)})
+        viewer = attach_viewer(source, self.metrics)
+        try:
+            answer = await viewer.accept(sdp)
+        except BadOffer as exc:
+            await viewer.close("bad offer")
+            raise Refused(400, str(exc)) from None
+        except Exception:
+            await viewer.close("setup failed")
+            raise
+        return web.Response(status=201, text=answer.sdp, content_type="application/sdp",
+                            headers={"Location": f"/whep/{source.session.id}/{viewer.id}"})
+
+    async def whep_delete(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        source = self.peer(request.match_info["session"])
+        viewer = source.viewers.get(request.match_info["viewer"])
+        if viewer is None:
+            raise Refused(404, f"no viewer {request.match_info['viewer']!r}")
+        await viewer.close("WHEP DELETE")
+        return web.Response(status=200)
+
+    async def source(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        peer = self.peer(request.match_info["session"])
+        data, form = await read_image_upload(request, self.config.max_source_bytes)
+        loop = asyncio.get_running_loop()
+        try:  # decoding and face work off the event loop
+            image = await loop.run_in_executor(None, lambda: decode_image(data, max_pixels=self.config.max_source_pixels))
+            result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
+        except SourceRefused as exc:
+            self.metrics.refused.labels("source").inc()
+            self.services.audit("source_refused", session=peer.session.id, reason=exc.reason)
+            raise Refused(422, exc.reason) from None
+        self.services.audit("source_registered", session=peer.session.id, **{k: v for k, v in result.items() if isinstance(v, (str, int, float))})
+        peer.send({"type": "source", **result})
+        return web.json_response(result)
+
+    async def session_info(self, request: web.Request) -> web.Response:
+        self.authorize(request)
+        peer = self.peer(request.match_info["session"])
+        c = peer.session.controls
+        return web.json_response({
+            "session": peer.session.id, "kind": peer.kind, "connection": peer.pc.connectionState,
+            "stages": peer.worker.pipeline.names, "stats": peer.stats.snapshot(), "viewers": list(peer.viewers),
+            "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
+                         "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
+            "sources": sorted(peer.session.sources),
+        })
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "sessions": len(self.peers), "max_sessions": self.config.max_sessions,
+                                  "uptime_s": round(time.time() - self.started, 1)})
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        resp = web.Response(body=self.metrics.render())
+        resp.headers["Content-Type"] = self.metrics.content_type
+        return resp
+
+
+def require_type(request: web.Request, allowed: tuple[str, ...]) -> None:
+    if request.content_type not in allowed:
+        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {' or '.join(allowed)}")
+
+
+async def read_limited(request: web.Request, limit: int) -> bytes:
+    """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all)."""
+    if request.content_length is not None and request.content_length > limit:
+        raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise Refused(413, f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, dict[str, str]]:
+    """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part."""
+    form = {k: v for k, v in request.query.items()}
+    if request.content_type in IMAGE_TYPES:
+        return await read_limited(request, limit), form
+    if request.content_type != "multipart/form-data":
+        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {', '.join(IMAGE_TYPES)} or multipart/form-data")
+    if request.content_length is not None and request.content_length > limit + 64 * 1024:
+        raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
+    reader = await request.multipart()
+    data: bytes | None = None
+    async for part in reader:
+        if part.name == "image":
+            if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
+                raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
+            buf, size = [], 0
+            while chunk := await part.read_chunk(64 * 1024):
+                size += len(chunk)
+                if size > limit:
+                    raise Refused(413, f"image is over the limit of {limit} bytes")
+                buf.append(chunk)
+            data = b"".join(buf)
+        elif part.name:
+            value = await part.read(decode=True)
+            if len(value) > 1024:
+                raise Refused(413, f"form field {part.name!r} is over 1024 bytes")
+            form[part.name] = value.decode("utf-8", "replace")
+    if data is None:
+        raise Refused(400, "multipart body has no 'image' part")
+    return data, form
+
+
+def apply_bitrate_bounds(config: ServerConfig) -> None:
+    """aiortc keeps its encoder bounds as module constants; the server owns the process, so it sets them."""
+    from aiortc.codecs import h264, vpx
+
+    for mod in (vpx, h264):
+        mod.MIN_BITRATE = config.min_bitrate
+        mod.MAX_BITRATE = config.max_bitrate
+        mod.DEFAULT_BITRATE = max(config.min_bitrate, min(mod.DEFAULT_BITRATE, config.max_bitrate))
+
+
+SERVER_KEY = web.AppKey("livefuse", LiveFuseServer)
+
+
+def create_app(config: ServerConfig | None = None, services: Services | None = None) -> web.Application:
+    config = config or ServerConfig()
+    services = services or Services()
+    apply_bitrate_bounds(config)
+    server = LiveFuseServer(config, services)
+    # the largest body any route takes; each route enforces its own, smaller limit
+    app = web.Application(client_max_size=max(config.max_sdp_bytes, config.max_source_bytes) + 64 * 1024)
+    app[SERVER_KEY] = server
+    r = app.router
+    r.add_get("/", server.index)
+    r.add_get("/assets/demo_source.jpg", server.demo_source)
+    r.add_static("/static/", WEB_ROOT, show_index=False)
+    r.add_post("/offer", server.offer)
+    r.add_post("/whip", server.whip)
+    r.add_delete("/whip/{session}", server.whip_delete)
+    r.add_post("/whep/{session}", server.whep)
+    r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
+    r.add_post("/sessions/{session}/source", server.source)
+    r.add_get("/sessions/{session}", server.session_info)
+    r.add_get("/healthz", server.healthz)
+    r.add_get("/metrics", server.metrics_page)
+    app.on_shutdown.append(server.close_all)
+    return app
+
+
+def ssl_context(config: ServerConfig) -> Any:
+    if not config.tls_cert:
+        return None
+    import ssl
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(config.tls_cert, config.tls_key)
+    return ctx

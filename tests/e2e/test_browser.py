@@ -1,0 +1,204 @@
+"""Headless Chromium with a fake webcam fed from a real face photo: the page connects, the server decodes
+the photo's frames, the page plays the returned track and its pixels are what the pipeline made."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestServer
+from av import VideoFrame
+
+from streamer.config import ServerConfig
+from streamer.pipeline import Pipeline
+from streamer.probe import clip_background
+from streamer.server import SERVER_KEY, create_app
+from streamer.services import Services
+
+pytestmark = pytest.mark.browser
+
+W, H = 640, 480
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
+    "--use-fake-device-for-media-stream", "--allow-loopback-in-peer-connection",
+]
+SCREENSHOT = os.environ.get("LIVEFUSE_SCREENSHOT")  # where to keep a picture of the page, if anywhere
+
+
+class InvertAndRecord:
+    """Inverts the frame (a visible, real change) and keeps what it was given."""
+
+    name = "invert"
+
+    def __init__(self) -> None:
+        self.seen: list[np.ndarray] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, state, session):
+        with self.lock:
+            if len(self.seen) < 5 or len(self.seen) % 10 == 0:
+                self.seen.append(state.image.copy())
+            else:
+                self.seen.append(None)
+        state.image = 255 - state.image
+        return state
+
+
+def write_y4m(path: Path, image: np.ndarray, frames: int = 30) -> None:
+    yuv = VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray()
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{image.shape[1]} H{image.shape[0]} F30:1 Ip A1:1 C420jpeg\n".encode())
+        for _ in range(frames):
+            f.write(b"FRAME\n" + yuv.tobytes())
+
+
+PIXELS_JS = """(id) => {
+  const v = document.getElementById(id);
+  const c = document.createElement('canvas'); c.width = 80; c.height = 60;
+  const g = c.getContext('2d'); g.drawImage(v, 0, 0, 80, 60);
+  return Array.from(g.getImageData(0, 0, 80, 60).data);
+}"""
+
+
+def small(image: np.ndarray) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(image).resize((80, 60), Image.BILINEAR)).astype(np.int16)
+
+
+def rgba_to_rgb(values: list[int]) -> np.ndarray:
+    return np.asarray(values, np.int16).reshape(60, 80, 4)[..., :3]
+
+
+async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astronaut, tmp_path):
+    from playwright.async_api import async_playwright
+
+    photo = clip_background(astronaut, W, H)
+    y4m = tmp_path / "face.y4m"
+    write_y4m(y4m, photo)
+    stage = InvertAndRecord()
+    app = create_app(ServerConfig(stats_interval_s=0.5), Services(make_pipeline=lambda s: Pipeline([stage])))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("/"))
+    state = app[SERVER_KEY]
+    try:
+        async with async_playwright() as p:
+            ctx = await p.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=chromium, headless=True,
+                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"], viewport={"width": 1280, "height": 720},
+            )
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                logs: list[str] = []
+                page.on("console", lambda m: logs.append(m.text))
+                await page.goto(url)
+                await page.click("#start")
+                await page.wait_for_function(
+                    "window.livefuse.connected && window.livefuse.stats && window.livefuse.stats.frames_out > 30",
+                    timeout=30_000)
+                await page.wait_for_function(
+                    "(() => { const v = document.getElementById('remote'); return v.readyState >= 2 && v.currentTime > 0.5; })()",
+                    timeout=15_000)
+                await page.fill("#prompt", "a slight smile")
+                await page.click("#prompt-form button")
+                await page.wait_for_function("document.getElementById('prompt-status').textContent.startsWith('Applied')")
+                await page.fill("#strength", "40")  # the slider sends set_params
+                await asyncio.sleep(1.0)  # let the stats overlay refresh once more
+                session = await page.evaluate("window.livefuse.session")
+                peer = state.peers.get(session)  # before the browser goes and the session with it
+                info = await page.evaluate("({w: document.getElementById('remote').videoWidth, h: document.getElementById('remote').videoHeight, src: window.livefuse.source})")
+                remote = rgba_to_rgb(await page.evaluate(PIXELS_JS, "remote"))
+                local = rgba_to_rgb(await page.evaluate(PIXELS_JS, "local"))
+                overlay = await page.inner_text("#stats")
+                if SCREENSHOT:
+                    await page.screenshot(path=SCREENSHOT)
+            finally:
+                await ctx.close()
+        assert peer is not None, f"no session {session}; console: {logs[-5:]}"
+        # the server decoded the photo's frames
+        seen = [im for im in stage.seen if im is not None]
+        assert peer.stats.frames_in > 30 and seen[0].shape == (H, W, 3)
+        assert np.abs(small(seen[-1]) - small(photo)).mean() < 12
+        # the page plays the returned track, and it is the pipeline's output (the inverted photo)
+        assert (info["w"], info["h"]) == (W, H)
+        assert np.abs(remote - (255 - small(photo))).mean() < 20
+        assert np.abs(local - small(photo)).mean() < 20
+        assert np.abs(remote - local).mean() > 60
+        # the bundled demo face was registered as the source, and the overlay shows live figures
+        assert info["src"]["source_id"] == "demo" and peer.session.controls.source_id == "demo"
+        # the prompt box and the strength slider reach the session
+        assert peer.session.controls.prompt == "a slight smile" and peer.session.controls.strength == 0.4
+        assert "invert" in overlay and "fps" in overlay
+    finally:
+        await server.close()
+
+
+async def _notice_after_start(page) -> str:
+    await page.click("#start")
+    await page.wait_for_selector("#notice:not([hidden])", timeout=20_000)
+    return await page.inner_text("#notice")
+
+
+async def test_page_explains_no_camera_denied_camera_full_server_and_unreachable_server(chromium, astronaut, tmp_path):
+    import aiohttp
+    from playwright.async_api import async_playwright
+
+    from streamer.probe import ClipTrack, ProbeClient
+
+    y4m = tmp_path / "face.y4m"
+    write_y4m(y4m, clip_background(astronaut, 320, 240), frames=5)
+    app = create_app(ServerConfig(max_sessions=1, retry_after_s=10))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("/"))
+    occupant = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120)))
+    try:
+        async with async_playwright() as p:
+            no_camera = [f for f in CHROMIUM_FLAGS if f != "--use-fake-device-for-media-stream"]
+            ctx = await p.chromium.launch_persistent_context(str(tmp_path / "p1"), executable_path=chromium,
+                                                             headless=True, args=no_camera)
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                await page.goto(url)
+                assert "No camera found" in await _notice_after_start(page)
+                assert app[SERVER_KEY].peers == {}
+            finally:
+                await ctx.close()
+
+            no_permission = [f for f in CHROMIUM_FLAGS if f != "--use-fake-ui-for-media-stream"]
+            ctx = await p.chromium.launch_persistent_context(
+                str(tmp_path / "p0"), executable_path=chromium, headless=True,
+                args=no_permission + [f"--use-file-for-fake-video-capture={y4m}"])
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                await page.goto(url)
+                page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
+                assert "Camera permission was denied" in await _notice_after_start(page)
+            finally:
+                await ctx.close()
+
+            async with aiohttp.ClientSession() as http:
+                await occupant.connect_http(url.rstrip("/"), http)
+            ctx = await p.chromium.launch_persistent_context(
+                str(tmp_path / "p2"), executable_path=chromium, headless=True,
+                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"])
+            try:
+                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
+                await page.goto(url)
+                full = await _notice_after_start(page)
+                assert "server is full" in full and "10 seconds" in full
+                assert not await page.is_disabled("#start")
+                await occupant.close()
+                await server.close()
+                assert "Can't reach the LiveFuse server" in await _notice_after_start(page)
+            finally:
+                await ctx.close()
+    finally:
+        await occupant.close()
+        await server.close()

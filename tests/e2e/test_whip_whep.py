@@ -1,0 +1,140 @@
+"""WHIP ingest (RFC 9725) with aiortc as the client, the fused video back on the same connection, and a
+WHEP viewer watching that session's processed stream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+from aiohttp.test_utils import TestServer
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from streamer.config import ServerConfig
+from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+from streamer.pipeline import Pipeline
+from streamer.probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, read_index
+from streamer.server import SERVER_KEY, create_app
+from streamer.services import Services
+from tests.streaming_helpers import InvertBelowCode
+
+
+class Viewer:
+    """A WHEP viewer: receive-only, keeps what it saw."""
+
+    def __init__(self) -> None:
+        self.pc = RTCPeerConnection(rtc_configuration(loopback=True))
+        self.frames: list[tuple[int | None, object]] = []
+        self._task = None
+
+    async def offer(self) -> str:
+        self.pc.addTransceiver("video", direction="recvonly")
+        self.pc.on("track", lambda t: setattr(self, "_task", asyncio.ensure_future(self._read(t))))
+        with gathering_on(LOOPBACK_ADDRESSES):
+            await self.pc.setLocalDescription(await self.pc.createOffer())
+        return self.pc.localDescription.sdp
+
+    async def _read(self, track) -> None:
+        try:
+            while True:
+                img = (await track.recv()).to_ndarray(format="rgb24")
+                self.frames.append((read_index(img), img if len(self.frames) < 3 else None))
+        except MediaStreamError:
+            pass
+
+
+async def test_whip_ingest_returns_video_and_whep_viewer_watches():
+    import skimage.data
+
+    bg = clip_background(skimage.data.astronaut(), 320, 240)
+    app = create_app(ServerConfig(max_viewers=1), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    state = app[SERVER_KEY]
+    client = ProbeClient(ClipTrack(bg, frames=400))
+    viewer = Viewer()
+    try:
+        async with aiohttp.ClientSession() as http:
+            offer = await client.offer()
+            async with http.post(f"{base}/whip", data=offer.sdp, headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 201 and r.content_type == "application/sdp"
+                location = r.headers["Location"]
+                answer = await r.text()
+            sid = location.rsplit("/", 1)[1]
+            assert location == f"/whip/{sid}" and state.peers[sid].kind == "whip"
+            await client.accept(answer)
+            await client.wait_frames(15, timeout=30)
+            idx = [r.index for r in client.received if r.index is not None]
+            assert idx == sorted(idx)
+
+            async with http.post(f"{base}/whep/{sid}", data=await viewer.offer(), headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 201, await r.text()
+                viewer_loc = r.headers["Location"]
+                await viewer.pc.setRemoteDescription(RTCSessionDescription(sdp=await r.text(), type="answer"))
+            t0 = time.monotonic()
+            while len([i for i, _ in viewer.frames if i is not None]) < 15 and time.monotonic() - t0 < 30:
+                await asyncio.sleep(0.05)
+            seen = [i for i, _ in viewer.frames if i is not None]
+            assert len(seen) >= 15, (f"viewer got {len(viewer.frames)} frames in 30 s; viewer pc "
+                                     f"{viewer.pc.connectionState}, source frames out {state.peers[sid].stats.frames_out}")
+            assert seen == sorted(seen)
+            # the viewer sees the processed stream (inverted below the code), not the raw camera
+            img = next(im for _, im in viewer.frames if im is not None)
+            assert abs(float(img[2 * CODE_ROWS_PX:].mean()) - (255 - float(bg[2 * CODE_ROWS_PX:].mean()))) < 12
+            assert len(state.peers[sid].viewers) == 1
+            second = Viewer()
+            async with http.post(f"{base}/whep/{sid}", data=await second.offer(), headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 503 and r.headers["Retry-After"] and "viewers" in (await r.json())["error"]
+            await second.pc.close()
+
+            async with http.delete(f"{base}{viewer_loc}") as r:
+                assert r.status == 200
+            assert state.peers[sid].viewers == {}
+            async with http.delete(f"{base}{location}") as r:
+                assert r.status == 200
+            assert sid not in state.peers
+            async with http.delete(f"{base}{location}") as r:
+                assert r.status == 404
+            async with http.post(f"{base}/whip", data=offer.sdp, headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 415
+    finally:
+        await client.close()
+        await viewer.pc.close()
+        await server.close()
+
+
+async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astronaut):
+    """OBS offers send-only: nothing comes back on its connection, the processed stream is on WHEP."""
+    app = create_app(ServerConfig(), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    base = str(server.make_url("")).rstrip("/")
+    state = app[SERVER_KEY]
+    pc = RTCPeerConnection(rtc_configuration(loopback=True))
+    viewer = Viewer()
+    try:
+        pc.addTransceiver(ClipTrack(clip_background(astronaut, 320, 240), frames=400), direction="sendonly")
+        with gathering_on(LOOPBACK_ADDRESSES):
+            await pc.setLocalDescription(await pc.createOffer())
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{base}/whip", data=pc.localDescription.sdp, headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 201
+                sid = r.headers["Location"].rsplit("/", 1)[1]
+                answer = await r.text()
+            assert "a=recvonly" in answer and "a=sendrecv" not in answer.split("m=video", 1)[1]
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            async with http.post(f"{base}/whep/{sid}", data=await viewer.offer(), headers={"Content-Type": "application/sdp"}) as r:
+                assert r.status == 201
+                await viewer.pc.setRemoteDescription(RTCSessionDescription(sdp=await r.text(), type="answer"))
+            t0 = time.monotonic()
+            while len([i for i, _ in viewer.frames if i is not None]) < 10 and time.monotonic() - t0 < 30:
+                await asyncio.sleep(0.05)
+            seen = [i for i, _ in viewer.frames if i is not None]
+            assert len(seen) >= 10 and seen == sorted(seen), f"viewer saw {len(viewer.frames)} frames"
+            assert state.peers[sid].stats.frames_in >= 10
+    finally:
+        await pc.close()
+        await viewer.pc.close()
+        await server.close()

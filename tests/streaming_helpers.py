@@ -1,0 +1,46 @@
+"""Shared pieces for the streaming tests: real stages that visibly change pixels (never fake face output)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from streamer.probe import CODE_ROWS_PX
+
+
+class InvertBelowCode:
+    """Inverts everything below the painted frame index, so a test can tell processed pixels apart."""
+
+    name = "invert"
+
+    def __call__(self, state, session):
+        img = state.image.copy()
+        img[2 * CODE_ROWS_PX:] = 255 - img[2 * CODE_ROWS_PX:]
+        state.image = img
+        return state
+
+
+class Sleep:
+    """An artificial slow stage (the bench's 50 ms filter)."""
+
+    def __init__(self, ms: float, name: str = "sleep") -> None:
+        self.ms = ms
+        self.name = name
+
+    def __call__(self, state, session):
+        time.sleep(self.ms / 1000.0)
+        return state
+
+
+class Boom:
+    """A stage that always fails: the frame must pass through and the client must hear about it."""
+
+    name = "boom"
+
+    def __call__(self, state, session):
+        raise RuntimeError("boom stage failed on purpose")
+
+
+def mean_abs(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())

@@ -1,0 +1,34 @@
+"""ServerConfig: flags over environment over defaults, loopback detection, clear errors for bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamer.config import ServerConfig
+
+
+def test_environment_then_overrides():
+    env = {"LIVEFUSE_PORT": "9001", "LIVEFUSE_CODEC": "h264", "LIVEFUSE_ICE_SERVERS": "stun:a.example:3478, turn:b.example",
+           "LIVEFUSE_MAX_SESSIONS": "3", "LIVEFUSE_IDLE_TIMEOUT_S": "2.5", "LIVEFUSE_HOST": ""}
+    c = ServerConfig.from_env(env, max_sessions=5, host=None)
+    assert (c.port, c.codec, c.max_sessions, c.idle_timeout_s, c.host) == (9001, "H264", 5, 2.5, "127.0.0.1")
+    assert c.ice_servers == ("stun:a.example:3478", "turn:b.example")
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                            ("0.0.0.0", False), ("192.168.1.5", False), ("example.org", False)])
+def test_loopback(host, loopback):
+    assert ServerConfig(host=host).loopback is loopback
+
+
+@pytest.mark.parametrize("kwargs, match", [({"codec": "AV1"}, "codec"), ({"port": 0}, "port"),
+                                           ({"min_bitrate": 10, "max_bitrate": 5}, "bitrate"),
+                                           ({"tls_cert": "c.pem"}, "TLS"), ({"max_sessions": 0}, "max_sessions")])
+def test_bad_values_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ServerConfig(**kwargs)
+
+
+def test_bad_environment_value_names_the_variable():
+    with pytest.raises(ValueError, match="LIVEFUSE_PORT"):
+        ServerConfig.from_env({"LIVEFUSE_PORT": "eighty"})

@@ -1,0 +1,190 @@
+"""A PeerSession over real aiortc peers: the control channel, stage failures, events from any thread,
+stats, and a peer that vanishes without a word is released."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from aiohttp.test_utils import TestServer
+
+from streamer.config import ServerConfig
+from streamer.peer import PeerSession
+from streamer.pipeline import Pipeline
+from streamer.probe import ClipTrack, ProbeClient, clip_background
+from streamer.server import SERVER_KEY, create_app
+from streamer.services import Services
+from streamer.session import Session
+from tests.streaming_helpers import Boom, InvertBelowCode
+
+
+async def connected(astronaut, stages=(), config=None, frames=300):
+    config = config or ServerConfig(stats_interval_s=0.3)
+    server = PeerSession(config, Services(make_pipeline=lambda s: Pipeline(list(stages))), Session())
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=frames))
+    answer = await server.accept((await client.offer()).sdp)
+    await client.accept(answer.sdp)
+    await client.wait_message(lambda m: m["type"] == "welcome")
+    return server, client
+
+
+async def test_control_messages_change_the_session(astronaut):
+    server, client = await connected(astronaut)
+    try:
+        client.send({"type": "set_prompt", "text": "a slight smile", "id": 1})
+        ack = await client.wait_message(lambda m: m.get("id") == 1)
+        assert ack["type"] == "ack" and server.session.controls.prompt == "a slight smile"
+        client.send({"type": "set_params", "strength": 0.4, "edits": {"smile": 0.3}, "id": 2})
+        await client.wait_message(lambda m: m.get("id") == 2 and m["type"] == "ack")
+        assert server.session.controls.strength == 0.4 and server.session.controls.edits["smile"] == 0.3
+        client.send({"type": "set_params", "source_id": "nobody", "id": 3})
+        err = await client.wait_message(lambda m: m.get("id") == 3)
+        assert err["type"] == "error" and err["code"] == "unknown_source"
+        client.send({"type": "ping", "t": 12.5, "id": 4})
+        assert (await client.wait_message(lambda m: m.get("id") == 4))["t"] == 12.5
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_garbage_and_oversized_messages_get_errors_while_the_stream_goes_on(astronaut):
+    server, client = await connected(astronaut)
+    try:
+        await client.wait_frames(5)
+        before = len(client.received)
+        client.send("{{{ not json")
+        assert (await client.wait_message(lambda m: m["type"] == "error"))["code"] == "bad_json"
+        client.send(json.dumps({"type": "set_prompt", "text": "x" * 100}) + " " * 20000)
+        assert (await client.wait_message(lambda m: m.get("code") == "too_large"))["type"] == "error"
+        client.send(json.dumps({"type": "set_params", "strength": "max"}))
+        assert "strength" in (await client.wait_message(lambda m: m.get("code") == "invalid"))["message"]
+        await client.wait_frames(before + 10)
+        assert server.pc.connectionState == "connected" and server.channel.readyState == "open"
+        assert server.session.controls.prompt == ""
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_failing_stage_passes_frames_and_tells_the_client(astronaut):
+    server, client = await connected(astronaut, stages=[Boom(), InvertBelowCode()])
+    try:
+        await client.wait_frames(10)
+        err = await client.wait_message(lambda m: m.get("code") == "stage_failed")
+        assert err["stage"] == "boom" and "on purpose" in err["message"]
+        stats = await client.wait_message(lambda m: m["type"] == "stats" and m["errors"] > 0)
+        assert set(stats["stages_ms"]) == {"boom", "invert"} and stats["fps_out"] > 0
+        assert {"fps_in", "fps_out", "server_delay_ms", "dropped", "frames_in", "frames_out"} <= set(stats)
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_events_from_a_worker_thread_reach_the_client(astronaut):
+    server, client = await connected(astronaut)
+    try:
+        threading.Thread(target=server.session.notify, args=({"kind": "face_lost", "track": 3},)).start()
+        event = await client.wait_message(lambda m: m.get("kind") == "face_lost")
+        assert event == {"type": "event", "kind": "face_lost", "track": 3}
+    finally:
+        await client.close()
+        await server.close()
+
+
+VANISHING_CLIENT = textwrap.dedent(
+    """
+    import asyncio, sys, aiohttp, skimage.data
+    from streamer.probe import ClipTrack, ProbeClient, clip_background
+
+    async def main(url):
+        client = ProbeClient(ClipTrack(clip_background(skimage.data.astronaut(), 160, 120)))
+        async with aiohttp.ClientSession() as http:
+            await client.connect_http(url, http)
+            await client.wait_frames(5)
+            print(client.session_id, flush=True)
+            await asyncio.sleep(3600)
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+async def test_a_vanished_peer_is_released_within_30_s():
+    app = create_app(ServerConfig(idle_timeout_s=4))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    state = app[SERVER_KEY]
+    proc = subprocess.Popen([sys.executable, "-c", VANISHING_CLIENT, str(server.make_url("")).rstrip("/")],
+                            stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1], text=True)
+    try:
+        line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 60)
+        sid = line.strip()
+        peer = state.peers[sid]
+        assert peer.worker.alive
+        proc.send_signal(signal.SIGKILL)  # no goodbye: no DTLS close, no SCTP abort
+        proc.wait()
+        t0 = time.monotonic()
+        while sid in state.peers and time.monotonic() - t0 < 30:
+            await asyncio.sleep(0.2)
+        released = time.monotonic() - t0
+        assert sid not in state.peers, "session still open 30 s after its peer vanished"
+        assert not peer.worker.alive and peer.session.closed.is_set()
+        assert not [t for t in threading.enumerate() if t.name == f"livefuse-frames-{sid}"]
+        assert released < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        await server.close()
+
+
+BROWSER_OFFER_CANDIDATES = (
+    "a=candidate:1 1 udp 2122260223 6a1b7c36-3f7e-4a8b-9d2f-1e2d3c4b5a69.local 54321 typ host generation 0\r\n"
+    "a=candidate:2 1 udp 2122194687 127.0.0.1 40000 typ host generation 0\r\n"
+)
+
+
+def test_mdns_candidates_are_stripped_and_real_ones_kept():
+    from streamer.ice import strip_mdns_candidates
+
+    sdp = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n" + BROWSER_OFFER_CANDIDATES + "a=end-of-candidates\r\n"
+    out = strip_mdns_candidates(sdp)
+    assert ".local" not in out and "127.0.0.1 40000 typ host" in out
+    assert "\r\n\r\n" not in out and out.endswith("a=end-of-candidates\r\n")
+
+
+async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
+    """A browser-style offer: an unresolvable mDNS candidate first, the loopback one after it."""
+    server = PeerSession(ServerConfig(), Services(), Session())
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=200))
+    offer = await client.offer()
+    lines = offer.sdp.split("\r\n")
+    first = next(i for i, l in enumerate(lines) if l.startswith("a=candidate"))
+    lines.insert(first, BROWSER_OFFER_CANDIDATES.split("\r\n")[0])
+    try:
+        answer = await server.accept("\r\n".join(lines))
+        await client.accept(answer.sdp)
+        await client.wait_frames(5)
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_an_event_raised_before_the_channel_opens_is_delivered(astronaut):
+    server = PeerSession(ServerConfig(), Services(), Session())
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=100))
+    try:
+        answer = await server.accept((await client.offer()).sdp)
+        assert server.channel is None
+        server.session.notify({"kind": "early", "n": 1})
+        await client.accept(answer.sdp)
+        assert (await client.wait_message(lambda m: m.get("kind") == "early"))["n"] == 1
+    finally:
+        await client.close()
+        await server.close()

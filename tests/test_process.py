@@ -1,0 +1,98 @@
+"""`livefuse process` over a real clip made from a photo: every frame through the pipeline, audio kept,
+clear errors for bad input."""
+
+from __future__ import annotations
+
+import fractions
+
+import av
+import numpy as np
+import pytest
+
+from streamer.cli import main
+from streamer.commands.process import process_file
+from streamer.pipeline import Pipeline
+from streamer.probe import CODE_ROWS_PX, clip_background, paint_index, read_index
+from streamer.services import Services
+from tests.streaming_helpers import Boom, InvertBelowCode
+
+FRAMES, W, H = 24, 320, 240
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory, request):
+    """H.264 + AAC mp4: the astronaut photo drifting right, frame index painted in, a 440 Hz tone."""
+    import skimage.data
+
+    path = tmp_path_factory.mktemp("clip") / "in.mp4"
+    bg = clip_background(skimage.data.astronaut(), W, H)
+    with av.open(str(path), "w") as out:
+        v = out.add_stream("libx264", rate=24)
+        v.width, v.height, v.pix_fmt = W, H, "yuv420p"
+        v.options = {"crf": "18", "preset": "ultrafast"}
+        a = out.add_stream("aac", rate=48000)
+        for i in range(FRAMES):
+            f = av.VideoFrame.from_ndarray(paint_index(np.roll(bg, i, axis=1), i), format="rgb24")
+            f.pts, f.time_base = i, fractions.Fraction(1, 24)
+            for p in v.encode(f):
+                out.mux(p)
+        for p in v.encode(None):
+            out.mux(p)
+        t = np.arange(48000) / 48000.0
+        tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+        for k in range(0, len(tone), 1024):
+            chunk = tone[k:k + 1024]
+            af = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
+            af.sample_rate, af.pts, af.time_base = 48000, k, fractions.Fraction(1, 48000)
+            for p in a.encode(af):
+                out.mux(p)
+        for p in a.encode(None):
+            out.mux(p)
+    return path, bg
+
+
+def read_all(path):
+    with av.open(str(path)) as c:
+        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    with av.open(str(path)) as c:
+        audio = c.streams.audio[0] if c.streams.audio else None
+        dur = sum(f.samples for f in c.decode(audio=0)) / 48000 if audio else 0.0
+        codec = audio.codec_context.name if audio else None
+    return frames, dur, codec
+
+
+def test_cli_process_keeps_every_frame_and_the_audio(clip, tmp_path, capsys):
+    src, _ = clip
+    out = tmp_path / "out.mp4"
+    assert main(["process", str(src), "-o", str(out), "--source", "demo", "--prompt", "a slight smile", "--no-progress"]) == 0
+    frames, dur, codec = read_all(out)
+    assert len(frames) == FRAMES and frames[0].shape == (H, W, 3)
+    assert [read_index(f) for f in frames] == list(range(FRAMES))
+    assert codec == "aac" and abs(dur - 1.0) < 0.1
+    assert "24 frames" in capsys.readouterr().err
+
+
+def test_process_runs_the_pipeline_on_each_frame(clip, tmp_path):
+    src, bg = clip
+    services = Services(make_pipeline=lambda s: Pipeline([Boom(), InvertBelowCode()]))
+    summary = process_file(str(src), str(tmp_path / "o.webm"), services, progress=False)
+    assert summary["frames"] == FRAMES and summary["stage_errors"] == FRAMES and summary["audio"] == "re-encoded"
+    frames, dur, codec = read_all(tmp_path / "o.webm")
+    assert len(frames) == FRAMES and codec == "opus" and dur > 0.9
+    inverted = 255 - np.roll(bg, 5, axis=1)[2 * CODE_ROWS_PX:].astype(np.int16)
+    assert np.abs(frames[5][2 * CODE_ROWS_PX:].astype(np.int16) - inverted).mean() < 10
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(clip, tmp_path, capsys):
+    garbage = tmp_path / "garbage.mp4"
+    garbage.write_bytes(b"this is not a video" * 100)
+    out = tmp_path / "out.mp4"
+    assert main(["process", str(garbage), "-o", str(out), "--no-progress"]) == 2
+    assert "cannot read" in capsys.readouterr().err and not out.exists()
+    assert main(["process", str(tmp_path / "missing.mp4"), "-o", str(out)]) == 2
+    assert "no input file" in capsys.readouterr().err
+    out.write_bytes(b"keep me")
+    assert main(["process", str(garbage), "-o", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err and out.read_bytes() == b"keep me"
+    assert main(["process", str(clip[0]), "-o", str(tmp_path / "x.avi"), "--no-progress"]) == 2
+    assert "use one of .mp4" in capsys.readouterr().err and not list(tmp_path.glob("x*"))

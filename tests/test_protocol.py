@@ -1,0 +1,68 @@
+"""The data-channel protocol refuses garbage with a reason and turns good messages into control changes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamer.protocol import ProtocolError, params_to_controls, parse_client_message
+from streamer.session import Session
+
+LIMIT = 16 * 1024
+
+
+@pytest.mark.parametrize(
+    "raw, code",
+    [
+        ("{not json", "bad_json"),
+        (b"\xff\xfe", "bad_json"),
+        ("[1, 2]", "unknown_type"),
+        ('{"type": "launch_rockets"}', "unknown_type"),
+        ('{"text": "hi"}', "unknown_type"),
+        ('{"type": "set_prompt"}', "invalid"),
+        ('{"type": "set_prompt", "text": 5}', "invalid"),
+        ('{"type": "set_prompt", "text": "' + "a" * 501 + '"}', "invalid"),
+        ('{"type": "set_params"}', "invalid"),
+        ('{"type": "set_params", "strength": 3}', "invalid"),
+        ('{"type": "set_params", "edits": {"smile": 2}}', "invalid"),
+        ('{"type": "set_params", "edits": {"Bad Name": 0.1}}', "invalid"),
+        ('{"type": "set_params", "keep_eyes": "yes"}', "invalid"),
+        ('{"type": "set_params", "strength": 0.5, "extra": 1}', "invalid"),
+        ('{"type": "ping", "t": "soon"}', "invalid"),
+    ],
+)
+def test_garbage_is_refused_with_a_code(raw, code):
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message(raw, max_bytes=LIMIT)
+    assert err.value.code == code and err.value.message
+
+
+def test_oversized_message_is_refused_before_parsing():
+    raw = json.dumps({"type": "set_prompt", "text": "x" * 400}) + " " * LIMIT
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message(raw, max_bytes=LIMIT)
+    assert err.value.code == "too_large" and str(LIMIT) in err.value.message
+
+
+def test_invalid_message_names_the_field():
+    with pytest.raises(ProtocolError, match="strength"):
+        parse_client_message('{"type": "set_params", "strength": -1}', max_bytes=LIMIT)
+
+
+def test_set_params_becomes_session_controls():
+    msg = parse_client_message(
+        json.dumps({"type": "set_params", "id": 3, "strength": 0.25, "edits": {"smile": 0.5}, "face_sources": {"2": "grace"},
+                    "keep_mouth": False}),
+        max_bytes=LIMIT,
+    )
+    session = Session()
+    controls = session.update(**params_to_controls(msg))
+    assert controls.strength == 0.25 and controls.edits["smile"] == 0.5
+    assert dict(controls.face_sources) == {2: "grace"} and controls.keep_mouth is False and controls.keep_eyes is True
+
+
+def test_good_messages_pass():
+    assert parse_client_message('{"type": "ping", "t": 1.5}', max_bytes=LIMIT)["t"] == 1.5
+    assert parse_client_message(b'{"type": "set_prompt", "text": "a slight smile"}', max_bytes=LIMIT)["text"] == "a slight smile"
+    assert parse_client_message('{"type": "hello", "version": 1}', max_bytes=LIMIT)["version"] == 1

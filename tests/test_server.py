@@ -1,0 +1,243 @@
+"""The HTTP side with real peers: /offer, source upload, health, metrics, and every refusal saying why."""
+
+from __future__ import annotations
+
+import io
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from PIL import Image
+
+from streamer.config import ServerConfig
+from streamer.probe import ClipTrack, ProbeClient, clip_background
+from streamer.server import SERVER_KEY, create_app
+from streamer.services import Services
+
+
+@pytest.fixture
+async def served():
+    servers = []
+
+    async def start(config: ServerConfig | None = None, services: Services | None = None):
+        app = create_app(config or ServerConfig(), services or Services())
+        server = TestServer(app, host="127.0.0.1", port=0)
+        await server.start_server()
+        servers.append(server)
+        http = aiohttp.ClientSession()
+        servers.append(http)
+        return str(server.make_url("")).rstrip("/"), http, app[SERVER_KEY]
+
+    yield start
+    for s in reversed(servers):
+        await s.close()
+
+
+def jpeg(img, quality=90) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+async def test_health_and_metrics(served):
+    url, http, _ = await served()
+    async with http.get(f"{url}/healthz") as r:
+        assert r.status == 200 and (await r.json())["status"] == "ok"
+    async with http.get(f"{url}/metrics") as r:
+        text = await r.text()
+        assert r.status == 200 and r.content_type == "text/plain"
+        assert "livefuse_sessions 0.0" in text and "livefuse_server_latency_seconds_bucket" in text
+
+
+async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):
+    url, http, state = await served()
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=90))
+    try:
+        body = await client.connect_http(url, http)
+        assert body["session"] in state.peers and body["stages"] == []
+        await client.wait_frames(20)
+        sid = client.session_id
+        # a real face photo as the source, multipart like the page sends it
+        form = aiohttp.FormData()
+        form.add_field("image", jpeg(grace_hopper), filename="grace.jpg", content_type="image/jpeg")
+        form.add_field("source_id", "grace")
+        async with http.post(f"{url}/sessions/{sid}/source", data=form) as r:
+            assert r.status == 200, await r.text()
+            assert await r.json() == {"source_id": "grace", "width": 512, "height": 600}
+        peer = state.peers[sid]
+        assert peer.session.controls.source_id == "grace"
+        assert peer.session.sources["grace"].shape == (600, 512, 3)
+        # raw body works too
+        async with http.post(f"{url}/sessions/{sid}/source", data=jpeg(astronaut), headers={"Content-Type": "image/jpeg"}) as r:
+            assert r.status == 200
+        async with http.get(f"{url}/sessions/{sid}") as r:
+            info = await r.json()
+            assert info["stats"]["frames_out"] >= 20 and len(info["sources"]) == 2
+        async with http.get(f"{url}/metrics") as r:
+            text = await r.text()
+            assert "livefuse_sessions 1.0" in text and "livefuse_frames_out_total" in text
+    finally:
+        await client.close()
+
+
+async def test_source_refusals(served, astronaut):
+    url, http, state = await served(ServerConfig(max_source_bytes=200_000))
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=200))
+    try:
+        await client.connect_http(url, http)
+        sid = client.session_id
+        src = f"{url}/sessions/{sid}/source"
+        async with http.post(src, data=b"GIF89a not really", headers={"Content-Type": "image/png"}) as r:
+            assert r.status == 422 and "not a readable image" in (await r.json())["error"]
+        async with http.post(src, data=b"hello", headers={"Content-Type": "text/plain"}) as r:
+            assert r.status == 415 and "text/plain" in (await r.json())["error"]
+        noisy = (astronaut.astype("uint16") * 7 % 256).astype("uint8")
+        big = jpeg(noisy, quality=100)
+        assert len(big) > 200_000
+        async with http.post(src, data=big, headers={"Content-Type": "image/jpeg"}) as r:
+            assert r.status == 413
+        tiny = jpeg(astronaut[:20, :20])
+        async with http.post(src, data=tiny, headers={"Content-Type": "image/jpeg"}) as r:
+            assert r.status == 422 and "too small" in (await r.json())["error"]
+        async with http.post(f"{url}/sessions/nosuch/source", data=jpeg(astronaut), headers={"Content-Type": "image/jpeg"}) as r:
+            assert r.status == 404
+        assert state.peers[sid].session.sources == {}  # nothing was half-stored
+    finally:
+        await client.close()
+
+
+async def test_offer_refusals(served):
+    url, http, _ = await served(ServerConfig(max_sdp_bytes=4096))
+    async with http.post(f"{url}/offer", data="v=0", headers={"Content-Type": "text/plain"}) as r:
+        assert r.status == 415 and "application/json" in (await r.json())["error"]
+    async with http.post(f"{url}/offer", data="{nope", headers={"Content-Type": "application/json"}) as r:
+        assert r.status == 400 and "not JSON" in (await r.json())["error"]
+    async with http.post(f"{url}/offer", json={"sdp": "hello", "type": "offer"}) as r:
+        assert r.status == 400 and "SDP" in (await r.json())["error"]
+    broken = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n"
+    async with http.post(f"{url}/offer", json={"sdp": broken, "type": "offer"}) as r:
+        assert r.status == 400 and "rejected" in (await r.json())["error"]
+    async with http.post(f"{url}/offer", json={"sdp": "v=0\r\n" + "a=x\r\n" * 2000, "type": "offer"}) as r:
+        assert r.status == 413
+    async with http.post(f"{url}/whep/unknown", data="v=0", headers={"Content-Type": "application/sdp"}) as r:
+        assert r.status == 404
+    async with http.delete(f"{url}/whip/unknown") as r:
+        assert r.status == 404
+    async with http.get(f"{url}/metrics") as r:
+        assert 'livefuse_requests_refused_total{reason="bad_sdp"} 2.0' in await r.text()
+
+
+async def test_full_server_says_retry_after(served, astronaut):
+    url, http, state = await served(ServerConfig(max_sessions=1, retry_after_s=7))
+    first = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=300))
+    second = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=300))
+    try:
+        await first.connect_http(url, http)
+        with pytest.raises(RuntimeError, match="503"):
+            await second.connect_http(url, http)
+        offer = second.pc.localDescription
+        async with http.post(f"{url}/offer", json={"sdp": offer.sdp, "type": "offer"}) as r:
+            assert r.status == 503 and r.headers["Retry-After"] == "7"
+        await state.peers[first.session_id].close("make room")
+        assert state.peers == {}
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_authorize_hook_refuses(served):
+    url, http, _ = await served(services=Services(authorize=lambda request: None))
+    async with http.post(f"{url}/offer", json={"sdp": "v=0", "type": "offer"}) as r:
+        assert r.status == 401 and r.headers["WWW-Authenticate"] == "Bearer"
+
+
+def _first_video_codec(sdp: str) -> str:
+    lines = sdp.splitlines()
+    m = next(l for l in lines if l.startswith("m=video"))
+    pt = m.split()[3]
+    return next(l.split(" ", 1)[1] for l in lines if l.startswith(f"a=rtpmap:{pt} "))
+
+
+@pytest.mark.parametrize("codec", ["VP8", "H264"])
+async def test_codec_preference_is_applied_to_the_answer(served, astronaut, codec):
+    url, http, state = await served(ServerConfig(codec=codec))
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=120))
+    try:
+        body = await client.connect_http(url, http)
+        assert _first_video_codec(body["sdp"]).upper().startswith(f"{codec}/90000")
+        await client.wait_frames(5)
+    finally:
+        await client.close()
+
+
+async def test_tls_serves_https(tmp_path):
+    import datetime
+    import ssl
+
+    from aiohttp import web
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "k.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    from streamer.server import ssl_context
+
+    config = ServerConfig(tls_cert=str(tmp_path / "c.pem"), tls_key=str(tmp_path / "k.pem"))
+    runner = web.AppRunner(create_app(config))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context(config))
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        client_ctx = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+        client_ctx.check_hostname = False
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"https://127.0.0.1:{port}/healthz", ssl=client_ctx) as r:
+                assert r.status == 200 and (await r.json())["status"] == "ok"
+    finally:
+        await runner.cleanup()
+
+
+async def test_livefuse_serve_command_serves_the_page_with_env_config():
+    import asyncio
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, LIVEFUSE_PORT=str(port), LIVEFUSE_MAX_SESSIONS="3")
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve"], cwd=Path(__file__).resolve().parents[1],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(100):
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                        health = await r.json()
+                        break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.1)
+            else:
+                pytest.fail("livefuse serve did not start: " + proc.stderr.read(2000))
+            assert health["max_sessions"] == 3
+            async with http.get(f"http://127.0.0.1:{port}/") as r:
+                page = await r.text()
+                assert r.status == 200 and 'id="remote"' in page and "/static/app.js" in page
+            async with http.get(f"http://127.0.0.1:{port}/static/connection.js") as r:
+                assert r.status == 200 and "export class LiveFuseConnection" in await r.text()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,180 @@
+// The page: buttons, source picker, prompt, strength, stats overlay, and a clear message for every failure.
+import { LiveFuseConnection, RefusedError, UnreachableError } from "./connection.js";
+
+const $ = (id) => document.getElementById(id);
+const state = { connected: false, session: null, stats: null, errors: [], messages: 0, sourceBlob: null, sourceName: "demo" };
+window.livefuse = state; // read by the end-to-end test and handy in the console
+
+let conn = null;
+
+function setState(text, kind) {
+  const pill = $("state");
+  pill.textContent = text;
+  pill.className = `pill ${kind}`;
+}
+
+function notice(text, kind = "error") {
+  const box = $("notice");
+  if (!text) { box.hidden = true; return; }
+  box.textContent = text;
+  box.className = `notice ${kind === "info" ? "info" : ""}`;
+  box.hidden = false;
+}
+
+function explain(err) {
+  if (err instanceof RefusedError) {
+    if (err.status === 503) return `The server is full right now (${err.message}). Try again in ${err.retryAfter || "a few"} seconds.`;
+    if (err.status === 401 || err.status === 403) return `The server refused this browser: ${err.message}.`;
+    if (err.status === 422) return `That photo can't be used as a source face: ${err.message}`;
+    return `The server refused the request (${err.status}): ${err.message}`;
+  }
+  if (err instanceof UnreachableError) return "Can't reach the LiveFuse server. Is `livefuse serve` running on this address?";
+  switch (err && err.name) {
+    case "NotFoundError":
+    case "OverconstrainedError": return "No camera found. Plug in a webcam (or pick another one in the browser) and press Start again.";
+    case "NotAllowedError": return "Camera permission was denied. Allow camera access for this page (the icon in the address bar) and press Start again.";
+    case "NotReadableError": return "The camera is busy in another application. Close it there and press Start again.";
+    case "SecurityError":
+    case "TypeError": return "The camera needs a secure page: open it as http://localhost:… or serve it over https (livefuse serve --cert/--key).";
+    default: return `Something went wrong: ${err && err.message ? err.message : err}`;
+  }
+}
+
+async function demoBlob() {
+  const resp = await fetch("/assets/demo_source.jpg");
+  return resp.blob();
+}
+
+async function start() {
+  notice("");
+  $("start").disabled = true;
+  setState("starting camera…", "busy");
+  conn = new LiveFuseConnection();
+  try {
+    if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) throw Object.assign(new Error("no mediaDevices"), { name: "SecurityError" });
+    $("local").srcObject = await conn.openCamera();
+    $("local-empty").hidden = true;
+    setState("connecting…", "busy");
+    conn.addEventListener("track", (e) => { $("remote").srcObject = e.detail; $("remote-empty").hidden = true; });
+    conn.addEventListener("state", (e) => onConnectionState(e.detail));
+    conn.addEventListener("stats", (e) => showStats(e.detail));
+    conn.addEventListener("error", (e) => { state.errors.push(e.detail); notice(`Server: ${e.detail.message}`, "info"); });
+    conn.addEventListener("bye", (e) => { notice(`The server ended the session: ${e.detail.reason}`); stop(false); });
+    conn.addEventListener("message", () => { state.messages += 1; });
+    const body = await conn.connect();
+    state.session = body.session;
+    $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
+    state.sourceBlob = state.sourceBlob || (await demoBlob());
+    await sendSource();
+    $("stop").disabled = false;
+  } catch (err) {
+    console.error(err);
+    notice(explain(err));
+    setState("not connected", "error");
+    stop(false);
+  }
+}
+
+function stop(clearNotice = true) {
+  if (conn) conn.close();
+  conn = null;
+  state.connected = false;
+  state.session = null;
+  $("start").disabled = false;
+  $("stop").disabled = true;
+  $("stats").hidden = true;
+  $("local").srcObject = null;
+  $("remote").srcObject = null;
+  $("local-empty").hidden = false;
+  $("remote-empty").hidden = false;
+  if (clearNotice) { notice(""); setState("not connected", "idle"); }
+}
+
+function onConnectionState(s) {
+  if (s === "connected") { state.connected = true; setState("live", "live"); }
+  else if (s === "failed") { notice("The connection to the server failed (network or firewall)."); stop(false); setState("disconnected", "error"); }
+  else if (s === "disconnected") setState("reconnecting…", "busy");
+}
+
+async function showStats(s) {
+  state.stats = s;
+  const c = conn ? await conn.clientDelays() : {};
+  // What can be measured from here: the server's own delay, one frame in the server's receive jitter buffer
+  // (it releases a frame when the next one starts), the network round trip and this browser's jitter buffer.
+  // Capture, encode and display are not visible to the page, so this is a lower bound.
+  const server = s.server_delay_ms ?? 0;
+  const serverBuffer = s.fps_in > 0 ? 1000 / s.fps_in : 0;
+  const total = server + serverBuffer + (c.rttMs ?? 0) + (c.jitterMs ?? 0);
+  state.clientDelays = c;
+  state.delayLowerBoundMs = total;
+  $("stats").hidden = false;
+  $("s-fps").textContent = `${s.fps_in.toFixed(0)} / ${s.fps_out.toFixed(0)}`;
+  $("s-delay").textContent = `≥ ${total.toFixed(0)} ms`;
+  $("s-delay").parentElement.title = `lower bound: server ${server.toFixed(1)} ms + server receive buffer ${serverBuffer.toFixed(1)} ms` +
+    ` + network ${(c.rttMs ?? 0).toFixed(1)} ms + browser jitter buffer ${(c.jitterMs ?? 0).toFixed(1)} ms`;
+  $("s-drops").textContent = `${s.dropped}`;
+  $("s-stages").innerHTML = Object.entries(s.stages_ms)
+    .map(([name, ms]) => `<div><span>${escapeHtml(name)}</span><b>${ms.toFixed(1)} ms</b></div>`).join("");
+}
+
+function escapeHtml(t) { return t.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`); }
+
+async function sendSource() {
+  if (!conn || !conn.session || !state.sourceBlob) return;
+  try {
+    const r = await conn.uploadSource(state.sourceBlob, state.sourceName);
+    state.source = r;
+  } catch (err) {
+    notice(explain(err));
+  }
+}
+
+function pickSource(label) {
+  document.querySelectorAll(".source").forEach((el) => el.classList.toggle("selected", el === label));
+}
+
+$("start").addEventListener("click", start);
+$("stop").addEventListener("click", () => stop());
+$("sources").addEventListener("click", async (e) => {
+  const label = e.target.closest(".source");
+  if (!label) return;
+  pickSource(label);
+  state.sourceName = label.dataset.id;
+  state.sourceBlob = label.dataset.id === "demo" ? await demoBlob() : label._blob;
+  await sendSource();
+});
+$("upload").addEventListener("change", async (e) => {
+  const file = e.target.files[0];
+  if (!file) return;
+  const label = document.createElement("label");
+  label.className = "source";
+  label.dataset.id = `upload${document.querySelectorAll(".source").length}`;
+  label._blob = file;
+  label.innerHTML = `<img alt="uploaded face"><span></span>`;
+  label.querySelector("img").src = URL.createObjectURL(file);
+  label.querySelector("span").textContent = file.name.slice(0, 12);
+  $("sources").appendChild(label);
+  pickSource(label);
+  state.sourceName = label.dataset.id;
+  state.sourceBlob = file;
+  await sendSource();
+});
+$("prompt-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  if (!conn) { $("prompt-status").textContent = "Start the camera first."; return; }
+  const text = $("prompt").value;
+  const id = conn.setPrompt(text);
+  $("prompt-status").textContent = "sending…";
+  const onReply = (ev) => {
+    if (ev.detail.id !== id) return;
+    conn.removeEventListener("message", onReply);
+    $("prompt-status").textContent = ev.detail.type === "ack" ? (text ? `Applied: “${text}”` : "Prompt cleared") : `Not applied: ${ev.detail.message}`;
+  };
+  conn.addEventListener("message", onReply);
+});
+let strengthTimer = null;
+$("strength").addEventListener("input", (e) => {
+  $("strength-value").textContent = `${e.target.value}%`;
+  clearTimeout(strengthTimer);
+  strengthTimer = setTimeout(() => conn && conn.setParams({ strength: e.target.value / 100 }), 80);
+});

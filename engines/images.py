@@ -17,7 +17,12 @@ DEFAULT_MIN_SIDE = 16             # smaller than this cannot hold a face the lan
 
 
 class ImageError(ValueError):
-    """The input is not an image we can use; the message says why."""
+    """The input is not an image we can use; the message says why, `reason` says what kind of no it is
+    ("bad_image" or "too_large") for callers that answer clients with a code."""
+
+    def __init__(self, message: str, reason: str = "bad_image") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +32,14 @@ class ImageLimits:
 
 
 def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
-               max_pixels: int = DEFAULT_MAX_PIXELS, min_side: int = DEFAULT_MIN_SIDE) -> np.ndarray:
+               max_pixels: int = DEFAULT_MAX_PIXELS, min_side: int = DEFAULT_MIN_SIDE,
+               formats: tuple[str, ...] | None = None) -> np.ndarray:
     """Decode `source` to contiguous H x W x 3 uint8 RGB.
 
     Grey is repeated to three channels, alpha is dropped, 16-bit and float images are scaled to 8 bits,
     EXIF orientation is applied. Empty, truncated, non-image, too small or too large input raises
-    ImageError; the size limit is checked from the header, before any pixels are decoded.
+    ImageError; the size limit is checked from the header, before any pixels are decoded. `formats`
+    (PIL names such as "JPEG") limits what is accepted from bytes or files.
     """
     if isinstance(source, np.ndarray):
         return _check_size(to_rgb_uint8(source), max_pixels, min_side)
@@ -52,12 +59,14 @@ def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
     try:
         img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as exc:
-        raise ImageError(f"{label}: pixel count above the limit of {max_pixels} ({exc})") from None
+        raise ImageError(f"{label}: pixel count above the limit of {max_pixels} ({exc})", "too_large") from None
     except Exception:
         raise ImageError(f"{label}: not a recognised image format ({len(data)} bytes)") from None
+    if formats is not None and img.format not in formats:
+        raise ImageError(f"{label}: {img.format} images are not accepted (use {', '.join(formats)})")
     w, h = img.size
     if w * h > max_pixels:
-        raise ImageError(f"{label}: {w}x{h} is {w * h} pixels, above the limit of {max_pixels}")
+        raise ImageError(f"{label}: {w}x{h} is {w * h} pixels, above the limit of {max_pixels}", "too_large")
     try:
         img.load()
         img = ImageOps.exif_transpose(img)
@@ -117,7 +126,7 @@ def to_rgb_uint8(image: np.ndarray) -> np.ndarray:
 def _check_size(a: np.ndarray, max_pixels: int, min_side: int) -> np.ndarray:
     h, w = a.shape[:2]
     if h * w > max_pixels:
-        raise ImageError(f"{w}x{h} is {w * h} pixels, above the limit of {max_pixels}")
+        raise ImageError(f"{w}x{h} is {w * h} pixels, above the limit of {max_pixels}", "too_large")
     if min(h, w) < min_side:
         raise ImageError(f"{w}x{h} is too small: each side must be at least {min_side} px")
     return a

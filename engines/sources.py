@@ -10,7 +10,6 @@ client can show.
 from __future__ import annotations
 
 import hashlib
-import io
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
+from engines.images import ImageError, load_image
 from engines.faces import Face
 from engines.fusion_mesh import fusion_mesh, orient_triangles
 from kernels.numpy import color
@@ -81,34 +81,17 @@ class SourceFace:
 
 
 def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray:
-    """bytes / path-free file content / ndarray -> H x W x 3 uint8 RGB, or SourceRefused."""
-    if isinstance(data, np.ndarray):
-        img = data
-        if img.dtype != np.uint8:
-            raise SourceRefused("bad_image", f"image array must be uint8, got {img.dtype}")
-        if img.ndim == 2:
-            img = np.stack([img] * 3, axis=-1)
-        if img.ndim != 3 or img.shape[2] not in (3, 4):
-            raise SourceRefused("bad_image", f"image array must be HxW, HxWx3 or HxWx4, got {img.shape}")
-        if img.shape[0] * img.shape[1] > config.max_pixels:
-            raise SourceRefused("too_large", f"image has {img.shape[0] * img.shape[1]} pixels; the limit is {config.max_pixels}")
-        return np.ascontiguousarray(img[..., :3])
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    """bytes / ndarray -> H x W x 3 uint8 RGB through `engines.images.load_image`, or SourceRefused."""
+    if not isinstance(data, (bytes, bytearray, memoryview, np.ndarray)):
         raise SourceRefused("bad_image", f"expected image bytes or an array, got {type(data).__name__}")
-    if len(data) > config.max_bytes:
+    if isinstance(data, np.ndarray) and data.dtype != np.uint8:   # arrays come from our own decoders: uint8 only
+        raise SourceRefused("bad_image", f"image array must be uint8, got {data.dtype}")
+    if not isinstance(data, np.ndarray) and len(data) > config.max_bytes:
         raise SourceRefused("too_large", f"image file is {len(data)} bytes; the limit is {config.max_bytes}")
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
     try:
-        with Image.open(io.BytesIO(bytes(data))) as im:
-            if im.width * im.height > config.max_pixels:
-                raise SourceRefused("too_large", f"image is {im.width}x{im.height}; the limit is {config.max_pixels} pixels")
-            rgb = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))   # phone photos carry their rotation in EXIF
-    except SourceRefused:
-        raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise SourceRefused("bad_image", f"not a readable image ({type(exc).__name__}: {exc})") from None
-    return np.ascontiguousarray(rgb)
+        return load_image(data, max_pixels=config.max_pixels)
+    except ImageError as exc:
+        raise SourceRefused(exc.reason, str(exc)) from None
 
 
 def content_hash(image: np.ndarray) -> str:

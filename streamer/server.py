@@ -30,11 +30,12 @@ IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 
 
 class Refused(web.HTTPException):
-    """An HTTP refusal with a JSON body {"error": reason}."""
+    """An HTTP refusal with a JSON body {"error": reason} (and a machine-readable "code" where one exists)."""
 
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None, code: str | None = None) -> None:
         self.status_code = status
-        super().__init__(headers=headers, text=json.dumps({"error": reason}), content_type="application/json")
+        body = {"error": reason} if code is None else {"error": reason, "code": code}
+        super().__init__(headers=headers, text=json.dumps(body), content_type="application/json")
 
 
 class LiveFuseServer:
@@ -176,8 +177,8 @@ class LiveFuseServer:
             result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
         except SourceRefused as exc:
             self.metrics.refused.labels("source").inc()
-            self.services.audit("source_refused", session=peer.session.id, reason=exc.reason)
-            raise Refused(422, exc.reason) from None
+            self.services.audit("source_refused", session=peer.session.id, reason=exc.reason, message=str(exc))
+            raise Refused(422, str(exc), code=exc.as_event()["code"]) from None
         self.services.audit("source_registered", session=peer.session.id, **{k: v for k, v in result.items() if isinstance(v, (str, int, float))})
         peer.send({"type": "source", **result})
         return web.json_response(result)

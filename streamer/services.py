@@ -3,7 +3,6 @@ registration, prompt path, auth and audit log without touching the network code.
 
 from __future__ import annotations
 
-import io
 import ipaddress
 import logging
 import uuid
@@ -12,6 +11,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from engines.images import ImageError, load_image
+from engines.sources import SourceRefused
 from streamer.pipeline import Pipeline
 from streamer.session import Session
 
@@ -21,36 +22,14 @@ audit_log = logging.getLogger("livefuse.audit")
 ACCEPTED_IMAGE_FORMATS = ("JPEG", "PNG", "WEBP")
 
 
-class SourceRefused(Exception):
-    """A source image that will not be used; `reason` goes back to the client (HTTP 422)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 def decode_image(data: bytes, *, max_pixels: int) -> np.ndarray:
     """Bytes from the client -> H x W x 3 uint8 RGB, refusing what is not a small real image.
     The pixel count is checked from the header before the image is decoded."""
-    from PIL import Image, UnidentifiedImageError
-
-    if not data:
-        raise SourceRefused("empty image")
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            if img.format not in ACCEPTED_IMAGE_FORMATS:
-                raise SourceRefused(f"image format {img.format} not accepted (use {', '.join(ACCEPTED_IMAGE_FORMATS)})")
-            w, h = img.size
-            if w * h > max_pixels:
-                raise SourceRefused(f"image is {w}x{h}, more than {max_pixels} pixels")
-            if min(w, h) < 32:
-                raise SourceRefused(f"image is {w}x{h}, too small to hold a face")
-            rgb = np.asarray(img.convert("RGB"), dtype=np.uint8)
-    except SourceRefused:
-        raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise SourceRefused(f"not a readable image: {exc}") from None
-    return np.ascontiguousarray(rgb)
+        image = load_image(data, max_pixels=max_pixels, min_side=32, formats=ACCEPTED_IMAGE_FORMATS)
+    except ImageError as exc:
+        raise SourceRefused(exc.reason, str(exc)) from None
+    return image
 
 
 def default_make_pipeline(session: Session) -> Pipeline:
@@ -62,7 +41,7 @@ def default_register_source(session: Session, image_rgb: np.ndarray, form: Mappi
     """Keep the decoded image as the session's source and make it the active one."""
     source_id = form.get("source_id") or uuid.uuid4().hex[:12]
     if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
-        raise SourceRefused("source_id must be up to 64 letters, digits, '-' or '_'")
+        raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
     session.sources[source_id] = image_rgb
     session.update(source_id=source_id)
     h, w = image_rgb.shape[:2]

@@ -88,7 +88,8 @@ async def test_source_refusals(served, astronaut):
         sid = client.session_id
         src = f"{url}/sessions/{sid}/source"
         async with http.post(src, data=b"GIF89a not really", headers={"Content-Type": "image/png"}) as r:
-            assert r.status == 422 and "not a readable image" in (await r.json())["error"]
+            body = await r.json()
+            assert r.status == 422 and "not a recognised image" in body["error"] and body["code"] == "source_bad_image"
         async with http.post(src, data=b"hello", headers={"Content-Type": "text/plain"}) as r:
             assert r.status == 415 and "text/plain" in (await r.json())["error"]
         noisy = (astronaut.astype("uint16") * 7 % 256).astype("uint8")

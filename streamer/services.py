@@ -77,6 +77,7 @@ class Services:
 
 
 def default_services() -> Services:
-    """What `livefuse serve` and `livefuse process` run with. The one place to wire the real face
-    pipeline, source registration, prompt path, auth and audit log in."""
-    return Services()
+    """What `livefuse serve` and `livefuse process` run with: the real product (streamer.assembly)."""
+    from streamer.assembly import Product
+
+    return Product().services()

@@ -19,7 +19,7 @@ def key():
 
 @pytest.fixture(scope="module")
 def clip(astronaut):
-    return moving_clip(astronaut, n=12)
+    return moving_clip(astronaut, n=24)
 
 
 def code_bit_accuracy(det: wm.Detection) -> float:
@@ -51,7 +51,8 @@ def test_embed_is_a_pure_luma_change(astronaut, key):
     frame = moving_clip(astronaut, n=1)[0]
     marked = wm.embed(frame, wm.pattern_for(key, frame.shape[:2], PAYLOAD)).astype(np.int16)
     d = marked - frame.astype(np.int16)
-    unclipped = (frame > 8).all(axis=2) & (frame < 247).all(axis=2)
+    m = int(np.abs(d).max())
+    unclipped = (frame >= m).all(axis=2) & (frame <= 255 - m).all(axis=2)
     assert np.array_equal(d[..., 0][unclipped], d[..., 1][unclipped])
     assert np.array_equal(d[..., 0][unclipped], d[..., 2][unclipped])
 
@@ -74,7 +75,8 @@ def test_survives_reencode_and_several_frames_help(clip, key, codec, rate):
     assert single.payload == PAYLOAD
     many, n = wm.extract_many(decoded[-6:], key)
     assert n == 6 and many.payload == PAYLOAD
-    assert code_bit_accuracy(many) >= code_bit_accuracy(single) - 0.01
+    singles = [code_bit_accuracy(wm.extract(f, key)) for f in decoded[-6:]]
+    assert code_bit_accuracy(many) > np.mean(singles)
 
 
 def test_no_false_detection_on_unmarked_photos(astronaut, grace_hopper, face_free_images, key):

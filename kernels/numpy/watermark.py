@@ -30,11 +30,12 @@ class WatermarkConfig:
     tile: int = 128                  # canonical pixels per tile side
     tiles_per_short: float = 2.0     # tiles across the frame's shorter side
     band: tuple[float, float] = (5.0, 24.0)  # cycles per tile: periods of 48 .. 10 px at 480p
-    amplitude: float = 2.3           # rms luma levels added (PSNR ~41 dB)
+    amplitude: float = 2.5           # rms luma levels added (PSNR ~40.7 dB before clipping)
     sync_share: float = 0.3          # share of the mark's power in the sync pattern
     scales: tuple[float, ...] = tuple(np.round(np.arange(0.78, 1.061, 0.02), 3))  # kept share of short side
     candidates: int = 4              # (scale, shift) hypotheses decoded per frame
-    highpass_sigma: float = 2.0      # canonical px: the detector drops host detail coarser than this
+    median_size: int = 5             # canonical px: the detector's estimate of the host (edges kept)
+    highpass_sigma: float = 6.0      # canonical px: what the median leaves coarser than this goes too
     envelope_sigma: float = 3.0      # canonical px: local loudness the detector divides by
 
 
@@ -137,8 +138,11 @@ def luma(image: np.ndarray) -> np.ndarray:
 
 
 def whiten(y: np.ndarray, config: WatermarkConfig) -> np.ndarray:
-    """Take away what the host has most of: low frequencies, and the loudness of busy texture."""
-    hp = y - cv2.GaussianBlur(y, (0, 0), config.highpass_sigma)
+    """Take away what the host has most of: its shapes and edges (a median keeps them and drops the fine
+    mark), what is left of its low frequencies, and the loudness of busy texture."""
+    host = cv2.medianBlur(np.clip(y, 0, 255).astype(np.uint8), config.median_size).astype(np.float32)
+    hp = y - host
+    hp = hp - cv2.GaussianBlur(hp, (0, 0), config.highpass_sigma)
     env = np.sqrt(cv2.GaussianBlur(hp * hp, (0, 0), config.envelope_sigma)) + 1.0
     return hp / env
 

@@ -59,8 +59,16 @@ def _blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
     return y[0, 0]
 
 
+def _median(x: torch.Tensor, k: int) -> torch.Tensor:
+    r = k // 2
+    q = torch.clamp(x, 0, 255).round()   # the NumPy twin takes the median of uint8 luma
+    p = F.pad(q[None, None], (r, r, r, r), mode="replicate")
+    return F.unfold(p, k).median(dim=1).values.reshape(x.shape)
+
+
 def whiten(y: torch.Tensor, config: WatermarkConfig) -> torch.Tensor:
-    hp = y - _blur(y, config.highpass_sigma)
+    hp = y - _median(y, config.median_size)
+    hp = hp - _blur(hp, config.highpass_sigma)
     env = torch.sqrt(_blur(hp * hp, config.envelope_sigma)) + 1.0
     return hp / env
 

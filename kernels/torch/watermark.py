@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.numpy import watermark as np_wm
-from kernels.numpy.watermark import Detection, WatermarkConfig, WatermarkKey, make_key, decode_soft  # noqa: F401
+from kernels.numpy.watermark import Detection, WatermarkConfig, WatermarkKey, make_key  # noqa: F401
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,27 +95,16 @@ def fold(r: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def extract(image: torch.Tensor, key: WatermarkKey) -> Detection:
-    """Detector front end in torch; the few-hundred-number decode is shared with the NumPy twin."""
+    """Detector front end in torch; the few-hundred-number decision is shared with the NumPy twin."""
     cfg = key.config
     c = canonical(image, cfg)
     h, w = c.shape
-    hyps = []
+    folds = []
     for s in cfg.scales:
         r = c if s == 1.0 else F.interpolate(c[None, None], size=(max(1, round(h * s)), max(1, round(w * s))),
                                              mode="bilinear", align_corners=False)[0, 0]
-        folded = fold(r, cfg.tile).double().cpu().numpy()
-        for z, shift in np_wm.sync_peaks(folded, key, 2):
-            hyps.append((z, float(s), shift, folded))
-    hyps.sort(key=lambda t: -t[0])
-    best = None
-    for z, s, shift, folded in hyps[: cfg.candidates]:
-        soft = np_wm.soft_bits(folded, key, shift)
-        payload, agree = decode_soft(soft)
-        det = np_wm._detection(payload, agree, z, s, shift, soft)
-        if det.watermarked:
-            return det
-        best = best or det
-    return best  # type: ignore[return-value]
+        folds.append((float(s), fold(r, cfg.tile).double().cpu().numpy()))
+    return np_wm.decide(folds, key)
 
 
 psnr = np_wm.psnr

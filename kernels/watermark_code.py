@@ -1,4 +1,4 @@
-"""The watermark's channel code: 64-bit payload + CRC-32, then a K=7 rate-1/3 convolutional code decoded
+"""The watermark's channel code: 64-bit payload + CRC-32, then a K=9 rate-1/3 convolutional code decoded
 with soft-decision Viterbi.
 
 Shared by both pixel paths (it runs on a few hundred numbers, not on pixels). The CRC is what bounds
@@ -14,8 +14,8 @@ import numpy as np
 PAYLOAD_BITS = 64
 CRC_BITS = 32
 INFO_BITS = PAYLOAD_BITS + CRC_BITS
-CONSTRAINT = 7
-POLYS = (0o133, 0o171, 0o165)  # the LTE / 3GPP rate-1/3 generators
+CONSTRAINT = 9
+POLYS = (0o557, 0o663, 0o711)  # the IS-95 rate-1/3 K=9 generators
 TAIL = CONSTRAINT - 1
 CODE_BITS = (INFO_BITS + TAIL) * len(POLYS)
 _STATES = 1 << TAIL
@@ -31,7 +31,7 @@ def _parity(x: np.ndarray) -> np.ndarray:
 
 
 def _tables() -> tuple[np.ndarray, np.ndarray]:
-    """out[state, u] -> (n,) code bits; state = last 6 input bits, newest in the LSB."""
+    """out[state, u] -> (n,) code bits; state = last K-1 input bits, newest in the LSB."""
     state = np.arange(_STATES)[:, None]
     u = np.arange(2)[None, :]
     reg = (state << 1) | u
@@ -40,7 +40,7 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 _OUT, _NEXT = _tables()
-# For each next state ns: input bit u = ns & 1, predecessors p0 = ns >> 1 and p1 = (ns >> 1) | 32.
+# For each next state ns: input bit u = ns & 1, predecessors p0 = ns >> 1 and p1 = (ns >> 1) | top bit.
 _NS = np.arange(_STATES)
 _U = _NS & 1
 _P0 = _NS >> 1

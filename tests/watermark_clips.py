@@ -25,7 +25,8 @@ def moving_clip(photo: np.ndarray, n: int = 30, size: tuple[int, int] = (640, 48
 
 
 def reencode(frames: list[np.ndarray], codec: str, bit_rate: int) -> list[np.ndarray]:
-    """Encode with PyAV (libvpx realtime / libx264 zerolatency at `bit_rate`) and decode back to RGB."""
+    """Encode with PyAV as aiortc does (libvpx realtime CBR / libx264 zerolatency baseline) at `bit_rate`,
+    and decode back to RGB."""
     import av
 
     h, w = frames[0].shape[:2]
@@ -34,10 +35,15 @@ def reencode(frames: list[np.ndarray], codec: str, bit_rate: int) -> list[np.nda
     enc.bit_rate = bit_rate
     enc.time_base = fractions.Fraction(1, 30)
     enc.framerate = 30
-    if codec == "libvpx":
-        enc.options = {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0"}
-    else:
-        enc.options = {"preset": "ultrafast", "tune": "zerolatency"}
+    if codec == "libvpx":  # aiortc 1.16's own VP8 settings (aiortc/codecs/vpx.py), CBR at `bit_rate`
+        enc.gop_size, enc.qmin, enc.qmax = 3000, 2, 56
+        enc.options = {"bufsize": str(bit_rate), "cpu-used": "-6", "deadline": "realtime", "lag-in-frames": "0",
+                       "minrate": str(bit_rate), "maxrate": str(bit_rate), "noise-sensitivity": "4",
+                       "overshoot-pct": "15", "partitions": "0", "static-thresh": "1", "undershoot-pct": "100",
+                       "threads": "1"}
+    else:  # aiortc's H264 settings
+        enc.options = {"level": "31", "tune": "zerolatency"}
+        enc.profile = "Baseline"
     dec = av.CodecContext.create("vp8" if codec == "libvpx" else "h264", "r")
     out: list[np.ndarray] = []
     for i, f in enumerate(frames + [None]):

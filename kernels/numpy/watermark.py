@@ -31,14 +31,14 @@ class WatermarkConfig:
     tiles_per_short: float = 2.0     # tiles across the frame's shorter side
     band: tuple[float, float] = (5.0, 24.0)  # cycles per tile: periods of 48 .. 10 px at 480p
     amplitude: float = 2.5           # rms luma levels added (PSNR ~40.7 dB before clipping)
-    sync_share: float = 0.3          # share of the mark's power in the sync pattern
+    sync_share: float = 0.15         # share of the mark's power in the sync pattern (code energy confirms sync)
     scales: tuple[float, ...] = tuple(np.round(np.arange(0.78, 1.061, 0.02), 3))  # kept share of short side
     peaks: int = 4                   # sync peaks kept per scale
     shortlist: int = 24              # best sync hypotheses re-ranked by the energy the code bits hold there
     candidates: int = 4              # hypotheses decoded per frame
     median_size: int = 5             # canonical px: the detector's estimate of the host (edges kept)
     highpass_sigma: float = 6.0      # canonical px: what the median leaves coarser than this goes too
-    envelope_sigma: float = 3.0      # canonical px: local loudness the detector divides by
+    envelope_sigma: float = 6.0      # canonical px: local loudness the detector divides by
 
 
 @dataclass(frozen=True, slots=True)

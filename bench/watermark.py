@@ -82,7 +82,7 @@ def run(args) -> dict:
         cases = {"clean": marked, "downscale50": [downscale(f) for f in marked], "crop10": [crop(f) for f in marked]}
         ok, jpg = cv2.imencode(".jpg", marked[-1][..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 50])
         cases["jpeg_q50"] = [cv2.imdecode(jpg, cv2.IMREAD_COLOR)[..., ::-1].copy()]
-        for codec, rate in (("libvpx", 500_000), ("libx264", 1_000_000), ("libvpx", 300_000), ("libx264", 500_000)):
+        for codec, rate in (("libvpx", 500_000), ("libx264", 1_000_000), ("libvpx", 250_000), ("libx264", 500_000)):
             dec = reencode(marked, codec, rate)
             tag = f"{codec}_{rate // 1000}k"
             cases[tag] = dec

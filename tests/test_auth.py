@@ -3,8 +3,6 @@ origin allowlist, loopback running open; and session data purged at the end."""
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 from aiohttp import web
@@ -146,8 +144,21 @@ def test_token_store_saves_hashes_only(tmp_path):
 def test_tls_context(tmp_path):
     with pytest.raises(FileNotFoundError, match="TLS file"):
         ssl_context(tmp_path / "cert.pem", tmp_path / "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")], check=True, capture_output=True)
+    import datetime
+
+    from cryptography import x509  # installed with aiortc (DTLS)
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
     ctx = ssl_context(tmp_path / "cert.pem", tmp_path / "key.pem")
     assert ctx.minimum_version.name == "TLSv1_2"
 

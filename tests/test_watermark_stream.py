@@ -107,10 +107,11 @@ async def test_aiortc_round_trip_keeps_the_payload(marked_clip, key, mime):
     assert after.payload == PAYLOAD
 
 
-@pytest.mark.parametrize("codec,rate", [("libvpx", 500_000), ("libx264", 1_000_000)])
-def test_reencode_at_aiortc_start_bitrates_then_downscale_crop(marked_clip, key, codec, rate):
+@pytest.mark.parametrize("codec,rate", [("libvpx", 500_000), ("libx264", 1_000_000), ("libvpx", 250_000), ("libx264", 500_000)])
+def test_reencode_at_aiortc_start_and_floor_bitrates_then_downscale_crop(marked_clip, key, codec, rate):
     decoded = reencode(marked_clip[:30], codec, rate)
-    for name, attack in [("", lambda f: f), ("+50%", downscale), ("+crop10", crop)]:
+    """aiortc's start bitrates (VP8 500 kbps, H264 1 Mbps) and its floors (250 kbps, 500 kbps)."""
+    for name, attack in [("", lambda f: f), ("+50%", downscale), ("+crop10", crop), ("+50%+crop10", lambda f: crop(downscale(f)))]:
         frames = [attack(f) for f in decoded[-5:]]
         single = wm.extract(frames[-1], key)
         many, _ = wm.extract_many(frames, key)

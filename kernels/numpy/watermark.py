@@ -8,7 +8,7 @@ inter-frame codecs keep (static detail is refined, not re-sent), and its band (p
 Geometry: the tile repeats every `short side / tiles_per_short` pixels, so any uniform rescale of the whole
 frame leaves it unchanged once the detector resizes to a canonical short side. A crop changes the tile's
 scale (searched over a small range) and its phase (found by FFT cross-correlation with a sync pattern).
-Payload: 64 bits + CRC-32 -> rate-1/3 convolutional code -> one orthonormal band-limited tile per code
+Payload: 64 bits + CRC-32 -> K=9 rate-1/3 convolutional code -> one orthonormal band-limited tile per code
 bit, summed with the sync tile. Folding all tiles of the frame onto one averages the host away; several
 frames average the codec noise too.
 """
@@ -224,7 +224,7 @@ def _phase(key: WatermarkKey, shift: tuple[float, float]) -> np.ndarray:
 
 def _raw_bits(spec: np.ndarray, key: WatermarkKey, shift: tuple[float, float]) -> np.ndarray:
     """<folded rolled by -shift, bit tile i> for every i, from the folded tile's in-band spectrum:
-    Parseval turns 306 dot products over N*N pixels into one small complex matrix product."""
+    Parseval turns 312 dot products over N*N pixels into two small real matrix products."""
     v = spec * _phase(key, shift)
     return key.bits_hat_re @ v.real.astype(np.float32) - key.bits_hat_im @ v.imag.astype(np.float32)
 
@@ -240,8 +240,9 @@ def soft_bits(folded: np.ndarray, key: WatermarkKey, shift: tuple[float, float])
 
 def code_energy(spec: np.ndarray, key: WatermarkKey, shift: tuple[float, float]) -> tuple[float, np.ndarray]:
     """(share of the folded tile's in-band energy that lies in the code bits' subspace, soft bits).
-    Noise spreads over the whole band (~0.18 here); where the mark sits, the code bits hold much more.
-    This uses the 70 % of the mark's power that the sync tile does not have, so it confirms sync."""
+    Noise spreads over the whole band (share ~ code bits / band dimensions); where the mark sits, the
+    code bits hold much more.
+    This uses the 85 % of the mark's power that the sync tile does not have, so it confirms sync."""
     y = _raw_bits(spec, key, shift).astype(np.float64)
     n = key.config.tile
     band = 2.0 / (n * n) * float(np.sum(np.abs(spec) ** 2)) + 1e-12
@@ -314,7 +315,7 @@ def extract_many(frames, key: WatermarkKey) -> tuple[Detection, int]:
         raise ValueError("no frames to check")
     found = [d for d in dets if d.watermarked]
     if len(dets) > 1:
-        soft = np.sum([d.soft for d in dets if d.soft is not None and d.sync_score >= 4.0] or [dets[0].soft], axis=0)
+        soft = np.sum([d.soft for d in dets if d.soft is not None], axis=0)  # each aligned by its own sync
         payload, agree = decode_soft(soft)
         best_sync = max(dets, key=lambda d: d.sync_score)
         combined = _detection(payload, agree, best_sync.sync_score, best_sync.scale, best_sync.shift, soft)

@@ -111,3 +111,12 @@ def test_torch_twin_agrees_on_odd_size(grace_hopper, key):
     assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.9
     det = twm.extract(t_out, key)
     assert det.watermarked and det.payload == PAYLOAD
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_torch_twin_on_cuda_matches_numpy(astronaut, key):
+    frame = moving_clip(astronaut, n=1, size=(318, 238))[0]
+    np_out = wm.embed(frame, wm.pattern_for(key, frame.shape[:2], PAYLOAD))
+    t_out = twm.embed(torch.from_numpy(frame).cuda(), twm.pattern_for(key, frame.shape[:2], PAYLOAD, device="cuda"))
+    assert np.array_equal(t_out.cpu().numpy(), np_out)
+    assert twm.extract(t_out, key).payload == PAYLOAD

@@ -6,6 +6,7 @@ the file sink's job and only when explicitly enabled. Call `purge_session` from 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any, Callable
 
 from streamer.session import Controls
@@ -19,7 +20,8 @@ def purge_session(session: Any, audit: Callable[..., None] | None = None) -> dic
             value.clear()
     session.sources.clear()
     session.condition = None
-    session._controls = Controls()          # atomically back to defaults: no prompt, no source
+    defaults = Controls()
+    session.update(**{f.name: getattr(defaults, f.name) for f in fields(Controls)})  # one atomic reset
     session.closed.set()
     if audit is not None:
         audit("session_purged", session=session.id, **dropped)

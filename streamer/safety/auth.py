@@ -1,0 +1,247 @@
+"""Access control: bearer tokens (required whenever the server binds beyond loopback), per-token rate
+and session limits, and an origin allowlist, as an aiohttp middleware over a token store.
+
+Tokens are stored as sha256 hashes only; `TokenStore.issue` returns the raw token once. The middleware
+guards the routes that open sessions or take uploads; for session-opening requests it takes a session
+slot, which the server hands to the session and releases when the session ends (it is released at once
+if the handler fails).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import secrets
+import ssl
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from aiohttp import web
+
+_Key = getattr(web, "RequestKey", None)
+# request[REQUEST_TOKEN] -> TokenInfo | None (None: open loopback); request[REQUEST_SLOT] -> SessionSlot
+REQUEST_TOKEN: Any = _Key("livefuse_token", object) if _Key else "livefuse_token"
+REQUEST_SLOT: Any = _Key("livefuse_session_slot", object) if _Key else "livefuse_session_slot"
+
+
+class AuthError(Exception):
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.headers = status, reason, headers or {}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    id: str
+    expires: float | None = None          # unix time; None = never
+    max_sessions: int = 4
+    rate_per_minute: float = 60.0
+    burst: int = 20
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class SessionSlot:
+    """One of a token's concurrent sessions; `release()` is idempotent."""
+
+    def __init__(self, store: "TokenStore", token_id: str) -> None:
+        self.store, self.token_id, self._released = store, token_id, False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.store._release(self.token_id)
+
+
+class TokenStore:
+    def __init__(self, tokens: Iterable[tuple[str, TokenInfo]] = (), *, clock: Callable[[], float] = time.time) -> None:
+        self._by_digest: dict[str, TokenInfo] = dict(tokens)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}   # key -> (tokens left, last refill time)
+        self._sessions: dict[str, int] = {}
+
+    # -- tokens -------------------------------------------------------------------------------------
+    def issue(self, token_id: str, *, ttl: float | None = None, max_sessions: int = 4,
+              rate_per_minute: float = 60.0, burst: int = 20) -> str:
+        raw = secrets.token_urlsafe(32)
+        expires = self._clock() + ttl if ttl is not None else None
+        with self._lock:
+            self._by_digest[_digest(raw)] = TokenInfo(token_id, expires, max_sessions, rate_per_minute, burst)
+        return raw
+
+    def revoke(self, token_id: str) -> None:
+        with self._lock:
+            self._by_digest = {d: i for d, i in self._by_digest.items() if i.id != token_id}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **kw: Any) -> "TokenStore":
+        """JSON: {"tokens": [{"sha256": HEX, "id": NAME, "expires": UNIX|null, "max_sessions": N, ...}]}."""
+        raw = json.loads(Path(path).read_text())
+        entries = []
+        for t in raw["tokens"]:
+            t = dict(t)
+            digest = t.pop("sha256")
+            entries.append((digest, TokenInfo(**t)))
+        return cls(entries, **kw)
+
+    def save(self, path: str | os.PathLike) -> None:
+        with self._lock:
+            data = {"tokens": [{"sha256": d, **asdict(i)} for d, i in self._by_digest.items()]}
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, p)
+
+    def authenticate(self, header: str | None) -> TokenInfo:
+        if not header:
+            raise AuthError(401, "a bearer token is required", {"WWW-Authenticate": 'Bearer realm="livefuse"'})
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            raise AuthError(401, "use 'Authorization: Bearer TOKEN'", {"WWW-Authenticate": 'Bearer realm="livefuse"'})
+        info = self._by_digest.get(_digest(raw.strip()))
+        if info is None:
+            raise AuthError(401, "unknown token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        if info.expires is not None and self._clock() >= info.expires:
+            raise AuthError(401, "token expired", {"WWW-Authenticate": 'Bearer error="invalid_token", error_description="expired"'})
+        return info
+
+    # -- limits -------------------------------------------------------------------------------------
+    def take(self, key: str, rate_per_minute: float, burst: int) -> float:
+        """Token-bucket rate limit: 0.0 if allowed, else the seconds to wait."""
+        now = self._clock()
+        rate = rate_per_minute / 60.0
+        with self._lock:
+            left, last = self._buckets.get(key, (float(burst), now))
+            left = min(float(burst), left + (now - last) * rate)
+            if left >= 1.0:
+                self._buckets[key] = (left - 1.0, now)
+                return 0.0
+            self._buckets[key] = (left, now)
+            return (1.0 - left) / rate if rate > 0 else float("inf")
+
+    def open_session(self, token_id: str, max_sessions: int) -> SessionSlot:
+        with self._lock:
+            n = self._sessions.get(token_id, 0)
+            if n >= max_sessions:
+                raise AuthError(429, f"session limit reached ({max_sessions} open for this token)")
+            self._sessions[token_id] = n + 1
+        return SessionSlot(self, token_id)
+
+    def open_sessions(self, token_id: str) -> int:
+        with self._lock:
+            return self._sessions.get(token_id, 0)
+
+    def _release(self, token_id: str) -> None:
+        with self._lock:
+            self._sessions[token_id] = max(0, self._sessions.get(token_id, 0) - 1)
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    require_tokens: bool = True
+    allowed_origins: tuple[str, ...] = ()          # empty: same origin only (when tokens are required)
+    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/source", "/upload", "/session")
+    session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
+    open_rate_per_minute: float = 120.0            # per client address when running open on loopback
+    open_max_sessions: int = 16
+
+    @classmethod
+    def for_host(cls, host: str, **kw: Any) -> "AccessPolicy":
+        """Tokens are required unless the server binds to loopback only."""
+        return cls(require_tokens=not is_loopback(host), **kw)
+
+
+def _refusal(exc: AuthError) -> web.Response:
+    return web.json_response({"error": exc.reason}, status=exc.status, headers=exc.headers)
+
+
+def _origin_ok(request: web.Request, policy: AccessPolicy) -> bool:
+    origin = request.headers.get("Origin")
+    if origin is None or (origin == "null" and not policy.require_tokens):
+        return True
+    if origin in policy.allowed_origins or "*" in policy.allowed_origins:
+        return True
+    if policy.allowed_origins:
+        return False
+    same = f"{request.scheme}://{request.host}"
+    return origin == same or not policy.require_tokens
+
+
+def auth_middleware(store: TokenStore, policy: AccessPolicy):
+    """aiohttp middleware: origin check, bearer token, rate limit, session slot (in that order)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        path = request.path
+        if not any(path == p or path.startswith(p + "/") for p in policy.protected_prefixes):
+            return await handler(request)
+        try:
+            if not _origin_ok(request, policy):
+                raise AuthError(403, f"origin {request.headers.get('Origin')} is not allowed")
+            header = request.headers.get("Authorization")
+            if policy.require_tokens or header:
+                info: TokenInfo | None = store.authenticate(header)
+                key, rate, burst, max_sessions = f"token:{info.id}", info.rate_per_minute, info.burst, info.max_sessions
+            else:
+                info = None
+                key = f"addr:{request.remote}"
+                rate, burst, max_sessions = policy.open_rate_per_minute, max(1, int(policy.open_rate_per_minute // 6)), policy.open_max_sessions
+            wait = store.take(key, rate, burst)
+            if wait > 0:
+                raise AuthError(429, "rate limit exceeded", {"Retry-After": str(max(1, int(wait + 0.999)))})
+            request[REQUEST_TOKEN] = info
+            slot = None
+            if any(request.method == m and (path == p or path.startswith(p + "/")) for m, p in policy.session_routes):
+                slot = store.open_session(key, max_sessions)
+                request[REQUEST_SLOT] = slot
+        except AuthError as exc:
+            return _refusal(exc)
+        try:
+            response = await handler(request)
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        if slot is not None and response.status >= 400:
+            slot.release()
+        return response
+
+    return middleware
+
+
+def token_id_of(request: Any) -> str | None:
+    """For the server's `authorize(request) -> token id` hook, behind the middleware: the token's id,
+    or "loopback" when the server runs open on loopback."""
+    info = request.get(REQUEST_TOKEN, "missing") if hasattr(request, "get") else "missing"
+    if info == "missing":
+        return None
+    return info.id if info is not None else "loopback"
+
+
+def ssl_context(certfile: str | os.PathLike, keyfile: str | os.PathLike) -> ssl.SSLContext:
+    """Server-side TLS (1.2 or newer) from PEM files."""
+    for p in (certfile, keyfile):
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"TLS file {p} not found")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(str(certfile), str(keyfile))
+    return ctx

@@ -1,0 +1,96 @@
+"""The last stage: mark every output frame with the session's payload.
+
+Building a pattern for a new (frame size, payload) costs tens of ms, so after the first frame it never
+happens on the frame path: when the time bucket turns, the next pattern is built in a background thread
+and the previous payload keeps marking (for a frame or two) until it is ready. Marking itself is two
+saturating adds. A new frame size is built at once: no older pattern fits it.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from kernels.numpy import watermark as np_wm
+from streamer.pipeline import FrameState
+from streamer.safety.watermark import WatermarkPolicy
+
+PayloadHook = Callable[[Any, int], None]  # (session, payload) whenever a session starts a new payload
+
+
+class _Spec(NamedTuple):
+    shape: tuple[int, int]
+    payload: int
+    device: str | None  # None: numpy frames
+
+
+class WatermarkStage:
+    name = "watermark"
+
+    def __init__(self, policy: WatermarkPolicy, *, on_payload: PayloadHook | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.policy = policy
+        self.key = np_wm.make_key(policy.config)
+        self.on_payload = on_payload
+        self.clock = clock
+        self._spec: _Spec | None = None
+        self._pattern: Any = None
+        self._pending: tuple[_Spec, Future] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self, state: FrameState, session: Any) -> FrameState:
+        if not self.policy.enabled:
+            return state
+        image = state.image
+        device = None if isinstance(image, np.ndarray) else str(image.device)
+        spec = _Spec(tuple(image.shape[:2]), self.policy.payload(session.id, self.clock()), device)
+        payload, pattern = self._pattern_for(spec, session)
+        if device is None:
+            state.image = np_wm.embed(image, pattern)
+        else:
+            from kernels.torch import watermark as torch_wm  # torch only when frames are tensors
+
+            state.image = torch_wm.embed(image, pattern)
+        state.extras["watermark"] = f"{payload:016x}"
+        return state
+
+    def _pattern_for(self, spec: _Spec, session: Any) -> tuple[int, Any]:
+        if self._pending is not None and self._pending[1].done():
+            done_spec, future = self._pending
+            self._pending = None
+            self._adopt(done_spec, future.result(), session)
+        if self._spec == spec:
+            return spec.payload, self._pattern
+        same_geometry = self._spec is not None and (self._spec.shape, self._spec.device) == (spec.shape, spec.device)
+        if same_geometry:
+            if self._pending is None or self._pending[0] != spec:
+                self._pending = (spec, self._executor().submit(self._build, spec))
+            return self._spec.payload, self._pattern  # type: ignore[union-attr]
+        self._adopt(spec, self._build(spec), session)
+        return spec.payload, self._pattern
+
+    def _adopt(self, spec: _Spec, pattern: Any, session: Any) -> None:
+        changed = self._spec is None or self._spec.payload != spec.payload
+        self._spec, self._pattern = spec, pattern
+        if changed and self.on_payload is not None:
+            self.on_payload(session, spec.payload)
+
+    def _build(self, spec: _Spec) -> Any:
+        if spec.device is None:
+            return np_wm.pattern_for(self.key, spec.shape, spec.payload)
+        from kernels.torch import watermark as torch_wm
+
+        return torch_wm.pattern_for(self.key, spec.shape, spec.payload, device=spec.device)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="watermark-pattern")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

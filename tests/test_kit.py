@@ -1,0 +1,42 @@
+"""The safety kit as the server would build it: everything lands in one audit log that verifies."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from streamer.pipeline import FrameState, Pipeline
+from streamer.safety.audit import iter_records, verify
+from streamer.safety.kit import SafetyConfig, SafetyKit
+from streamer.session import Session
+from tests.watermark_clips import moving_clip
+
+
+def test_kit_wires_one_audit_trail(tmp_path, astronaut, grace_hopper):
+    import json
+
+    from engines.faces import MediaPipeLandmarker
+    from engines.identity import IdentityEmbedder
+
+    deny = tmp_path / "deny"
+    deny.mkdir()
+    Image.fromarray(grace_hopper).save(deny / "grace.png")
+    cfg = SafetyConfig(host="0.0.0.0", audit_path=str(tmp_path / "audit.jsonl"), denylist_dir=str(deny), server_id=9)
+    kit = SafetyKit.build(cfg, encoder=None, embedder=IdentityEmbedder(), landmarker=MediaPipeLandmarker())
+    assert kit.access.require_tokens and kit.watermark.enabled
+    session = Session("kit-session")
+    kit.prompts.set_prompt(session, "a slight smile")
+    kit.prompts.set_prompt(session, "show me nude")
+    kit.sources.register(session, astronaut, {"consent": "true"})
+    from streamer.safety.denylist import SourceRefused
+
+    with pytest.raises(SourceRefused):
+        kit.sources.register(session, grace_hopper, {"consent": "true"})
+    pipe = Pipeline([kit.watermark_stage()])
+    out = pipe(FrameState(image=moving_clip(astronaut, n=1)[0]), session)
+    assert out.extras["watermark"]
+    pipe.close()
+    kit.close()
+    events = [json.loads(line)["event"] for _, _, line in iter_records(cfg.audit_path)]
+    assert events == ["prompt", "prompt", "source_registered", "source_refused", "watermark"]
+    assert verify(cfg.audit_path).ok

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from engines.text import (EDIT_NAMES, ArtifactMeta, ConditionProjector, EditHead, PromptModel, TextEncoder,
-                          normalise_prompt, save_artifact)
+                          clauses, normalise_prompt, save_artifact)
 from engines import glossary as zh_glossary
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
@@ -88,6 +88,39 @@ def pool(encoder: TextEncoder, texts: Sequence[str], batch: int) -> np.ndarray:
     return np.concatenate([encoder.encode(texts[i:i + batch]).pooled for i in range(0, len(texts), batch)], axis=0)
 
 
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Pooled embeddings of the distinct clauses and, per clause occurrence, its row and its prompt."""
+    x: np.ndarray            # [C, H] one row per distinct clause
+    rows: np.ndarray         # [M] clause row of each occurrence
+    owner: np.ndarray        # [M] prompt index of each occurrence
+    n: int                   # prompts
+
+
+def features(encoder: TextEncoder, texts: Sequence[str], batch: int, cache: dict[str, np.ndarray] | None = None) -> Features:
+    parts = [clauses(t) for t in texts]
+    cache = {} if cache is None else cache
+    new = [c for c in dict.fromkeys(c for p in parts for c in p) if c not in cache]
+    if new:
+        for c, v in zip(new, pool(encoder, new, batch)):
+            cache[c] = v
+    distinct = list(dict.fromkeys(c for p in parts for c in p))
+    index = {c: i for i, c in enumerate(distinct)}
+    rows = [index[c] for p in parts for c in p]
+    owner = [i for i, p in enumerate(parts) for _ in p]
+    x = np.stack([cache[c] for c in distinct]).astype(np.float32) if distinct else np.zeros((0, encoder.hidden_size), np.float32)
+    return Features(x, np.asarray(rows, np.int64), np.asarray(owner, np.int64), len(texts))
+
+
+def _forward(projector: ConditionProjector, head: EditHead, f: Features, xt: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
+    c = projector(xt)
+    if dropout > 0:
+        c = torch.nn.functional.dropout(c, dropout)
+    e = head(c)[torch.from_numpy(f.rows)]
+    out = torch.zeros(f.n, e.shape[1]).index_add_(0, torch.from_numpy(f.owner), e)
+    return out.clamp(-1.0, 1.0)
+
+
 def score(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """Sign agreement over non-zero targets; the share (and worst value) of zero targets kept below 0.2."""
     nz = y != 0
@@ -103,28 +136,25 @@ def score(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
     }
 
 
-def fit(x: np.ndarray, y: np.ndarray, config: CalibrationConfig = CalibrationConfig()) -> tuple[ConditionProjector, EditHead]:
+def fit(f: Features, y: np.ndarray, config: CalibrationConfig = CalibrationConfig()) -> tuple[ConditionProjector, EditHead]:
     torch.manual_seed(config.seed)
+    x = f.x
     projector = ConditionProjector(x.shape[1])
     head = EditHead(EDIT_NAMES, hidden=config.head_hidden)
-    mean = x.mean(0)
-    scale = 1.0 / (x.std(0) + 1e-6)
-    projector.mean.copy_(torch.from_numpy(mean))
-    projector.scale.copy_(torch.from_numpy(scale.astype(np.float32)))
+    projector.mean.copy_(torch.from_numpy(x.mean(0)))
+    projector.scale.copy_(torch.from_numpy((1.0 / (x.std(0) + 1e-6)).astype(np.float32)))
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     weight = 1.0 + 2.0 * (yt == 0).float()  # zeros are most entries; they still must stay small: weigh them up
     params = list(projector.parameters()) + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.steps)
+    projector.train(), head.train()
     for _ in range(config.steps):
         opt.zero_grad(set_to_none=True)
         xin = xt
         if config.noise > 0:
             xin = xin + torch.randn_like(xin) * (config.noise / projector.scale)
-        c = projector(xin)
-        if config.dropout > 0:
-            c = torch.nn.functional.dropout(c, config.dropout)
-        pred = head(c)
+        pred = _forward(projector, head, f, xin, config.dropout)
         loss = (weight * (pred - yt) ** 2).mean()
         loss.backward()
         opt.step()
@@ -132,9 +162,9 @@ def fit(x: np.ndarray, y: np.ndarray, config: CalibrationConfig = CalibrationCon
     return projector.eval(), head.eval()
 
 
-def predict(projector: ConditionProjector, head: EditHead, x: np.ndarray) -> np.ndarray:
+def predict(projector: ConditionProjector, head: EditHead, f: Features) -> np.ndarray:
     with torch.inference_mode():
-        return head(projector(torch.from_numpy(x))).numpy()
+        return _forward(projector, head, f, torch.from_numpy(f.x)).numpy()
 
 
 def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str | Path | None = None,
@@ -143,8 +173,9 @@ def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str
     torch.set_num_threads(max(1, torch.get_num_threads()))
     train, held, digest = load_corpus(corpus)
     t0 = time.perf_counter()
-    x_train = pool(encoder, encoder_inputs(train, config.glossary), config.batch)
-    x_held = pool(encoder, encoder_inputs(held, config.glossary), config.batch)
+    cache: dict[str, np.ndarray] = {}
+    x_train = features(encoder, encoder_inputs(train, config.glossary), config.batch, cache)
+    x_held = features(encoder, encoder_inputs(held, config.glossary), config.batch, cache)
     t_encode = time.perf_counter() - t0
     y_train, y_held = targets(train), targets(held)
     t1 = time.perf_counter()
@@ -162,7 +193,7 @@ def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str
         extra={"train": len(train), "heldout": len(held), "steps": config.steps, "seed": config.seed, "lr": config.lr,
                "train_score": score(p_train, y_train)},
     )
-    report = {"encoder": encoder.id, "hidden_size": encoder.hidden_size, "corpus_sha256": digest,
+    report = {"encoder": encoder.id, "clauses": len(cache), "hidden_size": encoder.hidden_size, "corpus_sha256": digest,
               "train": len(train), "heldout_n": len(held), "heldout": heldout,
               "encode_s": round(t_encode, 2), "fit_s": round(t_fit, 2)}
     if output is not None:

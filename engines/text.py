@@ -315,27 +315,48 @@ class PromptModel:
         return norm, norm, ()
 
     def encode(self, texts: Sequence[str]) -> list[Condition]:
+        """Each prompt is split into clauses (see `clauses`); every clause goes encoder -> projector -> head,
+        the prompt's edits are the clipped sum over its clauses and its condition the mean of theirs. So
+        "no heavy makeup, a little blush" negates only the makeup, and three wishes are three wishes
+        rather than one blurred average."""
         prepared = [self.prepare(t) for t in texts]
-        out: list[Condition | None] = [None] * len(prepared)
-        todo = [i for i, (_, enc_text, _) in enumerate(prepared) if enc_text.strip(" ,.;")]
-        for i, (norm, _, _) in enumerate(prepared):
-            if i not in todo:
-                out[i] = empty_condition(self.id, self.edit_names)
-        if todo:
+        parts = [clauses(enc_text) for _, enc_text, _ in prepared]
+        flat = list(dict.fromkeys(c for p in parts for c in p))
+        out: list[Condition] = []
+        if flat:
             t0 = time.perf_counter()
-            enc = self.encoder.encode([prepared[i][1] for i in todo])
+            enc = self.encoder.encode(flat)
             with torch.inference_mode():
                 c = self.projector(torch.from_numpy(enc.pooled))
                 e = self.head(c)
-            ms = (time.perf_counter() - t0) * 1000.0 / len(todo)
+            ms = (time.perf_counter() - t0) * 1000.0 / len(texts)
             c_np, e_np = c.numpy().astype(np.float32), e.numpy().astype(np.float64)
-            for j, i in enumerate(todo):
-                norm, enc_text, unknown = prepared[i]
-                out[i] = Condition(
-                    text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[j].copy(),
-                    edits=MappingProxyType({n: float(e_np[j, k]) for k, n in enumerate(self.edit_names)}),
-                    truncated=enc.truncated[j], n_tokens=enc.n_tokens[j], unknown=unknown, encode_ms=ms)
-        return out  # type: ignore[return-value]
+            index = {t: i for i, t in enumerate(flat)}
+        for (norm, enc_text, unknown), p in zip(prepared, parts):
+            if not p:
+                out.append(empty_condition(self.id, self.edit_names))
+                continue
+            rows = [index[c] for c in p]
+            edits = np.clip(e_np[rows].sum(0), -1.0, 1.0)
+            out.append(Condition(
+                text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
+                edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
+                truncated=any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
+                unknown=unknown, encode_ms=ms))
+        return out
+
+
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;.!?+/|]|\band\b|\bwith\b|\bplus\b|\balso\b|\bbut\b)\s*")
+MAX_CLAUSES = 8
+
+
+def clauses(text: str) -> list[str]:
+    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but'. Capped at
+    MAX_CLAUSES (the rest joins the last clause, where the encoder's token limit applies)."""
+    found = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c]
+    if len(found) > MAX_CLAUSES:
+        found = found[:MAX_CLAUSES - 1] + [" ".join(found[MAX_CLAUSES - 1:])]
+    return found
 
 
 def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, artifact: str | os.PathLike | None = None) -> PromptModel:

@@ -128,8 +128,8 @@ def _variants(lang: str, rng: random.Random) -> list[tuple[str, dict[str, float]
             if gradable:
                 out.append((rng.choice(low) + sep + p, _scaled(target, LOW), "intensity"))
                 out.append((rng.choice(high) + sep + p, _scaled(target, HIGH), "intensity"))
-            if negated is not None:
-                out.append((rng.choice(neg).format(p), dict(negated), "negation"))
+            if negated is not None:  # every negation form: "no", "without", "not" must all switch an idea off
+                out.extend((form.format(p), dict(negated), "negation") for form in neg)
     return out
 
 

@@ -241,12 +241,12 @@ def _flow(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: float, 
         rel = pts - c
         g = np.exp(-(rel ** 2).sum(1) / (2 * sigma * sigma))
         d += k * (rel @ axes.T) * g[:, None]
-    field = d.reshape(gx.shape + (2,))
-    full = cv2.resize(field, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
+    # Sample positions on the coarse grid, interpolated to every pixel. Positions are linear in p, so the
+    # interpolation is exact for them; the -0.5 undoes the half-cell shift of resizing step-wide cells.
+    coarse = (pts - d - 0.5).reshape(gx.shape + (2,))
+    full = cv2.resize(coarse, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
     off = step // 2
-    flow = full[off:off + h, off:off + w]
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    return np.ascontiguousarray(np.stack([xx - flow[..., 0], yy - flow[..., 1]], -1))
+    return np.ascontiguousarray(full[off:off + h, off:off + w])
 
 
 def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
@@ -272,38 +272,54 @@ def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
 
 
 def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
-    """Colour edits on a float32 (h, w, 3) ROI in 0..255, in a fixed order the torch twin repeats."""
+    """Colour edits on a float32 (h, w, 3) ROI in 0..255, in a fixed order the torch twin repeats.
+    Updates `x` in place (fewer temporaries: this is the renderer's hot loop)."""
     e, m, cfg = plan.edits, plan.masks, plan.config
     if "skin_smooth" in e:
         s = e["skin_smooth"]
-        k = s if s > 0 else 1.5 * s
-        x = x + (k * m["skin"])[..., None] * (guided_smooth(x, plan.smooth_radius, plan.smooth_eps) - x)
+        t = guided_smooth(x, plan.smooth_radius, plan.smooth_eps)
+        t -= x
+        t *= ((s if s > 0 else 1.5 * s) * m["skin"])[..., None]
+        x += t
     if "skin_warmth" in e:
-        x = x + (e["skin_warmth"] * m["skin"])[..., None] * WARMTH_RGB
+        x += (e["skin_warmth"] * m["skin"])[..., None] * WARMTH_RGB
     if "brightness" in e:
-        b = e["brightness"] * cfg.brightness * m["face"][..., None]
-        x = x + b * (255.0 - x) if e["brightness"] > 0 else x * (1.0 + b)
-    if "lip_tint" in e:
-        t = e["lip_tint"]
-        ml = m["lips"][..., None]
-        if t > 0:
-            x = x + (t * cfg.lip) * ml * (LIP_RGB - x)
+        b = (e["brightness"] * cfg.brightness * m["face"])[..., None]
+        if e["brightness"] > 0:
+            t = 255.0 - x
+            t *= b
+            x += t
         else:
-            grey = (x @ LUMA)[..., None] + 12.0
-            x = x + (-t * cfg.lip) * ml * (grey - x)
+            x *= 1.0 + b
+    if "lip_tint" in e:
+        t_ = e["lip_tint"]
+        ml = (abs(t_) * cfg.lip * m["lips"])[..., None]
+        target = LIP_RGB - x if t_ > 0 else (x @ LUMA)[..., None] + 12.0 - x
+        target *= ml
+        x += target
     if "blush" in e:
-        t = e["blush"]
-        mb = m["blush"][..., None]
-        x = x + (t * cfg.blush) * mb * (BLUSH_RGB - x) if t > 0 else x + (t * 14.0) * mb * np.array([1.0, 0.0, 0.0], np.float32)
+        t_ = e["blush"]
+        if t_ > 0:
+            t = BLUSH_RGB - x
+            t *= (t_ * cfg.blush * m["blush"])[..., None]
+            x += t
+        else:
+            x[..., 0] += (t_ * 14.0) * m["blush"]
     if "contour" in e:
-        x = x * (1.0 - (e["contour"] * cfg.contour) * m["contour"][..., None])
+        x *= 1.0 - ((e["contour"] * cfg.contour) * m["contour"])[..., None]
     if "eye_makeup" in e:
-        t = e["eye_makeup"]
-        me = m["eye_makeup"][..., None]
-        x = x * (1.0 - (t * cfg.eye_makeup) * me) if t > 0 else x + (-t * 0.25) * me * (255.0 - x)
+        t_ = e["eye_makeup"]
+        if t_ > 0:
+            x *= 1.0 - ((t_ * cfg.eye_makeup) * m["eye_makeup"])[..., None]
+        else:
+            t = 255.0 - x
+            t *= ((-t_ * 0.25) * m["eye_makeup"])[..., None]
+            x += t
     if "saturation" in e:
         grey = (x @ LUMA)[..., None]
-        x = grey + (x - grey) * (1.0 + (e["saturation"] * cfg.saturation) * m["face"][..., None])
+        x -= grey
+        x *= 1.0 + ((e["saturation"] * cfg.saturation) * m["face"])[..., None]
+        x += grey
     return x
 
 

@@ -78,7 +78,8 @@ class EditConfig:
 class FacePlan:
     roi: tuple[int, int, int, int]                 # y0, y1, x0, x1 in the frame
     edits: dict[str, float]
-    masks: dict[str, np.ndarray] = field(default_factory=dict)   # name -> (h, w) float32 in [0, 1]
+    masks: dict[str, np.ndarray] = field(default_factory=dict)   # name -> (h/2, w/2) float32 in [0, 1]
+    skin_full: np.ndarray | None = None            # (h, w) skin mask for the full-resolution smoothing
     map_xy: np.ndarray | None = None               # (h, w, 2) float32 sample positions in ROI pixels, or None
     smooth_radius: int = 0
     smooth_eps: float = 0.0
@@ -109,14 +110,21 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     x0, y0 = np.floor(lm.min(0) - pad).astype(int)
     x1, y1 = np.ceil(lm.max(0) + pad).astype(int)
     x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
-    x1 -= (x1 - x0) % 2   # even sizes: the guided filter works at exactly half resolution
-    y1 -= (y1 - y0) % 2
-    if x1 - x0 < 4 or y1 - y0 < 4:
+    x1 -= (x1 - x0) % 4   # multiples of 4: colour at exactly 1/2, guided-filter coefficients at 1/4
+    y1 -= (y1 - y0) % 4
+    if x1 - x0 < 8 or y1 - y0 < 8:
         return None
     local = lm - np.array([x0, y0], np.float32)
     rh, rw = y1 - y0, x1 - x0
     plan = FacePlan(roi=(int(y0), int(y1), int(x0), int(x1)), edits=e, config=config)
-    _plan_masks(plan, (rh, rw), local, fw, config)
+    # Colour edits are smooth over the face, so their masks and their change are computed at half
+    # resolution and the change is interpolated back; only the smoothing (which removes fine texture)
+    # runs at full resolution.
+    _plan_masks(plan, (rh // 2, rw // 2), local * 0.5, fw * 0.5, config)
+    if "skin_smooth" in e:
+        plan.skin_full = cv2.resize(plan.masks["skin"], (rw, rh), interpolation=cv2.INTER_LINEAR)
+        plan.smooth_radius = max(1, int(round(config.smooth_radius * fw)))
+        plan.smooth_eps = config.smooth_eps
     if any(k in e for k in GEOMETRY):
         plan.map_xy = _flow(plan, (rh, rw), local, fw, config)
     return plan
@@ -182,9 +190,6 @@ def _plan_masks(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: f
             lid = polygon_mask(shape, [_scaled(eye, 1.25, 2.3, -0.45 * height)])
             rings.append(lid * (1.0 - polygon_mask(shape, [eye])))
         masks["eye_makeup"] = _blur(np.maximum(rings[0], rings[1]), 0.01 * fw)
-    if "skin_smooth" in e:
-        plan.smooth_radius = max(1, int(round(cfg.smooth_radius * fw)))
-        plan.smooth_eps = cfg.smooth_eps
 
 
 def _flow(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: float, cfg: EditConfig) -> np.ndarray:
@@ -251,12 +256,13 @@ def _flow(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: float, 
 
 def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
     """Self-guided filter (He et al.) with the grey image as guide: flattens texture, keeps edges. The
-    coefficients are found at half resolution and interpolated back (the 'fast guided filter'), which
-    is indistinguishable on skin and four times cheaper. Needs even height and width."""
+    coefficients are found at quarter resolution and interpolated back (the 'fast guided filter'), which
+    is indistinguishable on skin and far cheaper. Needs height and width divisible by 4."""
     guide = x @ LUMA
-    small = cv2.resize(x, (x.shape[1] // 2, x.shape[0] // 2), interpolation=cv2.INTER_AREA)
+    h, w = x.shape[:2]
+    small = cv2.resize(x, (w // 4, h // 4), interpolation=cv2.INTER_AREA)
     g = small @ LUMA
-    r = max(1, radius // 2)
+    r = max(1, radius // 4)
     k = (2 * r + 1, 2 * r + 1)
     box = lambda a: cv2.boxFilter(a, -1, k, borderType=cv2.BORDER_REFLECT_101)  # noqa: E731
     mean_i = box(g)
@@ -265,22 +271,35 @@ def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
     cov = box(small * g[..., None]) - mean_i[..., None] * mean_p
     a = cov / (var_i[..., None] + eps)
     b = mean_p - a * mean_i[..., None]
-    size = (x.shape[1], x.shape[0])
-    a_up = cv2.resize(box(a), size, interpolation=cv2.INTER_LINEAR)
-    b_up = cv2.resize(box(b), size, interpolation=cv2.INTER_LINEAR)
-    return a_up * guide[..., None] + b_up
+    ab = cv2.resize(np.concatenate([box(a), box(b)], -1), (w, h), interpolation=cv2.INTER_LINEAR)
+    out = ab[..., :3] * guide[..., None]
+    out += ab[..., 3:]
+    return out
 
 
 def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
-    """Colour edits on a float32 (h, w, 3) ROI in 0..255, in a fixed order the torch twin repeats.
-    Updates `x` in place (fewer temporaries: this is the renderer's hot loop)."""
-    e, m, cfg = plan.edits, plan.masks, plan.config
+    """All appearance edits on a float32 (h, w, 3) ROI in 0..255 (in place): smoothing at full
+    resolution, then the colour edits' change found at half resolution and interpolated back."""
+    e = plan.edits
     if "skin_smooth" in e:
         s = e["skin_smooth"]
         t = guided_smooth(x, plan.smooth_radius, plan.smooth_eps)
         t -= x
-        t *= ((s if s > 0 else 1.5 * s) * m["skin"])[..., None]
+        t *= ((s if s > 0 else 1.5 * s) * plan.skin_full)[..., None]
         x += t
+    if any(k in e for k in APPEARANCE if k != "skin_smooth"):
+        h, w = x.shape[:2]
+        small = cv2.resize(x, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+        change = apply_colour(small.copy(), plan)
+        change -= small
+        x += cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR)
+    return x
+
+
+def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
+    """The colour edits on a float32 (h, w, 3) image in 0..255 at the masks' resolution, in place, in a
+    fixed order the torch twin repeats."""
+    e, m, cfg = plan.edits, plan.masks, plan.config
     if "skin_warmth" in e:
         x += (e["skin_warmth"] * m["skin"])[..., None] * WARMTH_RGB
     if "brightness" in e:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from kernels.numpy.edits import (APPEARANCE, BLUSH_RGB, LIP_RGB, LUMA, WARMTH_RGB, EditConfig, FacePlan,
                                  plan_face)
 
-__all__ = ["render_edits", "apply_plan", "apply_appearance", "guided_smooth", "plan_face"]
+__all__ = ["render_edits", "apply_plan", "apply_appearance", "apply_colour", "guided_smooth", "plan_face"]
 
 
 def _t(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
@@ -32,7 +32,7 @@ def _box(a: torch.Tensor, r: int) -> torch.Tensor:
 def _resize(a: torch.Tensor, h: int, w: int, mode: str) -> torch.Tensor:
     x = a.permute(2, 0, 1).unsqueeze(0)
     if mode == "area":
-        x = F.avg_pool2d(x, 2)  # exact 2x reduction, what cv2 INTER_AREA does at scale 1/2
+        x = F.avg_pool2d(x, x.shape[-2] // h)  # exact integer reduction, what cv2 INTER_AREA does at 1/2, 1/4
     else:
         x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
     return x.squeeze(0).permute(1, 2, 0)
@@ -41,9 +41,9 @@ def _resize(a: torch.Tensor, h: int, w: int, mode: str) -> torch.Tensor:
 def guided_smooth(x: torch.Tensor, radius: int, eps: float) -> torch.Tensor:
     luma = _t(LUMA, x)
     guide = (x @ luma).unsqueeze(-1)
-    small = _resize(x, x.shape[0] // 2, x.shape[1] // 2, "area")
+    small = _resize(x, x.shape[0] // 4, x.shape[1] // 4, "area")
     g = (small @ luma).unsqueeze(-1)
-    r = max(1, radius // 2)
+    r = max(1, radius // 4)
     mean_i = _box(g, r)
     var_i = _box(g * g, r) - mean_i * mean_i
     mean_p = _box(small, r)
@@ -55,13 +55,22 @@ def guided_smooth(x: torch.Tensor, radius: int, eps: float) -> torch.Tensor:
 
 
 def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
-    e, cfg = plan.edits, plan.config
-    m = {k: _t(v, x).unsqueeze(-1) for k, v in plan.masks.items()}
-    luma = _t(LUMA, x)
+    e = plan.edits
     if "skin_smooth" in e:
         s = e["skin_smooth"]
         k = s if s > 0 else 1.5 * s
-        x = x + (k * m["skin"]) * (guided_smooth(x, plan.smooth_radius, plan.smooth_eps) - x)
+        x = x + (k * _t(plan.skin_full, x).unsqueeze(-1)) * (guided_smooth(x, plan.smooth_radius, plan.smooth_eps) - x)
+    if any(k in e for k in APPEARANCE if k != "skin_smooth"):
+        h, w = x.shape[:2]
+        small = _resize(x, h // 2, w // 2, "area")
+        x = x + _resize(apply_colour(small, plan) - small, h, w, "bilinear")
+    return x
+
+
+def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
+    e, cfg = plan.edits, plan.config
+    m = {k: _t(v, x).unsqueeze(-1) for k, v in plan.masks.items()}
+    luma = _t(LUMA, x)
     if "skin_warmth" in e:
         x = x + (e["skin_warmth"] * m["skin"]) * _t(WARMTH_RGB, x)
     if "brightness" in e:

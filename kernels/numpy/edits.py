@@ -254,14 +254,19 @@ def _flow(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: float, 
     return np.ascontiguousarray(full[off:off + h, off:off + w])
 
 
+def _grey(x: np.ndarray) -> np.ndarray:
+    """Rec. 601 luma (the LUMA weights), via OpenCV's SIMD path."""
+    return cv2.cvtColor(x, cv2.COLOR_RGB2GRAY)
+
+
 def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
     """Self-guided filter (He et al.) with the grey image as guide: flattens texture, keeps edges. The
     coefficients are found at quarter resolution and interpolated back (the 'fast guided filter'), which
     is indistinguishable on skin and far cheaper. Needs height and width divisible by 4."""
-    guide = x @ LUMA
+    guide = _grey(x)
     h, w = x.shape[:2]
     small = cv2.resize(x, (w // 4, h // 4), interpolation=cv2.INTER_AREA)
-    g = small @ LUMA
+    g = _grey(small)
     r = max(1, radius // 4)
     k = (2 * r + 1, 2 * r + 1)
     box = lambda a: cv2.boxFilter(a, -1, k, borderType=cv2.BORDER_REFLECT_101)  # noqa: E731
@@ -271,9 +276,9 @@ def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
     cov = box(small * g[..., None]) - mean_i[..., None] * mean_p
     a = cov / (var_i[..., None] + eps)
     b = mean_p - a * mean_i[..., None]
-    ab = cv2.resize(np.concatenate([box(a), box(b)], -1), (w, h), interpolation=cv2.INTER_LINEAR)
-    out = ab[..., :3] * guide[..., None]
-    out += ab[..., 3:]
+    out = cv2.resize(box(a), (w, h), interpolation=cv2.INTER_LINEAR)
+    out *= guide[..., None]
+    out += cv2.resize(box(b), (w, h), interpolation=cv2.INTER_LINEAR)
     return out
 
 
@@ -313,7 +318,7 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     if "lip_tint" in e:
         t_ = e["lip_tint"]
         ml = (abs(t_) * cfg.lip * m["lips"])[..., None]
-        target = LIP_RGB - x if t_ > 0 else (x @ LUMA)[..., None] + 12.0 - x
+        target = LIP_RGB - x if t_ > 0 else _grey(x)[..., None] + 12.0 - x
         target *= ml
         x += target
     if "blush" in e:
@@ -335,7 +340,7 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             t *= ((-t_ * 0.25) * m["eye_makeup"])[..., None]
             x += t
     if "saturation" in e:
-        grey = (x @ LUMA)[..., None]
+        grey = _grey(x)[..., None]
         x -= grey
         x *= 1.0 + ((e["saturation"] * cfg.saturation) * m["face"])[..., None]
         x += grey
@@ -348,7 +353,7 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     roi = image[y0:y1, x0:x1]
     if any(k in plan.edits for k in APPEARANCE):
         x = apply_appearance(roi.astype(np.float32), plan)
-        roi_u8 = np.clip(np.rint(x), 0, 255).astype(np.uint8)
+        roi_u8 = cv2.add(x, np.zeros_like(x), dtype=cv2.CV_8U)  # saturating, round-half-even: np.rint + clip in one pass
     else:
         roi_u8 = roi
     if plan.map_xy is not None:

@@ -27,7 +27,8 @@ GLOSSARY: dict[str, str] = {
     "微笑": "smile", "笑一笑": "smile", "笑": "smile", "开心的表情": "happy expression", "开心": "happy",
     "微微一笑": "a slight smile", "淡淡的微笑": "a subtle smile", "浅浅的笑": "a soft smile", "大笑": "a big grin",
     "咧嘴大笑": "grinning widely", "灿烂的笑容": "a huge smile", "笑得很开心": "laughing happily",
-    "不要笑": "don't smile", "别笑": "don't smile", "不笑": "not smiling", "严肃的表情": "serious face",
+    "不要笑": "don't smile", "别笑": "don't smile", "别笑一笑": "don't smile", "不要笑一笑": "don't smile",
+    "没有笑一笑": "without a smile", "不笑": "not smiling", "严肃的表情": "serious face",
     "严肃": "serious", "皱眉": "frown",
     # eyes
     "大眼睛": "big eyes", "眼睛放大": "bigger eyes", "眼睛大一点": "slightly bigger eyes", "超大眼睛": "huge anime eyes",

@@ -277,6 +277,7 @@ class Condition:
     n_tokens: int = 0
     unknown: tuple[str, ...] = ()   # characters the glossary could not translate (dropped)
     encode_ms: float = 0.0
+    token_limit: int = 0            # the encoder's limit per clause (what `truncated` refers to)
 
     @property
     def norm(self) -> float:
@@ -342,7 +343,7 @@ class PromptModel:
                 text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
                 edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
                 truncated=any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
-                unknown=unknown, encode_ms=ms))
+                unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length))
         return out
 
 
@@ -351,9 +352,10 @@ MAX_CLAUSES = 8
 
 
 def clauses(text: str) -> list[str]:
-    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but'. Capped at
-    MAX_CLAUSES (the rest joins the last clause, where the encoder's token limit applies)."""
-    found = [c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c]
+    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but'; a repeated
+    wish counts once (pasting "red lips, red lips, ..." must not stack). Capped at MAX_CLAUSES (the rest
+    joins the last clause, where the encoder's token limit applies)."""
+    found = list(dict.fromkeys(c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c))
     if len(found) > MAX_CLAUSES:
         found = found[:MAX_CLAUSES - 1] + [" ".join(found[MAX_CLAUSES - 1:])]
     return found

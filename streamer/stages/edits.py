@@ -109,7 +109,7 @@ class EditsStage:
             event["translated"] = cond.encoder_text[:500]
         if cond.truncated:
             event["truncated"] = True
-            event["message"] = f"prompt cut to the encoder's limit of {cond.n_tokens} tokens"
+            event["message"] = f"prompt cut to the encoder's limit of {cond.token_limit} tokens"
         if cond.unknown:
             event["unknown"] = "".join(dict.fromkeys(cond.unknown))[:100]
         session.notify(event)

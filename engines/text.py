@@ -1,26 +1,51 @@
-"""Text encoders over Hugging Face transformers, loaded from a local folder only.
+"""Text -> condition vector -> named face edits, from a local transformers folder only.
 
 `TextEncoder.encode` returns masked-mean-pooled token embeddings [N, H]; any local encoder works, decoder
-LLMs included (their last hidden states are pooled the same way). Projection to the 512-d condition and
-the edit head build on this.
+LLMs included (their last hidden states are pooled the same way). `ConditionProjector` maps the pooled
+embedding to the 512-d condition `c` (the FaceFusion latent size, so other stages may read it) and
+`EditHead` maps `c` to the named edits in [-1, 1]. Projector and head are fitted per encoder by
+`livefuse calibrate` (engines/calibration.py) and saved together as one safetensors artifact whose
+metadata names the encoder it belongs to; `PromptModel` is the three of them loaded and checked.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import threading
-from dataclasses import dataclass
+import time
+import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 import numpy as np
+import torch
 
+from engines import glossary as zh_glossary
 from engines.cards import MINILM_L6, ModelCard
+
+CONDITION_DIM = 512
+# The renderer's controls, each in [-1, 1] with 0 = no change (kernels/numpy/edits.py documents them).
+EDIT_NAMES: tuple[str, ...] = (
+    "smile", "eye_size", "face_slim", "nose_width", "brow_raise",
+    "skin_smooth", "skin_warmth", "brightness", "lip_tint", "blush", "contour", "eye_makeup", "saturation",
+)
+ARTIFACT_FORMAT = "livefuse-prompt-head/1"
+ASSETS = Path(__file__).resolve().parent / "assets"
+DEFAULT_ARTIFACT = ASSETS / "prompt_head_minilm.safetensors"
+MAX_PROMPT_CHARS = 2000   # characters kept before tokenising; the token limit cuts again after
 
 
 class EncoderError(RuntimeError):
     """The encoder folder is missing or not a transformers model."""
+
+
+class CalibrationError(RuntimeError):
+    """No usable projector/head artifact for this encoder; the message names the command that makes one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +60,33 @@ def default_encoder_path(card: ModelCard = MINILM_L6) -> Path:
     return card.path().parent
 
 
+def normalise_prompt(text: str) -> str:
+    """The cache key and the encoder's input: NFKC (full-width -> ASCII, compatibility forms folded),
+    control and format characters (zero-width, bidi overrides) dropped, whitespace collapsed, lower case,
+    cut to MAX_PROMPT_CHARS so a pasted novel cannot stall the tokenizer."""
+    if not isinstance(text, str):
+        raise TypeError(f"prompt must be a string, got {type(text).__name__}")
+    text = unicodedata.normalize("NFKC", text[: MAX_PROMPT_CHARS * 2])
+    kept = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if ch in "\t\n\r" or cat == "Zs":
+            kept.append(" ")
+        elif cat[0] == "C":          # Cc control, Cf format, Cs surrogate, Co private use, Cn unassigned
+            continue
+        else:
+            kept.append(ch)
+    return re.sub(r"\s+", " ", "".join(kept)).strip().lower()[:MAX_PROMPT_CHARS]
+
+
 class TextEncoder:
     def __init__(self, path: str | os.PathLike | None = None, *, max_length: int | None = None, device: str = "cpu") -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
         folder = Path(path) if path is not None else default_encoder_path()
         if not (folder / "config.json").is_file():
             raise EncoderError(f"{folder} is not a local transformers model folder (no config.json)")
@@ -50,22 +95,27 @@ class TextEncoder:
             self.model = AutoModel.from_pretrained(folder, local_files_only=True).to(device).eval()
         except Exception as exc:  # transformers raises many types here; the user needs one message
             raise EncoderError(f"cannot load a text encoder from {folder}: {exc}") from exc
+        if self.tokenizer.pad_token is None:  # decoder LLM tokenizers often have none; the mask hides it anyway
+            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+        if self.tokenizer.pad_token is None:
+            raise EncoderError(f"the tokenizer in {folder} has no pad, eos or unk token to pad batches with")
         self.path = folder
         self.device = device
-        self.hidden_size = int(self.model.config.hidden_size)
-        limit = max_length or getattr(self.tokenizer, "model_max_length", 512)
-        self.max_length = int(min(limit, 4096))
+        cfg = self.model.config
+        hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", None) or getattr(cfg, "d_model", None)
+        if hidden is None:
+            raise EncoderError(f"{folder}: the model config names no hidden size")
+        self.hidden_size = int(hidden)
+        self.max_length = _token_limit(folder, self.tokenizer, cfg, max_length)
         self.id = f"{folder.name}:{_folder_digest(folder)}"
-        self._torch = torch
         self._lock = threading.Lock()  # tokenizers and models are not safe to share across threads mid-call
 
     def encode(self, texts: Sequence[str]) -> Encoded:
-        torch = self._torch
         texts = list(texts)
         with self._lock, torch.inference_mode():
             full = self.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
             batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-            batch = {k: v.to(self.device) for k, v in batch.items()}
+            batch = {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
             out = self.model(**batch)
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -77,9 +127,258 @@ class TextEncoder:
         )
 
 
+def _token_limit(folder: Path, tokenizer, cfg, requested: int | None) -> int:
+    """The encoder's real limit: the smallest of the request, the sentence-transformers setting, the
+    tokenizer's limit and the position table (tokenizers often report 1e30 for 'unknown')."""
+    limits = [4096]
+    if requested:
+        limits.append(int(requested))
+    st = folder / "sentence_bert_config.json"
+    if st.is_file():
+        try:
+            limits.append(int(json.loads(st.read_text())["max_seq_length"]))
+        except (KeyError, ValueError, TypeError):
+            pass
+    tok_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_limit, int) and 0 < tok_limit < 1_000_000:
+        limits.append(tok_limit)
+    for attr in ("max_position_embeddings", "n_positions"):
+        value = getattr(cfg, attr, None)
+        if isinstance(value, int) and value > 0:
+            limits.append(value)
+    return min(limits)
+
+
 def _folder_digest(folder: Path) -> str:
     """A short id for an encoder folder: its config plus weight file sizes (hashing GBs per start is too slow)."""
     h = hashlib.sha256((folder / "config.json").read_bytes())
     for p in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
         h.update(f"{p.name}:{p.stat().st_size}".encode())
     return h.hexdigest()[:12]
+
+
+class ConditionProjector(torch.nn.Module):
+    """Pooled encoder embedding [N, H] -> condition c [N, 512]. Standardises with the corpus statistics
+    first (encoders differ wildly in scale: MiniLM ~0.1, a decoder LLM's last layer ~10)."""
+
+    def __init__(self, hidden_size: int, dim: int = CONDITION_DIM) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(hidden_size))
+        self.register_buffer("scale", torch.ones(hidden_size))
+        self.linear = torch.nn.Linear(hidden_size, dim)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.linear((pooled - self.mean) * self.scale)
+
+
+class EditHead(torch.nn.Module):
+    """Condition c [N, 512] -> edits [N, len(names)] in [-1, 1]. One hidden layer, because negation
+    ("no red lips") must switch an edit off, which no linear map of a mean-pooled embedding can do."""
+
+    def __init__(self, names: Sequence[str] = EDIT_NAMES, dim: int = CONDITION_DIM, hidden: int = 256) -> None:
+        super().__init__()
+        self.names = tuple(names)
+        self.net = torch.nn.Sequential(torch.nn.GELU(), torch.nn.Linear(dim, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, len(self.names)))
+
+    def forward(self, c: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.net(c))
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactMeta:
+    encoder_id: str
+    hidden_size: int
+    corpus_sha256: str
+    heldout: Mapping[str, object]      # the held-out scores of this fit (engines/calibration.py)
+    edit_names: tuple[str, ...] = EDIT_NAMES
+    glossary: bool = True              # Chinese goes through engines/glossary.py before encoding
+    head_hidden: int = 256
+    encoder_path: str = ""
+    max_length: int = 0
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def to_strings(self) -> dict[str, str]:
+        return {
+            "format": ARTIFACT_FORMAT, "encoder_id": self.encoder_id, "hidden_size": str(self.hidden_size),
+            "corpus_sha256": self.corpus_sha256, "heldout": json.dumps(self.heldout, sort_keys=True, ensure_ascii=False),
+            "edit_names": json.dumps(list(self.edit_names)), "glossary": json.dumps(self.glossary),
+            "head_hidden": str(self.head_hidden), "encoder_path": self.encoder_path, "max_length": str(self.max_length),
+            "extra": json.dumps(self.extra, sort_keys=True),
+        }
+
+    @classmethod
+    def from_strings(cls, meta: Mapping[str, str]) -> "ArtifactMeta":
+        return cls(
+            encoder_id=meta["encoder_id"], hidden_size=int(meta["hidden_size"]), corpus_sha256=meta["corpus_sha256"],
+            heldout=json.loads(meta["heldout"]), edit_names=tuple(json.loads(meta["edit_names"])),
+            glossary=json.loads(meta["glossary"]), head_hidden=int(meta["head_hidden"]),
+            encoder_path=meta.get("encoder_path", ""), max_length=int(meta.get("max_length", "0")),
+            extra=json.loads(meta.get("extra", "{}")),
+        )
+
+
+def save_artifact(path: str | os.PathLike, projector: ConditionProjector, head: EditHead, meta: ArtifactMeta) -> Path:
+    from safetensors.torch import save_file
+
+    tensors = {f"projector.{k}": v.detach().float().contiguous().cpu() for k, v in projector.state_dict().items()}
+    tensors.update({f"head.{k}": v.detach().float().contiguous().cpu() for k, v in head.state_dict().items()})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    save_file(tensors, str(tmp), metadata=meta.to_strings())
+    os.replace(tmp, path)  # a half-written artifact must never be loaded by a running server
+    return path
+
+
+def load_artifact(path: str | os.PathLike) -> tuple[ConditionProjector, EditHead, ArtifactMeta]:
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise CalibrationError(f"no calibration artifact at {path}; make one: livefuse calibrate --encoder PATH")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            raw = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        if raw.get("format") != ARTIFACT_FORMAT:
+            raise ValueError(f"format {raw.get('format')!r}, expected {ARTIFACT_FORMAT!r}")
+        meta = ArtifactMeta.from_strings(raw)
+        projector = ConditionProjector(meta.hidden_size)
+        projector.load_state_dict({k[len("projector."):]: v for k, v in tensors.items() if k.startswith("projector.")})
+        head = EditHead(meta.edit_names, hidden=meta.head_hidden)
+        head.load_state_dict({k[len("head."):]: v for k, v in tensors.items() if k.startswith("head.")})
+    except CalibrationError:
+        raise
+    except Exception as exc:
+        raise CalibrationError(f"{path} is not a usable LiveFuse calibration artifact ({exc}); "
+                               f"make a new one: livefuse calibrate --encoder PATH") from exc
+    return projector.eval(), head.eval(), meta
+
+
+def artifact_home() -> Path:
+    """Where `livefuse calibrate` puts artifacts for encoders other than the bundled one."""
+    return Path(os.environ.get("LIVEFUSE_HOME", Path.home() / ".cache" / "livefuse")) / "prompt_heads"
+
+
+def artifact_path_for(encoder_id: str) -> Path:
+    return artifact_home() / (re.sub(r"[^A-Za-z0-9_.-]+", "_", encoder_id) + ".safetensors")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """What one prompt was understood as: the condition vector and the edits the head reads from it."""
+
+    text: str                       # normalised prompt (the cache key)
+    encoder_text: str               # what the encoder saw (after the Chinese glossary)
+    encoder: str                    # encoder id
+    vector: np.ndarray              # [512] float32
+    edits: Mapping[str, float]
+    truncated: bool = False
+    n_tokens: int = 0
+    unknown: tuple[str, ...] = ()   # characters the glossary could not translate (dropped)
+    encode_ms: float = 0.0
+    token_limit: int = 0            # the encoder's limit per clause (what `truncated` refers to)
+
+    @property
+    def norm(self) -> float:
+        return float(np.linalg.norm(self.vector))
+
+    def summary(self, threshold: float = 0.05) -> dict[str, float]:
+        """The edits worth telling a user about, strongest first."""
+        items = sorted(((k, v) for k, v in self.edits.items() if abs(v) >= threshold), key=lambda kv: -abs(kv[1]))
+        return {k: round(float(v), 3) for k, v in items}
+
+
+def empty_condition(encoder_id: str, names: Sequence[str] = EDIT_NAMES) -> Condition:
+    """Empty prompt = no edits: a zero condition, not whatever the head reads out of an empty string."""
+    return Condition(text="", encoder_text="", encoder=encoder_id, vector=np.zeros(CONDITION_DIM, np.float32),
+                     edits=MappingProxyType({n: 0.0 for n in names}))
+
+
+class PromptModel:
+    """Encoder + its calibrated projector and head. `encode(texts)` -> one Condition per text."""
+
+    def __init__(self, encoder: TextEncoder, projector: ConditionProjector, head: EditHead, meta: ArtifactMeta) -> None:
+        if meta.encoder_id != encoder.id or meta.hidden_size != encoder.hidden_size:
+            raise CalibrationError(
+                f"the calibration artifact was made for encoder {meta.encoder_id} (hidden {meta.hidden_size}), "
+                f"not {encoder.id} (hidden {encoder.hidden_size}); recalibrate: livefuse calibrate --encoder {encoder.path}")
+        self.encoder, self.projector, self.head, self.meta = encoder, projector, head, meta
+        self.id = encoder.id
+        self.edit_names = meta.edit_names
+
+    def prepare(self, text: str) -> tuple[str, str, tuple[str, ...]]:
+        """(normalised text, encoder input, untranslated characters)."""
+        norm = normalise_prompt(text)
+        if self.meta.glossary:
+            translated, unknown = zh_glossary.translate(norm)
+            return norm, translated, unknown
+        return norm, norm, ()
+
+    def encode(self, texts: Sequence[str]) -> list[Condition]:
+        """Each prompt is split into clauses (see `clauses`); every clause goes encoder -> projector -> head,
+        the prompt's edits are the clipped sum over its clauses and its condition the mean of theirs. So
+        "no heavy makeup, a little blush" negates only the makeup, and three wishes are three wishes
+        rather than one blurred average."""
+        prepared = [self.prepare(t) for t in texts]
+        parts = [clauses(enc_text) for _, enc_text, _ in prepared]
+        flat = list(dict.fromkeys(c for p in parts for c in p))
+        out: list[Condition] = []
+        if flat:
+            t0 = time.perf_counter()
+            enc = self.encoder.encode(flat)
+            with torch.inference_mode():
+                c = self.projector(torch.from_numpy(enc.pooled))
+                e = self.head(c)
+            ms = (time.perf_counter() - t0) * 1000.0 / len(texts)
+            c_np, e_np = c.numpy().astype(np.float32), e.numpy().astype(np.float64)
+            index = {t: i for i, t in enumerate(flat)}
+        for (norm, enc_text, unknown), p in zip(prepared, parts):
+            if not p:
+                out.append(empty_condition(self.id, self.edit_names))
+                continue
+            rows = [index[c] for c in p]
+            edits = np.clip(e_np[rows].sum(0), -1.0, 1.0)
+            out.append(Condition(
+                text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
+                edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
+                truncated=any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
+                unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length))
+        return out
+
+
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;.!?+/|]|\band\b|\bwith\b|\bplus\b|\balso\b|\bbut\b)\s*")
+MAX_CLAUSES = 8
+
+
+def clauses(text: str) -> list[str]:
+    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but'; a repeated
+    wish counts once (pasting "red lips, red lips, ..." must not stack). Capped at MAX_CLAUSES (the rest
+    joins the last clause, where the encoder's token limit applies)."""
+    found = list(dict.fromkeys(c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c))
+    if len(found) > MAX_CLAUSES:
+        found = found[:MAX_CLAUSES - 1] + [" ".join(found[MAX_CLAUSES - 1:])]
+    return found
+
+
+def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, artifact: str | os.PathLike | None = None) -> PromptModel:
+    """The bundled MiniLM with the committed artifact by default; any other local encoder with the artifact
+    `livefuse calibrate --encoder PATH` made for it. Errors name that command."""
+    enc = encoder if isinstance(encoder, TextEncoder) else TextEncoder(encoder)
+    if artifact is None:
+        candidates = [artifact_path_for(enc.id), DEFAULT_ARTIFACT]
+        artifact = next((p for p in candidates if p.is_file() and _artifact_encoder(p) == enc.id), None)
+        if artifact is None:
+            raise CalibrationError(f"encoder {enc.path} ({enc.id}) is not calibrated; run: livefuse calibrate --encoder {enc.path}")
+    projector, head, meta = load_artifact(artifact)
+    return PromptModel(enc, projector, head, meta)
+
+
+def _artifact_encoder(path: Path) -> str | None:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return (f.metadata() or {}).get("encoder_id")
+    except Exception:
+        return None

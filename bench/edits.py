@@ -1,0 +1,150 @@
+"""Renderer cost at 640x480 with all edits on (NumPy and torch CPU), and prompt-switch latency.
+
+Renderer: the astronaut portrait scaled to 640x480, landmarks from MediaPipe on that frame, every edit at
+--value; median and p95 per frame over --frames. Prompt switch: a Session + EditsStage + PromptCache run
+frame by frame; after the prompt changes, count the frames (cached prompt) and the wall time (uncached
+prompt) until the frame's edits move.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--frames", type=int, default=100)
+    parser.add_argument("--value", type=float, default=0.6)
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--switches", type=int, default=6, help="prompt switches to time")
+
+
+def _stats(ms: list[float], cpu: list[float] | None = None) -> dict[str, float]:
+    a = np.asarray(ms)
+    out = {"median_ms": round(float(np.median(a)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3), "n": len(ms)}
+    if cpu:
+        out["cpu_median_ms"] = round(float(np.median(cpu)), 3)  # this thread's CPU time: less hurt by a busy machine
+    return out
+
+
+def _frame(closeup: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The astronaut at 640x480: whole portrait (face ~110 px wide) or a webcam-like close-up (~180 px)."""
+    import cv2
+    import skimage.data
+
+    from engines.faces import MediaPipeLandmarker
+
+    src = np.ascontiguousarray(skimage.data.astronaut()[..., :3])
+    if closeup:
+        src = src[10:250, 100:420]
+    img = cv2.resize(src, (640, 480), interpolation=cv2.INTER_AREA if not closeup else cv2.INTER_CUBIC)
+    lmk = MediaPipeLandmarker()
+    try:
+        faces = lmk.detect(img, 0)
+    finally:
+        lmk.close()
+    return img, faces[0].landmarks
+
+
+def renderer(frames: int, value: float, with_torch: bool, closeup: bool = False) -> dict:
+    from kernels.numpy.edits import APPEARANCE, EDITS, GEOMETRY, render_edits
+
+    img, lm = _frame(closeup)
+    out: dict = {"frame": "640x480", "face_width_px": round(float(np.linalg.norm(lm[454, :2] - lm[234, :2])), 1)}
+    sets = {"all": {n: value for n in EDITS}, "geometry": {n: value for n in GEOMETRY}, "appearance": {n: value for n in APPEARANCE}}
+    # interleaved, so background load hits every variant alike
+    import cv2
+    import os
+
+    cv2.setNumThreads(1)  # one frame worker per stream; measured single-threaded so cpu_ms is this thread's all
+    times: dict[str, list[float]] = {k: [] for k in sets}
+    cpu: dict[str, list[float]] = {k: [] for k in sets}
+    for _ in range(3):
+        render_edits(img, [lm], sets["all"])
+    for _ in range(frames):
+        for k, e in sets.items():
+            t0, c0 = time.perf_counter(), time.thread_time()
+            render_edits(img, [lm], e)
+            times[k].append((time.perf_counter() - t0) * 1000.0)
+            cpu[k].append((time.thread_time() - c0) * 1000.0)
+    out["numpy"] = {k: _stats(v, cpu[k]) for k, v in times.items()}
+    out["load_average_1min"] = round(os.getloadavg()[0], 2)
+    out["cores"] = os.cpu_count()
+    if with_torch:
+        import torch
+
+        from kernels.torch.edits import render_edits as render_torch
+
+        torch.set_num_threads(1)  # two threads on a shared 2-core machine thrash
+        timg = torch.from_numpy(img)
+        for _ in range(3):
+            render_torch(timg, [lm], sets["all"])
+        ts, cs = [], []
+        for _ in range(max(10, frames // 2)):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            render_torch(timg, [lm], sets["all"])
+            ts.append((time.perf_counter() - t0) * 1000.0)
+            cs.append((time.thread_time() - c0) * 1000.0)
+        out["torch_cpu_all"] = _stats(ts, cs)
+        out["torch_threads"] = torch.get_num_threads()
+    return out
+
+
+def prompt_switch(switches: int) -> dict:
+    from engines.faces import Face
+    from streamer.pipeline import FrameState
+    from streamer.prompts import load_prompt_cache
+    from streamer.session import Session
+    from streamer.stages.edits import EditsStage
+
+    img, lm = _frame()
+    face = Face(landmarks=lm, bbox=(0, 0, 1, 1))
+    cache = load_prompt_cache()
+    prompts = ["a big grin", "smoky eyes and red lips", "k-beauty glass skin", "tired", "much bigger eyes",
+               "sun-kissed tan", "韩系清透裸妆", "温柔的日系妆容感", "no makeup", "sculpted western contours"]
+    cached_frames, uncached_ms, uncached_frames = [], [], []
+    try:
+        cache.wait("warm up the encoder")
+        for i in range(switches):
+            session = Session()
+            stage = EditsStage(cache)
+            frame = lambda: stage(FrameState(image=img.copy(), faces=[face]), session).extras["edits"]  # noqa: E731
+            frame()
+            # uncached: a prompt never seen
+            text = f"{prompts[i % len(prompts)]} {'please ' * i}".strip()
+            before = frame()
+            session.update(prompt=text)
+            t0 = time.perf_counter()
+            n = 0
+            while True:
+                n += 1
+                if frame() != before:
+                    break
+                time.sleep(0.002)  # the stream's next frame; the encoder runs meanwhile
+            uncached_ms.append((time.perf_counter() - t0) * 1000.0)
+            uncached_frames.append(int(np.ceil(uncached_ms[-1] / (1000.0 / 30))))  # frames of a 30 fps stream
+            # cached: back to the empty prompt, then to the cached prompt again
+            session.update(prompt="")
+            for _ in range(6):
+                frame()
+            before = frame()
+            session.update(prompt=text)
+            n = 0
+            while frame() == before:
+                n += 1
+            cached_frames.append(n + 1)
+    finally:
+        cache.close()
+    return {
+        "cached_frames_to_visible": {"max": max(cached_frames), "median": float(np.median(cached_frames))},
+        "uncached_ms_to_visible": _stats(uncached_ms),
+        "uncached_frames_at_30fps": {"max": max(uncached_frames), "median": float(np.median(uncached_frames))},
+        "cache": cache.stats(),
+    }
+
+
+def run(args) -> dict:
+    return {"renderer": renderer(args.frames, args.value, not args.no_torch),
+            "renderer_closeup": renderer(args.frames, args.value, False, closeup=True),
+            "prompt_switch": prompt_switch(args.switches)}

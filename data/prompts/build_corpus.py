@@ -1,0 +1,188 @@
+"""Writes the phrase corpus (train.jsonl, heldout.jsonl) from the hand-written atoms below.
+
+Each atom is one idea a streamer might type, in English and Chinese, with the edit vector it should
+produce. Prompts are built from atoms with intensities ("slightly", "很"), negations ("no ...", "不要..."),
+request frames ("make me ...", "让我...") and combinations of two or three atoms. The held-out split is
+decided by a hash of the prompt, so it is stable when atoms are added. Deterministic: same file every run.
+
+    python data/prompts/build_corpus.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HELDOUT_PERCENT = 20
+SEED = 5
+
+# name: (english phrases, chinese phrases, target at normal intensity, gradable, negated target or None)
+# Negating a feature that adds something ("no red lips") asks for a little of its opposite; negating a
+# mood or style ("not tired") asks for nothing, so those negations target all zeros.
+ATOMS: dict[str, tuple[list[str], list[str], dict[str, float], bool, dict[str, float] | None]] = {
+    "smile": (["smile", "smiling", "a smile", "happy expression", "cheerful face", "a warm smile"],
+              ["微笑", "笑一笑", "开心的表情", "开心"], {"smile": 0.6}, True, {"smile": -0.4}),
+    "smile_low": (["a slight smile", "a subtle smile", "a hint of a smile", "a soft smile", "slightly smiling"],
+                  ["微微一笑", "淡淡的微笑", "浅浅的笑"], {"smile": 0.3}, False, None),
+    "smile_high": (["a big grin", "a huge smile", "beaming", "grinning widely", "laughing happily", "a wide toothy smile"],
+                   ["大笑", "咧嘴大笑", "灿烂的笑容", "笑得很开心"], {"smile": 0.9}, False, None),
+    "serious": (["serious face", "stern expression", "don't smile", "not smiling", "straight face"],
+                ["不要笑", "别笑", "不笑", "严肃的表情", "严肃"], {"smile": -0.5}, False, None),
+    "frown": (["frown", "frowning", "scowl", "grumpy look"], ["皱眉"], {"smile": -0.4, "brow_raise": -0.4}, False, None),
+    "eyes_big": (["bigger eyes", "big eyes", "larger eyes", "wide eyes", "enlarge my eyes"],
+                 ["大眼睛", "眼睛放大"], {"eye_size": 0.6}, True, {"eye_size": -0.3}),
+    "eyes_big_low": (["slightly bigger eyes", "a bit larger eyes", "eyes a little bigger"], ["眼睛大一点"], {"eye_size": 0.3}, False, None),
+    "eyes_big_high": (["huge anime eyes", "much bigger eyes", "enormous doll eyes"], ["超大眼睛"], {"eye_size": 0.9}, False, None),
+    "eyes_small": (["smaller eyes", "narrow eyes", "squint", "squinting"], ["小眼睛", "眯眼", "眼睛小一点"], {"eye_size": -0.5}, True, None),
+    "slim": (["slimmer face", "v-shaped face", "thinner face", "slim my face", "a narrower jaw"],
+             ["瘦脸", "v脸", "小脸", "脸瘦一点"], {"face_slim": 0.6}, True, {"face_slim": -0.3}),
+    "round": (["fuller face", "rounder face", "chubby cheeks", "a wider jaw"], ["圆脸", "脸圆一点", "婴儿肥"], {"face_slim": -0.5}, True, None),
+    "nose_narrow": (["narrower nose", "slimmer nose", "a thin nose", "refine my nose"], ["瘦鼻", "窄鼻子", "鼻子窄一点"], {"nose_width": -0.5}, True, {"nose_width": 0.3}),
+    "nose_wide": (["wider nose", "broader nose", "a wide nose"], ["宽鼻子", "鼻子宽一点"], {"nose_width": 0.5}, True, None),
+    "brows_up": (["raised eyebrows", "surprised", "lifted brows", "arched eyebrows", "eyebrows up"],
+                 ["挑眉", "惊讶", "眉毛抬高"], {"brow_raise": 0.6}, True, {"brow_raise": -0.3}),
+    "brows_down": (["lowered brows", "furrowed brows", "brows down"], ["低眉", "压眉"], {"brow_raise": -0.5}, True, None),
+    "smooth": (["smooth skin", "airbrushed", "flawless skin", "soft skin", "retouched skin", "blur my pores"],
+               ["磨皮", "皮肤光滑", "美颜", "无瑕肌肤"], {"skin_smooth": 0.7}, True, {"skin_smooth": -0.3}),
+    "texture": (["natural skin texture", "detailed skin texture", "sharpen details", "crisp detailed skin"],
+                ["保留皮肤纹理", "真实肤质", "锐化"], {"skin_smooth": -0.4}, True, None),
+    "warm": (["warm skin tone", "sun-kissed tan", "warmer skin", "golden warm glow", "a tan"],
+             ["暖色调", "小麦色", "暖一点", "健康肤色"], {"skin_warmth": 0.6}, True, {"skin_warmth": -0.3}),
+    "cool": (["cool skin tone", "cool pale skin", "porcelain skin", "cooler skin", "icy cool tone"],
+             ["冷白皮", "冷色调", "瓷白肌"], {"skin_warmth": -0.5, "brightness": 0.3}, True, None),
+    "bright": (["brighter", "lighter skin", "glowing", "luminous", "brighten my face", "a bright face"],
+               ["提亮", "亮一点", "肤色提亮", "发光", "透亮"], {"brightness": 0.6}, True, {"brightness": -0.3}),
+    "dark": (["darker", "dim", "moody", "a darker face", "dull and dark"], ["暗一点", "暗沉", "阴郁"], {"brightness": -0.5}, True, None),
+    "vivid": (["vivid colors", "vibrant colors", "saturated colors", "more color", "colorful"],
+              ["鲜艳", "色彩鲜艳", "高饱和"], {"saturation": 0.6}, True, {"saturation": -0.3}),
+    "muted": (["muted colors", "desaturated", "black and white", "washed out colors", "faded colors"],
+              ["低饱和", "淡雅", "黑白"], {"saturation": -0.6}, True, None),
+    "lips": (["red lips", "lipstick", "bold red lipstick", "tinted lips", "rose lips", "pink lipstick"],
+             ["红唇", "口红", "大红唇", "咬唇妆"], {"lip_tint": 0.7}, True, {"lip_tint": -0.3}),
+    "lips_nude": (["nude lips", "pale lips", "natural lip color"], ["裸色唇", "淡唇"], {"lip_tint": -0.4}, True, None),
+    "blush": (["blush", "rosy cheeks", "pink cheeks", "flushed cheeks", "a bit of blush"],
+              ["腮红", "红润的脸颊", "粉嫩脸颊"], {"blush": 0.6}, True, {"blush": -0.3}),
+    "contour": (["contour", "defined cheekbones", "sharp cheekbones", "chiseled face", "sculpted cheekbones"],
+                ["修容", "立体轮廓", "高颧骨"], {"contour": 0.6}, True, {"contour": -0.3}),
+    "eye_makeup": (["smoky eyes", "eyeliner", "eye makeup", "dramatic eye makeup", "winged eyeliner", "eyeshadow"],
+                   ["烟熏妆", "眼线", "眼妆", "浓眼妆"], {"eye_makeup": 0.7}, True, {"eye_makeup": -0.3}),
+    "no_makeup": (["no makeup", "bare face", "makeup-free", "barefaced natural look", "remove my makeup"],
+                  ["素颜", "不化妆", "裸妆"], {"lip_tint": -0.3, "eye_makeup": -0.4, "blush": -0.3, "contour": -0.3}, False, None),
+    "heavy_makeup": (["heavy makeup", "full glam", "full face of makeup", "glamorous makeup", "drag queen makeup"],
+                     ["浓妆", "全妆"], {"lip_tint": 0.7, "eye_makeup": 0.8, "blush": 0.4, "contour": 0.5}, False, {}),
+    "light_makeup": (["light makeup", "a little makeup", "natural everyday makeup", "minimal makeup"],
+                     ["淡妆"], {"lip_tint": 0.3, "eye_makeup": 0.3, "blush": 0.2}, False, {}),
+    "k_beauty": (["k-beauty glass skin", "korean glass skin look", "dewy korean makeup", "glass skin", "korean idol makeup"],
+                 ["韩系清透裸妆", "韩式水光肌", "韩妆", "水光肌"],
+                 {"skin_smooth": 0.7, "brightness": 0.4, "lip_tint": 0.3, "blush": 0.3}, False, {}),
+    "j_soft": (["soft japanese look", "japanese style makeup", "gentle japanese makeup", "kawaii japanese look"],
+               ["温柔的日系妆容感", "日系妆容", "日系温柔妆"],
+               {"blush": 0.5, "skin_smooth": 0.4, "skin_warmth": 0.3, "eye_size": 0.3, "saturation": -0.2}, False, {}),
+    "western": (["sculpted western contours", "western glam makeup", "instagram baddie makeup", "hollywood glam"],
+                ["欧美妆", "欧美立体妆容"],
+                {"contour": 0.7, "eye_makeup": 0.6, "face_slim": 0.4, "lip_tint": 0.4, "nose_width": -0.3}, False, {}),
+    "professional": (["professional look", "polished professional", "business headshot", "corporate headshot", "linkedin photo"],
+                     ["职业形象", "专业形象", "商务照"],
+                     {"skin_smooth": 0.4, "brightness": 0.2, "saturation": -0.2, "smile": 0.3}, False, {}),
+    "confident": (["confident", "look more confident", "self-assured", "bold and confident", "powerful look"],
+                  ["自信", "更自信", "气场强"], {"smile": 0.3, "contour": 0.3, "brightness": 0.2}, True, {}),
+    "tired": (["tired", "exhausted", "sleepy", "worn out", "drained"], ["疲惫", "累", "困", "没精神"],
+              {"brightness": -0.4, "saturation": -0.4, "eye_size": -0.3, "skin_smooth": -0.3}, True, {}),
+    "younger": (["look younger", "younger looking", "youthful", "a younger face", "ten years younger"],
+                ["显年轻", "年轻", "减龄"], {"skin_smooth": 0.7, "brightness": 0.3, "eye_size": 0.2, "face_slim": 0.2}, True, {}),
+    "older": (["look older", "older looking", "aged", "an older face", "ten years older"], ["显老", "老一点", "成熟"],
+              {"skin_smooth": -0.6, "saturation": -0.3, "brightness": -0.2}, True, {}),
+    "neutral": (["keep my face as it is", "no edits", "original look", "no change", "leave it natural", "as is"],
+                ["保持原样", "原样", "无变化", "不变"], {}, False, None),
+}
+
+EN_LOW = ["slightly", "a bit", "a little", "somewhat"]
+EN_HIGH = ["very", "extremely", "super", "really"]
+ZH_LOW = ["稍微", "有点", "一点", "略微"]
+ZH_HIGH = ["非常", "超级", "特别", "很"]
+EN_NEG = ["no {}", "without {}", "not {}", "don't want {}"]
+ZH_NEG = ["不要{}", "没有{}", "别{}"]
+EN_FRAME = ["{}", "{}", "make me look {}", "give me {}", "i want {}", "please, {}"]
+ZH_FRAME = ["{}", "{}", "让我{}", "给我{}", "我想要{}", "请{}"]
+EN_JOIN = [", ", " and ", " with ", ", plus "]
+ZH_JOIN = ["，", "和", "、", "加上"]
+LOW, HIGH = 0.5, 1.4
+
+
+def _scaled(target: dict[str, float], k: float) -> dict[str, float]:
+    return {n: round(max(-1.0, min(1.0, v * k)), 3) for n, v in target.items()}
+
+
+def _variants(lang: str, rng: random.Random) -> list[tuple[str, dict[str, float], str]]:
+    """Single-atom prompts: (text, target, kind)."""
+    out = []
+    low, high, neg = (EN_LOW, EN_HIGH, EN_NEG) if lang == "en" else (ZH_LOW, ZH_HIGH, ZH_NEG)
+    sep = " " if lang == "en" else ""
+    for name, (en, zh, target, gradable, negated) in ATOMS.items():
+        phrases = en if lang == "en" else zh
+        for p in phrases:
+            out.append((p, dict(target), "base"))
+            if gradable:
+                out.append((rng.choice(low) + sep + p, _scaled(target, LOW), "intensity"))
+                out.append((rng.choice(high) + sep + p, _scaled(target, HIGH), "intensity"))
+            if negated is not None:  # every negation form: "no", "without", "not" must all switch an idea off
+                out.extend((form.format(p), dict(negated), "negation") for form in neg)
+    return out
+
+
+def _combos(lang: str, singles: list[tuple[str, dict[str, float], str]], n: int, rng: random.Random):
+    join = EN_JOIN if lang == "en" else ZH_JOIN
+    out = []
+    while len(out) < n:
+        k = 2 if rng.random() < 0.7 else 3
+        parts = rng.sample(singles, k)
+        keys = [set(t) for _, t, _ in parts]
+        if any(keys[i] & keys[j] for i in range(k) for j in range(i + 1, k)):
+            continue  # two atoms on one edit would sum to an ambiguous target
+        text = parts[0][0]
+        for p in parts[1:]:
+            text += rng.choice(join) + p[0]
+        target: dict[str, float] = {}
+        for _, t, _ in parts:
+            target.update(t)
+        out.append((text, target, "combination"))
+    return out
+
+
+def build() -> list[dict]:
+    rng = random.Random(SEED)
+    rows, seen = [], set()
+    for lang in ("en", "zh"):
+        frame = EN_FRAME if lang == "en" else ZH_FRAME
+        singles = _variants(lang, rng)
+        combos = _combos(lang, [s for s in singles if s[2] != "negation" or rng.random() < 0.5], 320 if lang == "en" else 260, rng)
+        for text, target, kind in singles + combos:
+            text = rng.choice(frame).format(text) if kind != "negation" else text
+            if text in seen:
+                continue
+            seen.add(text)
+            split = "heldout" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT else "train"
+            rows.append({"text": text, "lang": lang, "kind": kind, "split": split,
+                         "target": {k: v for k, v in sorted(target.items()) if v != 0}})
+    return rows
+
+
+def main() -> None:
+    rows = build()
+    for split in ("train", "heldout"):
+        with (HERE / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+            for r in rows:
+                if r["split"] == split:
+                    f.write(json.dumps({k: v for k, v in r.items() if k != "split"}, ensure_ascii=False) + "\n")
+    counts = {}
+    for r in rows:
+        key = f"{r['split']}/{r['lang']}"
+        counts[key] = counts.get(key, 0) + 1
+    print(json.dumps({"prompts": len(rows), **counts}))
+
+
+if __name__ == "__main__":
+    main()

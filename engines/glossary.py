@@ -1,0 +1,108 @@
+"""Chinese -> English glossary for prompts, so Chinese works with the bundled English-only MiniLM.
+
+MiniLM's vocabulary holds single CJK characters but it learnt no meaning for them, so a Chinese prompt is
+translated phrase by phrase (longest match first) before encoding. Latin text passes through; CJK
+characters no entry covers are dropped and reported, so the client can be told what was not understood.
+A multilingual encoder calibrated with `livefuse calibrate --encoder PATH --no-glossary` reads Chinese
+directly and skips this.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+# Longest match wins, so a whole phrase ("不要笑") beats its parts ("不要" + "笑").
+GLOSSARY: dict[str, str] = {
+    # frames and joins
+    "让我": "make me", "给我": "give me", "我想要": "i want", "我要": "i want", "请": "please", "帮我": "help me get",
+    "看起来": "look", "显得": "look", "一些": "some", "的": " ", "和": " and ", "还有": " and ", "加上": " plus ",
+    "并且": " and ", "同时": " and ", "，": ", ", "、": ", ", "；": "; ", "。": ". ", "！": "! ", "又": " and ",
+    # intensities and negation
+    "稍微": "slightly", "有点": "a bit", "一点": "a bit", "一点点": "a little", "淡淡": "subtle", "轻微": "slight",
+    "微微": "slightly", "略微": "slightly", "很": "very", "非常": "very", "超级": "super", "特别": "extremely",
+    "极其": "extremely", "更": "more", "更加": "more", "多一点": "more", "不要": "no", "别": "don't", "没有": "without",
+    "不": "not", "无": "no", "去掉": "remove the",
+    # smile
+    "微笑": "smile", "笑一笑": "smile", "笑": "smile", "开心的表情": "happy expression", "开心": "happy",
+    "微微一笑": "a slight smile", "淡淡的微笑": "a subtle smile", "浅浅的笑": "a soft smile", "大笑": "a big grin",
+    "咧嘴大笑": "grinning widely", "灿烂的笑容": "a huge smile", "笑得很开心": "laughing happily",
+    "不要笑": "don't smile", "别笑": "don't smile", "别笑一笑": "don't smile", "不要笑一笑": "don't smile",
+    "没有笑一笑": "without a smile", "不笑": "not smiling", "严肃的表情": "serious face",
+    "严肃": "serious", "皱眉": "frown",
+    # eyes
+    "大眼睛": "big eyes", "眼睛放大": "bigger eyes", "眼睛大一点": "slightly bigger eyes", "超大眼睛": "huge anime eyes",
+    "小眼睛": "smaller eyes", "眯眼": "squint", "眼睛小一点": "slightly smaller eyes",
+    # face shape
+    "瘦脸": "slimmer face", "v脸": "v-shaped face", "小脸": "thinner face", "脸瘦一点": "slightly slimmer face",
+    "圆脸": "rounder face", "脸圆一点": "slightly fuller face", "婴儿肥": "chubby cheeks",
+    # nose
+    "瘦鼻": "narrower nose", "窄鼻子": "slimmer nose", "鼻子窄一点": "slightly narrower nose",
+    "宽鼻子": "wider nose", "鼻子宽一点": "slightly wider nose",
+    # brows
+    "挑眉": "raised eyebrows", "惊讶": "surprised", "眉毛抬高": "lifted brows", "低眉": "lowered brows",
+    "压眉": "furrowed brows",
+    # skin
+    "磨皮": "smooth skin", "皮肤光滑": "smooth skin", "美颜": "airbrushed", "无瑕肌肤": "flawless skin",
+    "保留皮肤纹理": "natural skin texture", "真实肤质": "detailed skin texture", "锐化": "sharpen details",
+    "暖色调": "warm skin tone", "小麦色": "sun-kissed tan", "暖一点": "a bit warmer", "健康肤色": "warm healthy skin tone",
+    "冷白皮": "cool pale skin", "冷色调": "cool skin tone", "瓷白肌": "porcelain skin",
+    "提亮": "brighter", "亮一点": "a bit brighter", "肤色提亮": "lighter skin", "发光": "glowing", "透亮": "luminous",
+    "暗一点": "darker", "暗沉": "dull and dark", "阴郁": "moody",
+    "鲜艳": "vivid colors", "色彩鲜艳": "vibrant colors", "高饱和": "saturated colors",
+    "低饱和": "muted colors", "淡雅": "desaturated", "黑白": "black and white",
+    # makeup
+    "红唇": "red lips", "口红": "lipstick", "大红唇": "bold red lipstick", "咬唇妆": "tinted lips",
+    "裸色唇": "nude lips", "淡唇": "pale lips", "腮红": "blush", "红润的脸颊": "rosy cheeks", "粉嫩脸颊": "pink cheeks",
+    "修容": "contour", "立体轮廓": "defined cheekbones", "高颧骨": "sharp cheekbones",
+    "烟熏妆": "smoky eyes", "眼线": "eyeliner", "眼妆": "eye makeup", "浓眼妆": "dramatic eye makeup",
+    "素颜": "no makeup", "不化妆": "no makeup", "裸妆": "bare face", "浓妆": "heavy makeup", "全妆": "full glam",
+    "淡妆": "light makeup", "化妆": "makeup",
+    # styles
+    "韩系清透裸妆": "k-beauty glass skin", "韩系": "korean style", "韩式水光肌": "korean glass skin look",
+    "韩妆": "dewy korean makeup", "水光肌": "glass skin", "清透": "dewy",
+    "温柔的日系妆容感": "soft japanese look", "日系妆容": "japanese style makeup", "日系温柔妆": "gentle japanese makeup",
+    "日系": "japanese style", "温柔": "gentle", "妆容感": "makeup look", "妆容": "makeup",
+    "欧美妆": "western glam makeup", "欧美立体妆容": "sculpted western contours", "欧美": "western style",
+    "职业形象": "professional look", "专业形象": "polished professional", "商务照": "business headshot", "专业": "professional",
+    "自信": "confident", "更自信": "more confident", "气场强": "self-assured",
+    "疲惫": "tired", "累": "exhausted", "困": "sleepy", "没精神": "worn out",
+    "显年轻": "look younger", "年轻": "youthful", "减龄": "younger looking",
+    "显老": "look older", "老一点": "older looking", "成熟": "aged",
+    "保持原样": "keep my face as it is", "原样": "original look", "无变化": "no edits", "不变": "no change",
+}
+
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+@cache
+def _pattern() -> re.Pattern[str]:
+    keys = sorted(GLOSSARY, key=len, reverse=True)
+    return re.compile("|".join(re.escape(k) for k in keys))
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def translate(text: str) -> tuple[str, tuple[str, ...]]:
+    """(English text, CJK characters left untranslated). Text without CJK comes back unchanged."""
+    if not has_cjk(text):
+        return text, ()
+    pieces: list[str] = []
+    unknown: list[str] = []
+    pos = 0
+    pattern = _pattern()
+    for m in pattern.finditer(text):
+        pieces.append(_keep_latin(text[pos:m.start()], unknown))
+        pieces.append(f" {GLOSSARY[m.group(0)]} ")
+        pos = m.end()
+    pieces.append(_keep_latin(text[pos:], unknown))
+    out = re.sub(r"\s+([,.;!])", r"\1", re.sub(r"\s+", " ", "".join(pieces))).strip(" ,;")
+    return out, tuple(unknown)
+
+
+def _keep_latin(chunk: str, unknown: list[str]) -> str:
+    bad = _CJK.findall(chunk)
+    unknown.extend(bad)
+    return _CJK.sub(" ", chunk)

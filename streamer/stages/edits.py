@@ -1,0 +1,141 @@
+"""The edits stage: the session's prompt and sliders -> named edits -> pixels on every face.
+
+The prompt is looked up in the shared PromptCache each frame (a dict lookup); while a new prompt is being
+encoded the frame keeps the previous edits, and once it is ready the edits blend to it over
+`blend_frames` frames. Slider edits add to the prompt's and the sum is clipped to [-1, 1]. The client is
+told what each prompt was understood as (and when it was cut to the encoder's limit, or had words the
+glossary did not know); an encoder that failed to load or a prompt that failed to encode is reported
+once and the stream keeps its previous condition.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from engines.text import EDIT_NAMES, Condition, normalise_prompt
+from kernels.numpy.edits import EditConfig
+from kernels.numpy.edits import render_edits as render_numpy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from streamer.pipeline import FrameState
+    from streamer.prompts import PromptCache
+    from streamer.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class EditsStageConfig:
+    blend_frames: int = 4            # frames to move from the old prompt's edits to the new one's
+    render: EditConfig = field(default_factory=EditConfig)
+    report_threshold: float = 0.05   # edits smaller than this are left out of the "understood as" event
+
+
+def combine(prompt_edits: Mapping[str, float], sliders: Mapping[str, Any]) -> dict[str, float]:
+    """Prompt edits plus slider edits, clipped to [-1, 1]; unknown names and non-numbers are ignored."""
+    out = {n: float(prompt_edits.get(n, 0.0)) for n in EDIT_NAMES}
+    for name, value in sliders.items():
+        if name not in out:
+            continue
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            out[name] += v
+    return {n: float(np.clip(v, -1.0, 1.0)) for n, v in out.items()}
+
+
+class EditsStage:
+    name = "edits"
+
+    def __init__(self, cache: "PromptCache | None", config: EditsStageConfig = EditsStageConfig(), *, unavailable: str | None = None) -> None:
+        """`cache` is shared by all sessions (one encoder); None with `unavailable` set when the prompt model
+        could not be loaded: sliders still work, prompts are reported as unavailable."""
+        self.cache = cache
+        self.config = config
+        self.unavailable = unavailable
+        self._wanted: str | None = None          # normalised prompt the client asked for last
+        self._waiting = False                    # its condition is not ready yet
+        self._asked_at_once = False              # was it cached when first asked for
+        self._active: Condition | None = None    # the condition being blended to / applied
+        self._from = {n: 0.0 for n in EDIT_NAMES}
+        self._to = dict(self._from)
+        self._step = 0
+        self._told_unavailable = False
+        self.last_edits: dict[str, float] = dict(self._from)
+
+    # -- prompt following -------------------------------------------------------------------------
+    def _follow(self, prompt: str, session: "Session") -> None:
+        try:
+            key = normalise_prompt(prompt)
+        except TypeError:
+            key = ""
+        if self.cache is None:
+            if key and not self._told_unavailable:
+                self._told_unavailable = True
+                session.notify({"type": "error", "stage": self.name, "message": f"prompts are unavailable: {self.unavailable}"})
+            return
+        if key != self._wanted:
+            self._wanted = key
+            self._waiting = True
+            self._asked_at_once = True
+        if not self._waiting:
+            return
+        cond = self.cache.get(key)
+        if cond is not None:
+            self._waiting = False
+            self._start(cond, session, cached=self._asked_at_once)
+            return
+        self._asked_at_once = False
+        err = self.cache.error(key)
+        if err is not None:
+            self._waiting = False  # keep the previous condition; tell the client once
+            session.notify({"type": "error", "stage": self.name, "message": f"prompt not understood, keeping the previous one: {err}"})
+
+    def _start(self, cond: Condition, session: "Session", cached: bool) -> None:
+        self._from = self.current()
+        self._to = {n: float(cond.edits.get(n, 0.0)) for n in EDIT_NAMES}
+        self._step = 0
+        self._active = cond
+        session.condition = cond
+        event: dict[str, Any] = {
+            "type": "prompt", "text": cond.text[:500], "understood": cond.summary(self.config.report_threshold),
+            "encoder": cond.encoder, "cached": cached, "encode_ms": round(cond.encode_ms, 1),
+        }
+        if cond.encoder_text != cond.text:
+            event["translated"] = cond.encoder_text[:500]
+        if cond.truncated:
+            event["truncated"] = True
+            event["message"] = f"prompt cut to the encoder's limit of {cond.token_limit} tokens"
+        if cond.unknown:
+            event["unknown"] = "".join(dict.fromkeys(cond.unknown))[:100]
+        session.notify(event)
+
+    def current(self) -> dict[str, float]:
+        """The prompt's edits at this point of the blend."""
+        n = max(1, self.config.blend_frames)
+        a = min(1.0, self._step / n)
+        return {k: (1 - a) * self._from[k] + a * self._to[k] for k in EDIT_NAMES}
+
+    # -- the frame --------------------------------------------------------------------------------
+    def __call__(self, state: "FrameState", session: "Session") -> "FrameState":
+        controls = session.controls
+        self._follow(controls.prompt, session)
+        if self._step < self.config.blend_frames:
+            self._step += 1
+        edits = combine(self.current(), controls.edits)
+        self.last_edits = edits
+        state.extras["edits"] = edits
+        if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
+            return state
+        faces = [f.landmarks for f in state.faces]
+        if isinstance(state.image, np.ndarray):
+            state.image = render_numpy(state.image, faces, edits, self.config.render)
+        else:  # a torch tensor on the GPU path
+            from kernels.torch.edits import render_edits as render_torch
+
+            state.image = render_torch(state.image, faces, edits, self.config.render)
+        return state

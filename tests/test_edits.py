@@ -1,0 +1,132 @@
+"""The edit renderer on real portraits: twins agree, each edit moves what it names and nothing else."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from kernels.numpy import edits as ne
+from kernels.torch import edits as te
+from streamer.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
+
+
+def _landmarks(image: np.ndarray) -> np.ndarray:
+    from engines.faces import MediaPipeLandmarker
+
+    lmk = MediaPipeLandmarker()
+    try:
+        faces = lmk.detect(image, 0)
+    finally:
+        lmk.close()
+    assert faces, "the landmarker found no face"
+    return faces[0].landmarks
+
+
+@pytest.fixture(scope="module")
+def portrait(astronaut):
+    return astronaut, _landmarks(astronaut)
+
+
+@pytest.fixture(scope="module")
+def odd_frame(astronaut):
+    """318x238: odd sizes catch stride and border bugs."""
+    img = cv2.resize(astronaut, (318, 238), interpolation=cv2.INTER_AREA)
+    return img, _landmarks(img)
+
+
+@pytest.mark.parametrize("name", ne.EDITS)
+def test_numpy_and_torch_agree_on_odd_frame(odd_frame, name):
+    img, lm = odd_frame
+    for v in (-1.0, 0.7):
+        a = ne.render_edits(img, [lm], {name: v}).astype(int)
+        b = te.render_edits(torch.from_numpy(img), [lm], {name: v}).numpy().astype(int)
+        changed = np.abs(a - img.astype(int)).sum()
+        assert changed > 0, f"{name}={v} changed nothing"
+        diff = np.abs(a - b)
+        assert diff.max() <= 2 and diff.mean() < 0.01, (name, v, diff.max(), diff.mean())
+
+
+def test_twins_agree_with_all_edits_on(odd_frame):
+    img, lm = odd_frame
+    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(ne.EDITS)}
+    a = ne.render_edits(img, [lm], edits).astype(int)
+    b = te.render_edits(torch.from_numpy(img), [lm], edits).numpy().astype(int)
+    assert np.abs(a - b).max() <= 2
+
+
+def test_zero_edits_change_nothing_and_input_is_not_modified(portrait):
+    img, lm = portrait
+    keep = img.copy()
+    out = ne.render_edits(img, [lm], {n: 0.0 for n in ne.EDITS})
+    assert np.array_equal(out, img)
+    ne.render_edits(img, [lm], {"brightness": 1.0, "smile": 1.0})
+    assert np.array_equal(img, keep)
+
+
+def test_edits_stay_on_the_face(portrait):
+    img, lm = portrait
+    out = ne.render_edits(img, [lm], {n: 1.0 for n in ne.EDITS})
+    fw = np.linalg.norm(lm[454, :2] - lm[234, :2])
+    x0, y0 = lm[:, :2].min(0) - 0.3 * fw
+    x1, y1 = lm[:, :2].max(0) + 0.3 * fw
+    outside = np.ones(img.shape[:2], bool)
+    outside[max(0, int(y0)):int(y1) + 1, max(0, int(x0)):int(x1) + 1] = False
+    assert np.array_equal(out[outside], img[outside])
+    assert np.abs(out.astype(int) - img).sum() > 0
+
+
+def test_no_faces_and_bad_input(face_free_images):
+    img = face_free_images["coffee"]
+    assert np.array_equal(ne.render_edits(img, [], {"brightness": 1.0}), img)
+    with pytest.raises(ValueError):
+        ne.render_edits(img.astype(np.float32), [], {"brightness": 1.0})
+    with pytest.raises(ValueError):
+        te.render_edits(torch.zeros(4, 4), [], {})
+    # nonsense values: unknown names ignored, values clipped, NaN landmarks skipped
+    lm = np.full((478, 3), np.nan, np.float32)
+    assert np.array_equal(ne.render_edits(img, [lm], {"brightness": 1.0, "teleport": 1.0}), img)
+
+
+def test_brightness_and_warmth_move_skin_lab(grace_hopper):
+    lm = _landmarks(grace_hopper)
+    mask = skin_mask(grace_hopper.shape[:2], lm)
+    l0, b0 = lab_means(grace_hopper, mask)
+    l_up, _ = lab_means(ne.render_edits(grace_hopper, [lm], {"brightness": 0.8}), mask)
+    l_dn, _ = lab_means(ne.render_edits(grace_hopper, [lm], {"brightness": -0.8}), mask)
+    _, b_up = lab_means(ne.render_edits(grace_hopper, [lm], {"skin_warmth": 0.8}), mask)
+    _, b_dn = lab_means(ne.render_edits(grace_hopper, [lm], {"skin_warmth": -0.8}), mask)
+    assert l_up > l0 + 3 and l_dn < l0 - 3
+    assert b_up > b0 + 2 and b_dn < b0 - 2
+
+
+def test_smile_lifts_mouth_corners_as_the_landmarker_sees_them(portrait):
+    img, lm = portrait
+    base = mouth_corner_lift(_landmarks(img))
+    up = mouth_corner_lift(_landmarks(ne.render_edits(img, [lm], {"smile": 0.8})))
+    down = mouth_corner_lift(_landmarks(ne.render_edits(img, [lm], {"smile": -0.8})))
+    assert up > base + 0.005 and down < base - 0.005, (base, up, down)
+
+
+def test_eye_size_widens_the_eye_opening(portrait):
+    img, lm = portrait
+    base = eye_opening(_landmarks(img))
+    big = eye_opening(_landmarks(ne.render_edits(img, [lm], {"eye_size": 0.8})))
+    assert big > base * 1.03, (base, big)
+
+
+def test_lip_tint_reddens_only_the_lips(portrait):
+    img, lm = portrait
+    out = ne.render_edits(img, [lm], {"lip_tint": 1.0})
+    from kernels.numpy.masks import region_mask
+
+    lips = region_mask(img.shape[:2], lm, ["lips_outer"], ["lips_inner"]) > 0.8
+    changed = np.abs(out.astype(int) - img).sum(-1) > 0
+    assert changed[lips].mean() > 0.9
+    redness = lambda im: (im[..., 0].astype(float) - im[..., 1])[lips].mean()  # noqa: E731
+    assert redness(out) > redness(img) + 10
+    fw = np.linalg.norm(lm[454, :2] - lm[234, :2])
+    near = cv2.dilate((region_mask(img.shape[:2], lm, ["lips_outer"]) > 0).astype(np.uint8), np.ones((3, 3), np.uint8),
+                      iterations=int(0.08 * fw)).astype(bool)  # feathered half-res mask: a few px
+    assert not changed[~near].any()

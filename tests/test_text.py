@@ -1,0 +1,130 @@
+"""engines/text.py: prompt normalisation, the Chinese glossary, encoders (MiniLM and a decoder LLM),
+the committed calibration and the artifact format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engines import glossary
+from engines.text import (CONDITION_DIM, DEFAULT_ARTIFACT, EDIT_NAMES, CalibrationError, ConditionProjector, EditHead,
+                          EncoderError, TextEncoder, clauses, load_artifact, load_prompt_model, normalise_prompt, save_artifact)
+
+
+@pytest.fixture(scope="module")
+def tiny_decoder(tmp_path_factory):
+    from tests._tiny_models import make_tiny_decoder
+
+    return make_tiny_decoder(tmp_path_factory.mktemp("tiny_gpt2"))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_prompt_model()
+
+
+def test_normalise_folds_case_width_controls_and_odd_unicode():
+    assert normalise_prompt("  A  Big\tGRIN!\n") == "a big grin!"
+    assert normalise_prompt("ｓｍｉｌｅ，ＲＥＤ　lips") == "smile,red lips"          # full-width forms
+    assert normalise_prompt("sm\u200bile\u202e\x00\x07 now") == "smile now"           # zero-width, bidi, controls
+    assert normalise_prompt("\ud800 ok") == "ok"                                       # lone surrogate
+    assert len(normalise_prompt("smile " * 10_000)) <= 2000
+    with pytest.raises(TypeError):
+        normalise_prompt(None)  # type: ignore[arg-type]
+
+
+def test_glossary_translates_the_issue_styles_and_reports_unknown_characters():
+    assert glossary.translate("韩系清透裸妆") == ("k-beauty glass skin", ())
+    assert glossary.translate("温柔的日系妆容感")[0] == "soft japanese look"
+    assert glossary.translate("不要笑")[0] == "don't smile"
+    text, unknown = glossary.translate("微笑 龍 ok")
+    assert "smile" in text and "ok" in text and unknown == ("龍",)
+    assert glossary.translate("plain english") == ("plain english", ())
+
+
+def test_clauses_split_wishes():
+    assert clauses("look more confident, a slight smile and professional") == ["look more confident", "a slight smile", "professional"]
+    assert clauses(" , ; ") == []
+    assert clauses("red lips, red lips and red lips") == ["red lips"]
+    assert len(clauses(", ".join(f"wish {i}" for i in range(30)))) == 8
+
+
+def test_minilm_pools_and_flags_truncation():
+    enc = TextEncoder()
+    assert enc.hidden_size == 384 and enc.max_length == 256
+    out = enc.encode(["a slight smile", "smile " * 400])
+    assert out.pooled.shape == (2, 384) and out.pooled.dtype == np.float32
+    assert out.truncated == (False, True) and out.n_tokens[1] == 256
+
+
+def test_missing_or_broken_encoder_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(EncoderError, match="no config.json"):
+        TextEncoder(tmp_path / "nowhere")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(EncoderError, match="cannot load"):
+        TextEncoder(tmp_path)
+
+
+def test_decoder_llm_last_hidden_states_are_pooled(tiny_decoder):
+    enc = TextEncoder(tiny_decoder)
+    out = enc.encode(["a slight smile", "red lips and smoky eyes"])
+    assert out.pooled.shape == (2, 32) and np.isfinite(out.pooled).all()
+    assert not np.allclose(out.pooled[0], out.pooled[1])
+
+
+def test_uncalibrated_encoder_names_the_calibrate_command(tiny_decoder, tmp_path, monkeypatch):
+    monkeypatch.setenv("LIVEFUSE_HOME", str(tmp_path))
+    with pytest.raises(CalibrationError, match="livefuse calibrate --encoder"):
+        load_prompt_model(tiny_decoder)
+
+
+def test_default_model_understands_english_and_chinese(model):
+    grin, serious, lips, glass, zh_no_smile, zh_style, empty = model.encode(
+        ["a big grin", "serious face", "bold red lipstick", "K-beauty glass skin", "不要笑", "温柔的日系妆容感", ""])
+    assert grin.edits["smile"] > 0.5 and serious.edits["smile"] < -0.2
+    assert lips.edits["lip_tint"] > 0.4
+    assert glass.edits["skin_smooth"] > 0.4 and glass.edits["brightness"] > 0.2
+    assert zh_no_smile.edits["smile"] < -0.2 and zh_no_smile.encoder_text == "don't smile"
+    assert zh_style.edits["blush"] > 0.3
+    assert all(v == 0.0 for v in empty.edits.values()) and empty.norm == 0.0
+    assert grin.vector.shape == (CONDITION_DIM,) and grin.norm > 0
+    assert set(grin.edits) == set(EDIT_NAMES) and all(-1 <= v <= 1 for v in grin.edits.values())
+
+
+def test_negation_is_scoped_to_its_clause(model):
+    (c,) = model.encode(["no red lips, smoky eyes"])
+    assert c.edits["lip_tint"] < 0.05 and c.edits["eye_makeup"] > 0.4
+
+
+def test_long_prompt_is_truncated_and_flagged(model):
+    (c,) = model.encode(["a big grin, " + "very " * 600])
+    assert c.truncated and c.token_limit == 256 and c.edits["smile"] > 0.5
+
+
+def test_artifact_round_trip_and_bad_files(tmp_path):
+    projector, head, meta = load_artifact(DEFAULT_ARTIFACT)
+    path = save_artifact(tmp_path / "a.safetensors", projector, head, meta)
+    p2, h2, m2 = load_artifact(path)
+    assert m2 == meta
+    for a, b in zip(list(projector.state_dict().values()) + list(head.state_dict().values()),
+                    list(p2.state_dict().values()) + list(h2.state_dict().values())):
+        assert np.array_equal(a.numpy(), b.numpy())
+    with pytest.raises(CalibrationError, match="livefuse calibrate"):
+        load_artifact(tmp_path / "missing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(CalibrationError, match="livefuse calibrate"):
+        load_artifact(tmp_path / "junk.safetensors")
+
+
+def test_artifact_for_another_encoder_is_refused(tiny_decoder):
+    with pytest.raises(CalibrationError, match="recalibrate: livefuse calibrate --encoder"):
+        load_prompt_model(tiny_decoder, DEFAULT_ARTIFACT)
+
+
+def test_head_output_is_bounded():
+    import torch
+
+    head = EditHead()
+    c = ConditionProjector(8)(torch.randn(5, 8) * 100)
+    out = head(c)
+    assert out.shape == (5, len(EDIT_NAMES)) and out.abs().max() <= 1.0

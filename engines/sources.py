@@ -94,6 +94,19 @@ def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray
         raise SourceRefused(exc.reason, str(exc)) from None
 
 
+def parse_index(raw: Any) -> int | None:
+    """The optional `index` form field: which face of the photo (0 = leftmost); empty means the largest."""
+    if raw in (None, ""):
+        return None
+    try:
+        index = int(raw)
+    except (TypeError, ValueError):
+        raise SourceRefused("bad_index", f"face index must be a whole number, got {raw!r}") from None
+    if index < 0:
+        raise SourceRefused("bad_index", "face index must be 0 or more")
+    return index
+
+
 def content_hash(image: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(str(image.shape).encode())

@@ -1,9 +1,13 @@
 """Puts the product together: the shared models, one pipeline per session, and the service hooks the
 server and `livefuse process` call. The one place that knows which stage follows which.
 
-Models that are expensive and thread-safe (source registry with its identity embedder) are built once
-per process and shared; stages that keep per-stream state (the landmarker in video mode, the tracker, the
-colour memory) are built per session.
+Per frame:  faces (detect + track + smooth) -> fusion (source identity) -> edits (prompt + sliders)
+            -> watermark (always last, so every output frame carries it).
+
+Models that are expensive and thread-safe are built once per process and shared (source registry with
+its identity embedder, the prompt cache with its text encoder, the audit log); stages that keep
+per-stream state (the landmarker in video mode, the tracker, colour memory, prompt blending) are built
+per session.
 """
 
 from __future__ import annotations
@@ -11,46 +15,61 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-import numpy as np
-
-from engines.sources import SourceConfig, SourceRefused, SourceRegistry
 from streamer.pipeline import Pipeline
-from streamer.services import Services, default_audit, default_authorize
+from streamer.safety.auth import REQUEST_SLOT, token_id_of
+from streamer.safety.kit import SafetyConfig, SafetyKit
+from streamer.safety.privacy import purge_session
+from streamer.services import Services
 from streamer.session import Session
+from streamer.stages.edits import EditsStage, EditsStageConfig
 from streamer.stages.faces import FaceStage, FaceStageConfig
 from streamer.stages.fusion import FusionConfig, FusionStage
+from engines.sources import SourceConfig, SourceRegistry
 
 log = logging.getLogger(__name__)
 
-STAGE_NAMES = ("faces", "fusion")
+STAGE_NAMES = ("faces", "fusion", "edits", "watermark")
 
 
 @dataclass(frozen=True, slots=True)
-class PipelineConfig:
-    """What runs on each frame. `stages` names a subset of STAGE_NAMES, in that order."""
+class ProductConfig:
+    """What runs on each frame and with which models. `stages` names a subset of STAGE_NAMES (kept in
+    that order); leaving out "watermark" is refused: turning marking off is the safety setting
+    `SafetyConfig.disable_watermark`, which is logged and audited."""
 
     stages: tuple[str, ...] = STAGE_NAMES
     faces: FaceStageConfig = field(default_factory=FaceStageConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     sources: SourceConfig = field(default_factory=SourceConfig)
+    edits: EditsStageConfig = field(default_factory=EditsStageConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    encoder: str | None = None        # a local transformers folder; None = the bundled MiniLM
+    artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
+    prompt_cache_size: int = 256
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)
         if unknown:
             raise ValueError(f"unknown stages {sorted(unknown)}; choose from {STAGE_NAMES}")
+        if "watermark" not in self.stages:
+            raise ValueError("the watermark stage cannot be left out; use the disable_watermark safety setting")
 
 
 class Product:
-    """The shared, process-wide parts, created lazily so a server starts fast and a test pays only for
-    what it uses."""
+    """The process-wide parts, built on first use so a server starts fast and a test pays only for what
+    it touches. Thread-safe: sessions are created on the event loop, sources registered in executors."""
 
-    def __init__(self, config: PipelineConfig = PipelineConfig()) -> None:
+    def __init__(self, config: ProductConfig = ProductConfig()) -> None:
         self.config = config
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._registry: SourceRegistry | None = None
+        self._prompts: Any = None
+        self._prompts_error: str | None = None
+        self._kit: SafetyKit | None = None
 
+    # --- shared parts -------------------------------------------------------------------------------
     @property
     def registry(self) -> SourceRegistry:
         with self._lock:
@@ -60,47 +79,101 @@ class Product:
                 self._registry = SourceRegistry(self.config.sources, embedder=IdentityEmbedder())
             return self._registry
 
-    # --- per session -------------------------------------------------------------------------------
+    @property
+    def prompts(self) -> Any:
+        """The shared PromptCache, or None when the prompt model cannot load (`prompts_error` says why);
+        the stream then runs with slider edits only."""
+        with self._lock:
+            if self._prompts is None and self._prompts_error is None:
+                from engines.text import CalibrationError, EncoderError
+                from streamer.prompts import load_prompt_cache
+
+                try:
+                    self._prompts = load_prompt_cache(self.config.encoder, self.config.artifact,
+                                                      capacity=self.config.prompt_cache_size)
+                except (EncoderError, CalibrationError) as exc:
+                    self._prompts_error = str(exc)
+                    log.error("prompts unavailable: %s", exc)
+            return self._prompts
+
+    @property
+    def prompts_error(self) -> str | None:
+        return self._prompts_error
+
+    @property
+    def safety(self) -> SafetyKit:
+        with self._lock:
+            if self._kit is None:
+                from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+
+                cache = self.prompts
+                encoder = cache.model.encoder if cache is not None else None
+                landmarker = MediaPipeLandmarker(LandmarkerConfig(mode="image")) if self.config.safety.denylist_dir else None
+                self._kit = SafetyKit.build(self.config.safety, encoder=encoder, registry=self.registry,
+                                            landmarker=landmarker)
+            return self._kit
+
+    # --- per session --------------------------------------------------------------------------------
     def make_pipeline(self, session: Session) -> Pipeline:
         stages: list[Any] = []
-        for name in self.config.stages:
+        for name in STAGE_NAMES:
+            if name not in self.config.stages:
+                continue
             if name == "faces":
                 stages.append(FaceStage(self.config.faces))
             elif name == "fusion":
                 stages.append(FusionStage(self.config.fusion))
+            elif name == "edits":
+                cache = self.prompts
+                stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error))
+            elif name == "watermark":
+                stages.append(self.safety.watermark_stage())
         return Pipeline(stages)
 
-    def register_source(self, session: Session, image_rgb: np.ndarray, form: Mapping[str, str]) -> dict[str, Any]:
-        index = _parse_index(form.get("index"))
-        source = self.registry.register(image_rgb, index=index)
-        source_id = form.get("source_id") or source.id
-        if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
-            raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
-        session.sources[source_id] = source
-        session.update(source_id=source_id)
-        return {"source_id": source_id, **{k: v for k, v in source.summary().items() if k != "id"}}
+    def register_source(self, session: Session, image_rgb: Any, form: Any) -> dict[str, Any]:
+        """Consent, face, denylist, then the session's source (see SourceGate)."""
+        return self.safety.sources.register(session, image_rgb, form)
 
     def set_prompt(self, session: Session, text: str) -> dict[str, Any]:
-        session.update(prompt=text)
-        return {"prompt": text}
+        """The policy filter first; an allowed prompt starts encoding at once so the stage finds it ready."""
+        result = self.safety.prompts.set_prompt(session, text)
+        cache = self.prompts
+        if result.get("allowed") and cache is not None:
+            cache.get(text)
+        return result
+
+    def session_started(self, session: Session, request: Any) -> None:
+        slot = request.get(REQUEST_SLOT) if hasattr(request, "get") else None
+        if slot is not None:
+            session.on_close(slot.release)
+
+    def session_ended(self, session: Session) -> None:
+        purge_session(session, self.safety.audit)
+
+    def audit(self, event: str, **fields: Any) -> None:
+        self.safety.audit(event, **fields)
+
+    def warm_up(self) -> None:
+        """Load the shared models now (in an executor at server start) rather than on the first call."""
+        self.registry, self.prompts, self.safety  # noqa: B018 - properties that build on first use
+
+    def close(self) -> None:
+        with self._lock:
+            if self._prompts is not None:
+                self._prompts.close()
+            if self._kit is not None:
+                self._kit.close()
 
     def services(self) -> Services:
         return Services(
             make_pipeline=self.make_pipeline,
             register_source=self.register_source,
             set_prompt=self.set_prompt,
-            authorize=default_authorize,
-            audit=default_audit,
+            authorize=token_id_of,
+            audit=self.audit,
+            middlewares=(self.safety.middleware(),),
+            session_started=self.session_started,
+            session_ended=self.session_ended,
+            startup=self.warm_up,
+            shutdown=self.close,
         )
-
-
-def _parse_index(raw: str | None) -> int | None:
-    if raw in (None, ""):
-        return None
-    try:
-        index = int(raw)
-    except ValueError:
-        raise SourceRefused("bad_index", f"face index must be a whole number, got {raw!r}") from None
-    if index < 0:
-        raise SourceRefused("bad_index", "face index must be 0 or more")
-    return index

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
@@ -15,6 +16,7 @@ from aiortc.mediastreams import MediaStreamTrack
 from streamer import protocol
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
+from streamer.pipeline import Pipeline
 from streamer.services import Services
 from streamer.session import Session
 from streamer.tracks import FrameWorker, FusedTrack, StreamStats, pump
@@ -65,7 +67,10 @@ class PeerSession:
     """A sending client (page, WHIP, bench): its connection, frame worker, processed track and viewers."""
 
     def __init__(self, config: ServerConfig, services: Services, session: Session, *, metrics: Any = None,
-                 kind: str = "offer", on_closed: Callable[["PeerSession"], None] | None = None) -> None:
+                 kind: str = "offer", on_closed: Callable[["PeerSession"], None] | None = None,
+                 pipeline: Pipeline | None = None) -> None:
+        """`pipeline`: built by the caller off the event loop (model loading is slow); when None it is
+        made here with `services.make_pipeline`."""
         self.config = config
         self.services = services
         self.session = session
@@ -74,7 +79,8 @@ class PeerSession:
         self.on_closed = on_closed
         self.pc = new_peer_connection(config)
         self.stats = StreamStats(metrics)
-        pipeline = services.make_pipeline(session)
+        if pipeline is None:
+            pipeline = services.make_pipeline(session)
         previous = pipeline.on_error
         pipeline.on_error = lambda stage, exc: self._stage_failed(stage, exc, previous)
         self.worker = FrameWorker(session, pipeline, self.stats)
@@ -88,6 +94,8 @@ class PeerSession:
         self._video_track: MediaStreamTrack | None = None
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # control messages are handled in order, off the event loop (prompt checks encode text)
+        self._control = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"control-{session.id[:6]}")
 
     # ---- setup -------------------------------------------------------------------------------------
     async def accept(self, sdp: str) -> RTCSessionDescription:
@@ -132,14 +140,22 @@ class PeerSession:
         @channel.on("message")
         def _message(raw: str | bytes) -> None:
             self._touch()
-            reply = self.handle_message(raw)
-            if reply is not None:
-                self.send(reply)
+            if self._closing:
+                return
+            done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
+            done.add_done_callback(self._send_reply)
 
         self.send({"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
                    "stages": self.worker.pipeline.names})
         while self._unsent:
             self.send(self._unsent.popleft())
+
+    def _send_reply(self, done: "asyncio.Future[dict[str, Any] | None]") -> None:
+        if done.cancelled() or done.exception() is not None:
+            return
+        reply = done.result()
+        if reply is not None:
+            self.send(reply)
 
     def handle_message(self, raw: str | bytes) -> dict[str, Any] | None:
         """Act on one control message; the reply (ack or error) goes back on the channel."""
@@ -160,8 +176,7 @@ class PeerSession:
                 return {"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
                         "stages": self.worker.pipeline.names, "id": mid}
             if kind == "set_prompt":
-                result = self.services.set_prompt(self.session, msg["text"])
-                self.services.audit("prompt", session=self.session.id, text=msg["text"])
+                result = self.services.set_prompt(self.session, msg["text"])  # it audits its own decision
                 return {"type": "ack", "of": kind, "id": mid, "result": result}
             if kind == "set_params":
                 changes = protocol.params_to_controls(msg)
@@ -169,6 +184,8 @@ class PeerSession:
                 if sid is not None and sid not in self.session.sources:
                     return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
                 self.session.update(**changes)
+                self.services.audit("params", session=self.session.id,
+                                    **{k: (dict(v) if isinstance(v, dict) else v) for k, v in changes.items()})
                 return {"type": "ack", "of": kind, "id": mid, "result": sorted(changes)}
         except Exception as exc:  # the hook failed: tell the client, keep the stream
             log.exception("session %s: %s failed", self.session.id, kind)
@@ -219,6 +236,15 @@ class PeerSession:
                 self._spawn(self.close(f"idle for {self.config.idle_timeout_s:.0f} s"))
                 return
 
+    def _release_session(self) -> None:
+        """Everything the session held goes: the services' records (sources, prompt), then its slots."""
+        try:
+            self.services.session_ended(self.session)
+        except Exception:
+            log.exception("session %s: session_ended hook failed", self.session.id)
+        self.session.run_close_callbacks()
+        self.session.closed.set()
+
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -239,9 +265,11 @@ class PeerSession:
             if task is not current:
                 task.cancel()
         self.session.set_event_sink(None)
-        await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.worker.stop)
+        self._control.shutdown(wait=False, cancel_futures=True)
         await self.pc.close()
-        self.session.closed.set()
+        await loop.run_in_executor(None, self._release_session)
         self.services.audit("session_closed", session=self.session.id, reason=reason,
                             frames_in=self.stats.frames_in, frames_out=self.stats.frames_out)
         self.closed.set()

@@ -75,8 +75,11 @@ class LiveFuseServer:
         self.reserve()
         try:
             session = Session(client=request.remote or "", token_id=token)
+            self.services.session_started(session, request)
+            loop = asyncio.get_running_loop()
+            pipeline = await loop.run_in_executor(None, self.services.make_pipeline, session)  # loads models
             peer = PeerSession(self.config, self.services, session, metrics=self.metrics, kind=kind,
-                               on_closed=self._closed)
+                               on_closed=self._closed, pipeline=pipeline)
             try:
                 await peer.accept(sdp)
             except BadOffer as exc:
@@ -274,7 +277,8 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     apply_bitrate_bounds(config)
     server = LiveFuseServer(config, services)
     # the largest body any route takes; each route enforces its own, smaller limit
-    app = web.Application(client_max_size=max(config.max_sdp_bytes, config.max_source_bytes) + 64 * 1024)
+    app = web.Application(client_max_size=max(config.max_sdp_bytes, config.max_source_bytes) + 64 * 1024,
+                          middlewares=list(services.middlewares))
     app[SERVER_KEY] = server
     r = app.router
     r.add_get("/", server.index)
@@ -290,6 +294,15 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/healthz", server.healthz)
     r.add_get("/metrics", server.metrics_page)
     app.on_shutdown.append(server.close_all)
+
+    async def _start_services(_app: web.Application) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, services.startup)
+
+    async def _shutdown_services(_app: web.Application) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, services.shutdown)
+
+    app.on_startup.append(_start_services)
+    app.on_cleanup.append(_shutdown_services)
     return app
 
 

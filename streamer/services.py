@@ -73,11 +73,16 @@ class Services:
     set_prompt: Callable[[Session, str], dict[str, Any]] = default_set_prompt
     authorize: Callable[[Any], str | None] = default_authorize
     audit: Callable[..., None] = default_audit
+    middlewares: tuple[Any, ...] = ()                                  # aiohttp middlewares (auth)
+    session_started: Callable[[Session, Any], None] = lambda session, request: None
+    session_ended: Callable[[Session], None] = lambda session: None    # after its pipeline stopped
+    startup: Callable[[], None] = lambda: None                         # load shared models before the first client
+    shutdown: Callable[[], None] = lambda: None                        # the server is stopping
     extras: Mapping[str, Any] = field(default_factory=dict)
 
 
-def default_services() -> Services:
+def default_services(product_config: Any = None) -> Services:
     """What `livefuse serve` and `livefuse process` run with: the real product (streamer.assembly)."""
-    from streamer.assembly import Product
+    from streamer.assembly import Product, ProductConfig
 
-    return Product().services()
+    return Product(product_config or ProductConfig()).services()

@@ -6,6 +6,7 @@ The frame worker reads `session.controls` once per frame; the control path repla
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -48,6 +49,7 @@ class Session:
         self._events: deque[dict[str, Any]] = deque(maxlen=256)
         self._event_sink: EventSink | None = None
         self.closed = threading.Event()
+        self._on_close: list[Callable[[], None]] = []
 
     @property
     def controls(self) -> Controls:
@@ -79,3 +81,17 @@ class Session:
                 self._events.append(event)
                 return
         sink(event)
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once when the session ends (release a rate-limit slot, close a sink)."""
+        with self._lock:
+            self._on_close.append(callback)
+
+    def run_close_callbacks(self) -> None:
+        with self._lock:
+            callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one failing callback must not keep the others from running
+                logging.getLogger(__name__).exception("session %s: close callback failed", self.id)

@@ -37,7 +37,7 @@ def make_app(store, policy, slots):
 
     app = web.Application(middlewares=[auth_middleware(store, policy)])
     app.router.add_post("/offer", offer)
-    app.router.add_post("/source", upload)
+    app.router.add_post("/sessions/{session}/source", upload)
     app.router.add_get("/health", health)
     return app
 
@@ -68,10 +68,10 @@ async def test_no_token_bad_token_and_expired(setup):
     r = await client.post("/offer", headers={"Authorization": "Basic abc"})
     assert r.status == 401
     tok = store.issue("alice", ttl=60)
-    r = await client.post("/source", headers=bearer(tok))
+    r = await client.post("/sessions/s1/source", headers=bearer(tok))
     assert r.status == 200 and (await r.json())["token"] == "alice"
     clock.t += 61
-    r = await client.post("/source", headers=bearer(tok))
+    r = await client.post("/sessions/s1/source", headers=bearer(tok))
     assert r.status == 401 and (await r.json())["error"] == "token expired"
     assert (await client.get("/health")).status == 200  # unprotected routes stay open
 
@@ -79,14 +79,14 @@ async def test_no_token_bad_token_and_expired(setup):
 async def test_rate_limit_then_recovery(setup):
     client, store, clock, _ = setup
     tok = store.issue("bob", rate_per_minute=60, burst=3)
-    codes = [(await client.post("/source", headers=bearer(tok))).status for _ in range(5)]
+    codes = [(await client.post("/sessions/s1/source", headers=bearer(tok))).status for _ in range(5)]
     assert codes == [200, 200, 200, 429, 429]
-    r = await client.post("/source", headers=bearer(tok))
+    r = await client.post("/sessions/s1/source", headers=bearer(tok))
     assert r.status == 429 and int(r.headers["Retry-After"]) >= 1
     clock.t += 2.0  # one request a second refills
-    assert (await client.post("/source", headers=bearer(tok))).status == 200
+    assert (await client.post("/sessions/s1/source", headers=bearer(tok))).status == 200
     other = store.issue("carol", burst=3)
-    assert (await client.post("/source", headers=bearer(other))).status == 200  # limits are per token
+    assert (await client.post("/sessions/s1/source", headers=bearer(other))).status == 200  # limits are per token
 
 
 async def test_session_limit_and_release(setup):
@@ -109,9 +109,9 @@ async def test_session_limit_and_release(setup):
 async def test_origin_allowlist(setup):
     client, store, _, _ = setup
     tok = store.issue("erin", burst=50)
-    ok = await client.post("/source", headers={**bearer(tok), "Origin": "https://cam.example"})
+    ok = await client.post("/sessions/s1/source", headers={**bearer(tok), "Origin": "https://cam.example"})
     assert ok.status == 200
-    bad = await client.post("/source", headers={**bearer(tok), "Origin": "https://evil.example"})
+    bad = await client.post("/sessions/s1/source", headers={**bearer(tok), "Origin": "https://evil.example"})
     assert bad.status == 403 and "not allowed" in (await bad.json())["error"]
 
 
@@ -124,7 +124,7 @@ async def test_loopback_runs_open_but_still_rate_limited():
     async with TestClient(TestServer(make_app(store, policy, slots))) as client:
         r = await client.post("/offer")
         assert r.status == 200 and (await r.json())["token"] == "loopback"
-        codes = [(await client.post("/source")).status for _ in range(6)]
+        codes = [(await client.post("/sessions/s1/source")).status for _ in range(6)]
         assert codes[-1] == 429  # burst of 5 for 30/min
 
 

@@ -22,14 +22,14 @@ def test_kit_wires_one_audit_trail(tmp_path, astronaut, grace_hopper):
     deny.mkdir()
     Image.fromarray(grace_hopper).save(deny / "grace.png")
     cfg = SafetyConfig(host="0.0.0.0", audit_path=str(tmp_path / "audit.jsonl"), denylist_dir=str(deny), server_id=9)
-    kit = SafetyKit.build(cfg, encoder=None, embedder=IdentityEmbedder(), landmarker=MediaPipeLandmarker())
+    from engines.sources import SourceRefused, SourceRegistry
+
+    kit = SafetyKit.build(cfg, encoder=None, registry=SourceRegistry(embedder=IdentityEmbedder()), landmarker=MediaPipeLandmarker())
     assert kit.access.require_tokens and kit.watermark.enabled
     session = Session("kit-session")
     kit.prompts.set_prompt(session, "a slight smile")
     kit.prompts.set_prompt(session, "show me nude")
     kit.sources.register(session, astronaut, {"consent": "true"})
-    from streamer.safety.denylist import SourceRefused
-
     with pytest.raises(SourceRefused):
         kit.sources.register(session, grace_hopper, {"consent": "true"})
     pipe = Pipeline([kit.watermark_stage()])

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 
+from streamer.safety.audit import default_audit_path
+
 HELP = "check the tamper-evident audit log"
-DEFAULT_PATH = os.environ.get("LIVEFUSE_AUDIT_LOG", "var/audit/audit.jsonl")
+DEFAULT_PATH = default_audit_path()
 
 
 def add_arguments(parser) -> None:

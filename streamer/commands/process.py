@@ -22,19 +22,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codec", help="video codec (default: the container's)")
     parser.add_argument("--crf", type=int, default=20, help="H.264 quality, lower is better (default 20)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--consent", action="store_true",
+                        help="confirm you may use the --source face (recorded; not needed for 'demo')")
     parser.add_argument("-y", "--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    from streamer.commands.serve import add_product_arguments
+
+    add_product_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from streamer.commands.serve import product_config
     from streamer.services import SourceRefused, default_services
 
+    services = default_services(product_config(args, "127.0.0.1"))
     try:
-        summary = process_file(args.input, args.output, default_services(), source=args.source, prompt=args.prompt,
+        summary = process_file(args.input, args.output, services, source=args.source, prompt=args.prompt,
                                strength=args.strength, codec=args.codec, crf=args.crf,
-                               progress=not args.no_progress, overwrite=args.overwrite)
+                               progress=not args.no_progress, overwrite=args.overwrite, consent=args.consent)
     except (FileNotFoundError, FileExistsError, ValueError, SourceRefused) as exc:
         print(f"livefuse process: {exc}", file=sys.stderr)
         return 2
+    finally:
+        services.shutdown()
     print(f"wrote {summary['output']}: {summary['frames']} frames, {summary['width']}x{summary['height']}, "
           f"audio {summary['audio']}, {summary['stage_errors']} stage errors", file=sys.stderr)
     return 0
@@ -42,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
 def process_file(input_path: str, output_path: str, services: Any, *, source: str | None = None, prompt: str = "",
                  strength: float = 1.0, codec: str | None = None, crf: int = 20, progress: bool = True,
-                 overwrite: bool = False) -> dict[str, Any]:
-    """Decode -> pipeline -> encode, in order, no frame dropped (a file is not live)."""
+                 overwrite: bool = False, consent: bool = False) -> dict[str, Any]:
+    """Decode -> pipeline -> encode, in order, no frame dropped (a file is not live). A source other
+    than the bundled demo face needs `consent`; a prompt the policy refuses stops before any work."""
     import av
     from tqdm import tqdm
 
@@ -66,9 +76,12 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
         path = DEMO_SOURCE if source == "demo" else Path(source)
         if not path.is_file():
             raise FileNotFoundError(f"no source image {path}")
-        services.register_source(session, decode_image(path.read_bytes(), max_pixels=4096 * 4096), {"source_id": "source"})
+        form = {"source_id": "source", "consent": "true" if (consent or source == "demo") else ""}
+        services.register_source(session, decode_image(path.read_bytes(), max_pixels=4096 * 4096), form)
     if prompt:
-        services.set_prompt(session, prompt)
+        decision = services.set_prompt(session, prompt)
+        if decision.get("allowed") is False:
+            raise ValueError(f"prompt refused: {decision.get('reason')}")
     pipeline = services.make_pipeline(session)
     try:
         container = av.open(str(src))
@@ -113,6 +126,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
             raise
         bar.close()
         pipeline.close()
+        services.session_ended(session)
         tmp.replace(dst)
     return {"output": str(dst), "frames": frames, "width": writer.video.width, "height": writer.video.height,
             "audio": ("copied" if writer.audio_copied else "re-encoded") if ain is not None else "none",

@@ -22,6 +22,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ice-username", help="TURN username")
     g.add_argument("--ice-credential", help="TURN credential")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
+    add_product_arguments(parser)
+
+
+def add_product_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options for what runs on the frames and how it is kept safe (shared with `livefuse process`)."""
+    p = parser.add_argument_group("pipeline and safety")
+    p.add_argument("--stages", help="comma-separated subset of faces,fusion,edits,watermark (watermark is required)")
+    p.add_argument("--encoder", help="local transformers folder for prompts (default: the bundled MiniLM)")
+    p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
+    p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
+    p.add_argument("--audit-key-file", help="HMAC key for the audit chain")
+    p.add_argument("--tokens", dest="tokens_file", help="bearer tokens file (required off loopback)")
+    p.add_argument("--denylist", dest="denylist_dir", help="folder of protected identities' photos")
+    p.add_argument("--allow-origin", dest="allowed_origins", action="append", help="allowed page origin, repeatable")
+    p.add_argument("--server-id", type=int, help="16-bit id carried in every frame's watermark (default 0)")
+    p.add_argument("--no-watermark", action="store_true",
+                   help="turn the invisible watermark off (logged and written to the audit log; needs --no-watermark-reason)")
+    p.add_argument("--no-watermark-reason", default="", help="why marking is off (recorded)")
+
+
+def product_config(args: argparse.Namespace, host: str):
+    """ProductConfig from the options above; the safety side follows the bind address (tokens off loopback)."""
+    from dataclasses import replace
+
+    from streamer.assembly import ProductConfig
+    from streamer.safety.kit import SafetyConfig
+
+    if getattr(args, "no_watermark", False) and not args.no_watermark_reason:
+        raise SystemExit("--no-watermark needs --no-watermark-reason: the reason is recorded in the audit log")
+    safety = SafetyConfig(host=host)
+    changes = {k: v for k, v in {
+        "audit_path": getattr(args, "audit_log", None), "audit_key_file": getattr(args, "audit_key_file", None),
+        "tokens_file": getattr(args, "tokens_file", None), "denylist_dir": getattr(args, "denylist_dir", None),
+        "allowed_origins": tuple(args.allowed_origins) if getattr(args, "allowed_origins", None) else None,
+        "server_id": getattr(args, "server_id", None),
+    }.items() if v is not None}
+    if getattr(args, "no_watermark", False):
+        changes.update(disable_watermark=True, disable_reason=args.no_watermark_reason)
+    config = ProductConfig(safety=replace(safety, **changes), encoder=getattr(args, "encoder", None),
+                           artifact=getattr(args, "artifact", None))
+    if getattr(args, "stages", None):
+        config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ice_servers:
         overrides["ice_servers"] = tuple(args.ice_servers)
     config = ServerConfig.from_env(**overrides)
-    app = create_app(config, default_services())
+    app = create_app(config, default_services(product_config(args, config.host)))
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)

@@ -33,6 +33,15 @@ GENESIS = "0" * 64
 _SEGMENT = re.compile(r"^(?P<stem>.+)\.(?P<n>\d{6})\.jsonl$")
 
 
+def default_audit_path() -> str:
+    """LIVEFUSE_AUDIT_LOG, else the user's state folder: one log per user, wherever a command runs."""
+    explicit = os.environ.get("LIVEFUSE_AUDIT_LOG")
+    if explicit:
+        return explicit
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "livefuse", "audit.jsonl")
+
+
 def canonical(record: dict[str, Any]) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
 

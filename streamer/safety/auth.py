@@ -158,7 +158,7 @@ def is_loopback(host: str) -> bool:
 class AccessPolicy:
     require_tokens: bool = True
     allowed_origins: tuple[str, ...] = ()          # empty: same origin only (when tokens are required)
-    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/source", "/upload", "/session")
+    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions")
     session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
     open_rate_per_minute: float = 120.0            # per client address when running open on loopback
     open_max_sessions: int = 16

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from engines.sources import SourceRefused, parse_index
 from streamer.safety.audit import embedding_hash
 
 log = logging.getLogger(__name__)
@@ -27,14 +28,6 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 CACHE_NAME = ".denylist-cache.npz"
 EMBEDDER_ID = "dlib_face_recognition_resnet_model_v1"
 CONSENT_VALUES = ("1", "true", "yes", "on")
-
-
-class SourceRefused(Exception):
-    """A source that will not be used; `reason` goes back to the client."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,21 +139,18 @@ class IdentityDenylist:
 
 
 class SourceGate:
-    """Source registration's front door: consent, a face, not a protected identity. Fits a
-    `register_source(session, image_rgb, form) -> dict` hook; `register` does the real registration
-    afterwards (default: keep the image in `session.sources`). `refuse` builds the exception to raise
-    (pass the server's own SourceRefused class). Embedding takes ~70 ms a face: call it off the event loop."""
+    """Source registration's front door: consent first (cheap), then the registry finds the face and its
+    identity embedding once, then the denylist. Nothing is stored in the session until all three pass.
+    Fits a `register_source(session, image_rgb, form) -> dict` hook; call it off the event loop (the
+    registry runs the landmarker and the ~70 ms embedder)."""
 
-    def __init__(self, embedder: Any, landmarker: Any, denylist: IdentityDenylist | None = None, *,
-                 audit: Callable[..., None] | None = None,
-                 register: Callable[[Any, np.ndarray, Mapping[str, str]], dict[str, Any]] | None = None,
-                 refuse: Callable[[str], Exception] = SourceRefused) -> None:
-        self.embedder = embedder
-        self.stills = denylist.stills if denylist is not None else _Stills(landmarker)
+    def __init__(self, registry: Any, denylist: IdentityDenylist | None = None, *,
+                 audit: Callable[..., None] | None = None) -> None:
+        if denylist is not None and getattr(registry, "embedder", None) is None:
+            raise ValueError("a denylist needs a registry with an identity embedder")
+        self.registry = registry
         self.denylist = denylist
         self.audit = audit
-        self.register_inner = register
-        self.refuse = refuse
 
     def _record(self, event: str, **fields: Any) -> None:
         if self.audit is not None:
@@ -169,32 +159,33 @@ class SourceGate:
     def register(self, session: Any, image: np.ndarray, form: Mapping[str, str]) -> dict[str, Any]:
         image_sha = hashlib.sha256(np.ascontiguousarray(image).tobytes() + repr(image.shape).encode()).hexdigest()
         consent = str(form.get("consent", "")).strip().lower() in CONSENT_VALUES
-        base = {"session": session.id, "image_sha256": image_sha, "consent": consent}
+        base: dict[str, Any] = {"session": session.id, "image_sha256": image_sha, "consent": consent}
         if not consent:
-            self._record("source_refused", reason="no consent", **base)
-            raise self.refuse("the source needs an explicit consent flag (consent=true): confirm you may use this face")
-        faces = self.stills.faces(image)
-        if not faces:
-            self._record("source_refused", reason="no face", **base)
-            raise self.refuse("no face found in the source image")
-        face = _largest(faces)
-        vec = np.asarray(self.embedder.embed(image, face), np.float32)
-        base["embedding_sha256"] = embedding_hash(vec)
+            self._record("source_refused", reason="no_consent", **base)
+            raise SourceRefused("no_consent", "the source needs an explicit consent flag (consent=true): "
+                                              "confirm you may use this face")
+        try:
+            source = self.registry.register(image, index=parse_index(form.get("index")))
+        except SourceRefused as exc:
+            self._record("source_refused", reason=exc.reason, **base)
+            raise
+        if source.embedding is not None:
+            base["embedding_sha256"] = embedding_hash(source.embedding)
         if self.denylist is not None:
-            for f in faces:  # every face in the photo, not only the one that would be used
-                v = vec if f is face else np.asarray(self.embedder.embed(image, f), np.float32)
-                match = self.denylist.check_embedding(v)
-                if match.refused:
-                    self._record("source_refused", reason="protected identity", identity=match.identity,
-                                 distance=round(match.distance, 3), **base)
-                    raise self.refuse("this face matches a protected identity and cannot be used as a source")
-        if self.register_inner is not None:
-            out = dict(self.register_inner(session, image, form))
-        else:
-            source_id = str(form.get("source_id") or image_sha[:12])
-            session.sources[source_id] = {"image": image, "face": face, "embedding": vec}
-            session.update(source_id=source_id)
-            out = {"source_id": source_id}
-        self._record("source_registered", **base, source_id=out.get("source_id"))
-        out.setdefault("embedding_sha256", base["embedding_sha256"])
+            match = self.denylist.check_embedding(source.embedding)
+            if match.refused:
+                self._record("source_refused", reason="protected_identity", identity=match.identity,
+                             distance=round(match.distance, 3), **base)
+                raise SourceRefused("protected_identity",
+                                    "this face matches a protected identity and cannot be used as a source")
+        source_id = str(form.get("source_id") or source.id)
+        if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
+            raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
+        session.sources[source_id] = source
+        session.update(source_id=source_id)
+        self._record("source_registered", **base, source_id=source_id, face_index=source.face_index)
+        out = {"source_id": source_id, **{k: v for k, v in source.summary().items() if k != "id"}}
+        if "embedding_sha256" in base:
+            out["embedding_sha256"] = base["embedding_sha256"]
         return out
+

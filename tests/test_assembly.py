@@ -1,0 +1,94 @@
+"""The assembled product on real photos: a fused, edited, watermarked stream, the safety gates in front of
+it, and a session that leaves nothing behind but its audit trail."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engines.sources import SourceRefused
+from kernels.numpy import watermark as wm
+from kernels.numpy.masks import region_mask
+from streamer.assembly import Product, ProductConfig
+from streamer.pipeline import FrameState
+from streamer.safety.audit import iter_records, verify
+from streamer.safety.kit import SafetyConfig
+from streamer.session import Session
+from tests.watermark_clips import moving_clip
+
+
+@pytest.fixture(scope="module")
+def product(tmp_path_factory):
+    audit = tmp_path_factory.mktemp("audit") / "audit.jsonl"
+    p = Product(ProductConfig(safety=SafetyConfig(audit_path=str(audit))))
+    yield p
+    p.close()
+
+
+def run_clip(product, session, frames):
+    pipeline = product.make_pipeline(session)
+    try:
+        return [pipeline(FrameState(image=f.copy(), pts=i * 3000, extras={"time_base": 1 / 90000}), session)
+                for i, f in enumerate(frames)], pipeline.names
+    finally:
+        pipeline.close()
+
+
+def test_fused_edited_and_marked(product, astronaut, grace_hopper):
+    session = Session("assembly-live")
+    out = product.register_source(session, astronaut, {"consent": "true", "source_id": "demo"})
+    assert out["source_id"] == "demo" and len(out["embedding_sha256"]) == 64
+    assert product.set_prompt(session, "a slight smile, warmer skin")["allowed"]
+    frames = moving_clip(grace_hopper, n=12)
+    states, names = run_clip(product, session, frames)
+    assert names == ["faces", "fusion", "edits", "watermark"]
+    last, src = states[-1], frames[-1]
+    assert not last.errors, last.errors
+    assert len(last.faces) == 1
+    face = region_mask(src.shape[:2], last.faces[0].landmarks, ["face_oval"], feather_px=0) > 0.5
+    diff = np.abs(last.image.astype(np.int16) - src.astype(np.int16)).max(axis=2)
+    assert diff[face].mean() > 8            # the face took on the source
+    far = np.ones_like(face)
+    x0, y0, x1, y1 = (int(v) for v in last.faces[0].bbox)
+    far[max(0, y0 - 60):y1 + 60, max(0, x0 - 60):x1 + 60] = False
+    assert wm.psnr(last.image[far], src[far]) > 38   # elsewhere only the invisible watermark
+    assert last.extras["edits"]                      # the prompt reached the renderer by the last frame
+    det = wm.extract(last.image, wm.make_key())
+    assert det.payload is not None and f"{det.payload:016x}" == last.extras["watermark"]
+
+
+def test_gates_refuse_and_keep_the_previous_state(product, astronaut, face_free_images):
+    session = Session("assembly-gates")
+    with pytest.raises(SourceRefused) as info:
+        product.register_source(session, astronaut, {})
+    assert info.value.reason == "no_consent" and session.sources == {}
+    with pytest.raises(SourceRefused) as info:
+        product.register_source(session, face_free_images["coffee"], {"consent": "yes"})
+    assert info.value.reason == "no_face"
+    assert product.set_prompt(session, "professional look")["allowed"]
+    refused = product.set_prompt(session, "make me look like Taylor Swift")
+    assert refused["allowed"] is False and session.controls.prompt == "professional look"
+
+
+def test_session_end_purges_and_the_audit_trail_verifies(product, astronaut):
+    session = Session("assembly-end")
+    product.register_source(session, astronaut, {"consent": "on"})
+    product.set_prompt(session, "brighter")
+    product.session_ended(session)
+    assert session.sources == {} and session.controls.prompt == "" and session.closed.is_set()
+    product.safety.audit.flush()
+    path = product.config.safety.audit_path
+    records = [json.loads(line) for _, _, line in iter_records(path)]
+    mine = [r["event"] for r in records if r["data"].get("session") == "assembly-end"]
+    assert mine == ["source_registered", "prompt", "session_purged"]
+    assert all("image" not in r["data"] for r in records)  # hashes only, never pixels
+    assert verify(path).ok
+
+
+def test_watermark_cannot_be_left_out_of_the_stage_list():
+    with pytest.raises(ValueError, match="disable_watermark"):
+        ProductConfig(stages=("faces", "fusion"))
+    with pytest.raises(ValueError, match="unknown stages"):
+        ProductConfig(stages=("faces", "sparkle", "watermark"))

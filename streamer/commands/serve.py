@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ice_servers:
         overrides["ice_servers"] = tuple(args.ice_servers)
     config = ServerConfig.from_env(**overrides)
+    if not config.loopback and not getattr(args, "tokens_file", None):
+        raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
+                         "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")
     app = create_app(config, default_services(product_config(args, config.host)))
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,

@@ -77,6 +77,11 @@ class TokenStore:
             self._by_digest[_digest(raw)] = TokenInfo(token_id, expires, max_sessions, rate_per_minute, burst)
         return raw
 
+    def entries(self) -> list[dict[str, Any]]:
+        """What is known about each token, without its hash."""
+        with self._lock:
+            return [asdict(i) for i in self._by_digest.values()]
+
     def revoke(self, token_id: str) -> None:
         with self._lock:
             self._by_digest = {d: i for d, i in self._by_digest.items() if i.id != token_id}

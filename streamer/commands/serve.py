@@ -29,6 +29,8 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     """Options for what runs on the frames and how it is kept safe (shared with `livefuse process`)."""
     p = parser.add_argument_group("pipeline and safety")
     p.add_argument("--stages", help="comma-separated subset of faces,fusion,edits,watermark (watermark is required)")
+    p.add_argument("--face-backend", help="face runtimes in order of preference, e.g. tensorrt,torch,litert (default litert,torch)")
+    p.add_argument("--device", help="device for the torch/tensorrt face runtimes: auto, cpu, cuda, cuda:N (default auto)")
     p.add_argument("--encoder", help="local transformers folder for prompts (default: the bundled MiniLM)")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
@@ -64,6 +66,13 @@ def product_config(args: argparse.Namespace, host: str):
                            artifact=getattr(args, "artifact", None))
     if getattr(args, "stages", None):
         config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
+    backend = config.faces.backend
+    if getattr(args, "face_backend", None):
+        backend = replace(backend, preference=tuple(b.strip() for b in args.face_backend.split(",") if b.strip()))
+    if getattr(args, "device", None):
+        backend = replace(backend, device=args.device)
+    if backend != config.faces.backend:
+        config = replace(config, faces=replace(config.faces, backend=backend))
     return config
 
 

@@ -34,6 +34,11 @@ class ServerConfig:
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
+    vcam: str = ""                        # "" off; "auto" the first virtual camera device; or a device path
+    vcam_width: int = 1280
+    vcam_height: int = 720
+    vcam_fps: float = 30.0
+    vcam_backend: str = ""                # pyvirtualcam backend name ("" = the platform's)
 
     def __post_init__(self) -> None:
         if self.codec not in CODECS:

@@ -48,6 +48,13 @@ class LiveFuseServer:
         self.peers: dict[str, PeerSession] = {}
         self._pending = 0
         self.started = time.time()
+        self.camera = None
+        if config.vcam:
+            from streamer.sinks.vcam import CameraFeed
+
+            self.camera = CameraFeed(config.vcam_width, config.vcam_height, config.vcam_fps,
+                                     device=None if config.vcam == "auto" else config.vcam,
+                                     backend=config.vcam_backend or None)
 
     # ---- helpers -------------------------------------------------------------------------------------
     def authorize(self, request: web.Request) -> str:
@@ -93,6 +100,8 @@ class LiveFuseServer:
             self.metrics.sessions.set(len(self.peers))
             self.metrics.sessions_total.labels(kind).inc()
             self.services.audit("session_opened", session=session.id, kind=kind, client=session.client, token=token)
+            if self.camera is not None and kind != "whep":
+                await self.camera.offer(session.id, peer.worker.outbox)
             return peer
         finally:
             self._pending -= 1
@@ -100,10 +109,14 @@ class LiveFuseServer:
     def _closed(self, peer: PeerSession) -> None:
         if self.peers.get(peer.session.id) is peer:
             del self.peers[peer.session.id]
+        if self.camera is not None:
+            self.camera.release(peer.session.id)
         self.metrics.sessions.set(len(self.peers))
 
     async def close_all(self, _app: web.Application | None = None) -> None:
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
+        if self.camera is not None:
+            self.camera.close()
 
     # ---- routes ----------------------------------------------------------------------------------------
     async def index(self, request: web.Request) -> web.StreamResponse:

@@ -70,3 +70,46 @@ def test_no_virtual_camera_device_is_a_clear_error():
         pytest.skip("this machine has a video device")
     with pytest.raises(RuntimeError, match="no virtual camera"):
         VirtualCameraSink(640, 480, 30, backend="v4l2loopback")
+
+
+async def test_serve_vcam_feeds_the_oldest_live_session(astronaut):
+    """`livefuse serve --vcam`: a real client streams to the server; its processed frames reach the camera,
+    and a second session does not take the camera while the first is live."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from streamer.config import ServerConfig
+    from streamer.probe import ClipTrack, ProbeClient
+    from streamer.server import SERVER_KEY, create_app
+
+    RecordingBackend.sent.clear()
+    app = create_app(ServerConfig(vcam="auto", vcam_width=320, vcam_height=240, vcam_backend="livefuse-recording"))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("")).rstrip("/")
+    first = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=300))
+    second = ProbeClient(ClipTrack(clip_background(astronaut[:, ::-1].copy(), 320, 240), frames=300))
+    try:
+        async with aiohttp.ClientSession() as http:
+            await first.connect_http(url, http)
+            await first.wait_frames(10)
+            await second.connect_http(url, http)
+            await second.wait_frames(5)
+            camera = app[SERVER_KEY].camera
+            assert camera.owner == first.session_id and camera.failed is None
+            deadline = time.monotonic() + 10
+            while len(RecordingBackend.sent) < 10 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            got = list(RecordingBackend.sent)
+            assert len(got) >= 10 and got[-1].shape == (240, 320, 3)
+            indices = [read_index(g) for g in got]
+            assert indices == sorted(indices)  # in order, newest-frame-wins may skip some
+            await first.close()
+            deadline = time.monotonic() + 15
+            while camera.owner == first.session_id and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert camera.owner is None  # released with its session
+    finally:
+        await first.close()
+        await second.close()
+        await server.close()

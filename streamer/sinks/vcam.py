@@ -53,3 +53,48 @@ class VirtualCameraSink:
 
     def close(self) -> None:
         self.camera.close()
+
+
+class CameraFeed:
+    """The server's one virtual camera: the oldest live session feeds it; when that session ends, the next
+    session to start takes it over. The device opens on first use (a machine without one logs why once and
+    streams on without it)."""
+
+    def __init__(self, width: int, height: int, fps: float = 30.0, *, device: str | None = None,
+                 backend: str | None = None) -> None:
+        self.size, self.fps, self.device, self.backend = (width, height), fps, device, backend
+        self.sink: VirtualCameraSink | None = None
+        self.owner: str | None = None
+        self.failed: str | None = None
+        self._task: asyncio.Task | None = None
+
+    async def offer(self, session_id: str, outbox: Any) -> bool:
+        """Let `session_id` feed the camera from its processed-frame `outbox` if the camera is free."""
+        if self.owner is not None or self.failed is not None:
+            return False
+        if self.sink is None:
+            try:
+                self.sink = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: VirtualCameraSink(*self.size, self.fps, device=self.device, backend=self.backend))
+            except RuntimeError as exc:
+                self.failed = str(exc)
+                log.error("virtual camera off: %s", exc)
+                return False
+            log.info("virtual camera %s: %dx%d", self.sink.device, *self.size)
+        from streamer.tracks import FusedTrack
+
+        self.owner = session_id
+        self._task = asyncio.ensure_future(self.sink.follow(FusedTrack(outbox, private=True)))
+        return True
+
+    def release(self, session_id: str) -> None:
+        """The session ended; its track ends with its outbox, which ends `follow`."""
+        if self.owner == session_id:
+            self.owner = None
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None

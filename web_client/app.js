@@ -168,6 +168,7 @@ async function sendSource() {
 
 // ---- prompt: what the server understood, or why it refused ----------------------------------------
 function showUnderstood(ev) {
+  if (!ev.text) { $("prompt-understood").hidden = true; return; } // no prompt: nothing to explain
   state.understood = ev;
   state.promptRefused = null;
   const box = $("prompt-understood");
@@ -195,14 +196,11 @@ function buildEditSliders() {
     state.edits[name] = 0;
     const row = document.createElement("label");
     row.className = "edit";
-    row.innerHTML = `<span class="edit-name"></span><output>0</output>
-      <input type="range" min="-100" max="100" step="5" value="0">
-      <span class="edit-ends"><i></i><i></i></span>`;
+    row.innerHTML = `<span class="edit-name"></span><input type="range" min="-100" max="100" step="5" value="0"><output>0</output>`;
     row.querySelector(".edit-name").textContent = label;
-    const [lo, hi] = row.querySelectorAll(".edit-ends i");
-    lo.textContent = minus;
-    hi.textContent = plus;
+    row.title = `${label}: left = ${minus}, right = ${plus}`;
     const input = row.querySelector("input");
+    input.setAttribute("aria-label", `${label} (left ${minus}, right ${plus})`);
     input.dataset.edit = name;
     input.id = `edit-${name}`;
     input.addEventListener("input", () => {

@@ -7,7 +7,7 @@ export const EDITS = [
   ["face_slim", "Face slim", "fuller", "slimmer"],
   ["nose_width", "Nose width", "narrower", "wider"],
   ["brow_raise", "Brows", "lower", "raise"],
-  ["skin_smooth", "Skin smoothing", "sharper", "smoother"],
+  ["skin_smooth", "Smooth skin", "sharper", "smoother"],
   ["skin_warmth", "Skin warmth", "cooler", "warmer"],
   ["brightness", "Brightness", "darker", "brighter"],
   ["lip_tint", "Lip tint", "paler", "tinted"],

@@ -147,6 +147,9 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                 assert "I have the right to use this face" in await page.inner_text(".consent")
                 await wait_for(lambda: observed.with_face >= 3, 20, f"the server to find a face; console: {logs[-5:]}")
                 assert observed.fused == 0
+                if SCREENSHOT:
+                    shot = Path(SCREENSHOT)
+                    await page.screenshot(path=str(shot.with_name(f"{shot.stem}_no_consent{shot.suffix}")))
 
                 # tick consent: the demo face (astronaut) is uploaded with consent=true and fusion starts
                 await page.check("#consent")

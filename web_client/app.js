@@ -1,8 +1,13 @@
-// The page: buttons, source picker, prompt, strength, stats overlay, and a clear message for every failure.
+// The page: buttons, source picker with consent, prompt (and what it was understood as), edit sliders,
+// strength, stats overlay, and a clear message for every failure.
 import { LiveFuseConnection, RefusedError, UnreachableError } from "./connection.js";
+import { EDITS, formatEdits, sourceRefusalText } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { connected: false, session: null, stats: null, errors: [], messages: 0, sourceBlob: null, sourceName: "demo" };
+const state = {
+  connected: false, session: null, stats: null, errors: [], messages: 0, sourceBlob: null, sourceName: "demo",
+  source: null, consent: false, understood: null, promptRefused: null, edits: {},
+};
 window.livefuse = state; // read by the end-to-end test and handy in the console
 
 let conn = null;
@@ -25,7 +30,7 @@ function explain(err) {
   if (err instanceof RefusedError) {
     if (err.status === 503) return `The server is full right now (${err.message}). Try again in ${err.retryAfter || "a few"} seconds.`;
     if (err.status === 401 || err.status === 403) return `The server refused this browser: ${err.message}.`;
-    if (err.status === 422) return `That photo can't be used as a source face: ${err.message}`;
+    if (err.status === 422) return sourceRefusalText(err.code, err.message);
     return `The server refused the request (${err.status}): ${err.message}`;
   }
   if (err instanceof UnreachableError) return "Can't reach the LiveFuse server. Is `livefuse serve` running on this address?";
@@ -61,11 +66,15 @@ async function start() {
     conn.addEventListener("error", (e) => { state.errors.push(e.detail); notice(`Server: ${e.detail.message}`, "info"); });
     conn.addEventListener("bye", (e) => { notice(`The server ended the session: ${e.detail.reason}`); stop(false); });
     conn.addEventListener("message", () => { state.messages += 1; });
+    conn.addEventListener("prompt", (e) => showUnderstood(e.detail));
+    conn.addEventListener("prompt_refused", (e) => showRefused(e.detail.reason));
     const body = await conn.connect();
     state.session = body.session;
     $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
     state.sourceBlob = state.sourceBlob || (await demoBlob());
     await sendSource();
+    if (Object.values(state.edits).some((v) => v !== 0)) sendEdits();
+    if ($("strength").value !== "100") conn.setParams({ strength: $("strength").value / 100 });
     $("stop").disabled = false;
   } catch (err) {
     console.error(err);
@@ -80,6 +89,8 @@ function stop(clearNotice = true) {
   conn = null;
   state.connected = false;
   state.session = null;
+  state.source = null;
+  showSourceStatus();
   $("start").disabled = false;
   $("stop").disabled = true;
   $("stats").hidden = true;
@@ -119,20 +130,128 @@ async function showStats(s) {
 
 function escapeHtml(t) { return t.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`); }
 
+function sourceLabel() {
+  return state.sourceName === "demo" ? "the demo face" : "your uploaded photo";
+}
+
+// One line under the picker that always says whether faces are being fused, and if not, why.
+function showSourceStatus(text, kind = "") {
+  const line = $("source-status");
+  if (text === undefined) {
+    if (!state.consent) { text = "No face fusion: tick “I have the right to use this face” to use the selected face. Nothing is uploaded until you do."; kind = "warn"; }
+    else if (state.source) { text = `Fusing ${sourceLabel()} into your camera.`; kind = "ok"; }
+    else if (conn && conn.session) { text = `Sending ${sourceLabel()}…`; }
+    else { text = `Ready: ${sourceLabel()} will be used when you start the camera.`; }
+  }
+  line.textContent = text;
+  line.className = `small status ${kind}`;
+}
+
 async function sendSource() {
+  showSourceStatus();
   if (!conn || !conn.session || !state.sourceBlob) return;
+  if (!state.consent) {
+    // without consent nothing is uploaded, and a source sent earlier stops being used
+    if (state.source) { conn.setParams({ source_id: null }); state.source = null; }
+    showSourceStatus();
+    return;
+  }
   try {
-    const r = await conn.uploadSource(state.sourceBlob, state.sourceName);
-    state.source = r;
+    state.source = await conn.uploadSource(state.sourceBlob, state.sourceName, { consent: true });
+    showSourceStatus();
   } catch (err) {
-    notice(explain(err));
+    state.source = null;
+    state.sourceError = { status: err.status, code: err.code, message: err.message };
+    showSourceStatus(`No face fusion: ${explain(err)}`, "bad");
   }
 }
 
-function pickSource(label) {
-  document.querySelectorAll(".source").forEach((el) => el.classList.toggle("selected", el === label));
+// ---- prompt: what the server understood, or why it refused ----------------------------------------
+function showUnderstood(ev) {
+  if (!ev.text) { $("prompt-understood").hidden = true; return; } // no prompt: nothing to explain
+  state.understood = ev;
+  state.promptRefused = null;
+  const box = $("prompt-understood");
+  box.hidden = false;
+  box.classList.remove("refused");
+  $("understood-line").textContent = `Understood as: ${formatEdits(ev.understood)}`;
+  const notes = [];
+  if (ev.translated) notes.push(`read as “${ev.translated}”`);
+  if (ev.unknown) notes.push(`not understood: “${ev.unknown}”`);
+  if (ev.truncated) notes.push(ev.message || "the prompt was cut to the encoder's limit");
+  if (typeof ev.encode_ms === "number") notes.push(ev.cached ? "from cache" : `encoded in ${ev.encode_ms.toFixed(0)} ms`);
+  $("understood-notes").textContent = notes.join(" · ");
 }
 
+function showRefused(reason) {
+  state.promptRefused = reason || "refused by the server's policy";
+  $("prompt-status").textContent = `Refused: ${state.promptRefused}. The previous prompt stays in effect.`;
+  $("prompt-status").className = "small bad";
+}
+
+// ---- edit sliders ------------------------------------------------------------------------------------
+function buildEditSliders() {
+  const box = $("edit-sliders");
+  for (const [name, label, minus, plus] of EDITS) {
+    state.edits[name] = 0;
+    const row = document.createElement("label");
+    row.className = "edit";
+    row.innerHTML = `<span class="edit-name"></span><input type="range" min="-100" max="100" step="5" value="0"><output>0</output>`;
+    row.querySelector(".edit-name").textContent = label;
+    row.title = `${label}: left = ${minus}, right = ${plus}`;
+    const input = row.querySelector("input");
+    input.setAttribute("aria-label", `${label} (left ${minus}, right ${plus})`);
+    input.dataset.edit = name;
+    input.id = `edit-${name}`;
+    input.addEventListener("input", () => {
+      state.edits[name] = Number(input.value) / 100;
+      row.querySelector("output").textContent = formatValue(state.edits[name]);
+      editsChanged();
+    });
+    box.appendChild(row);
+  }
+}
+
+function formatValue(v) { return v === 0 ? "0" : `${v > 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`; }
+
+let editsTimer = null;
+function editsChanged(now = false) {
+  const changed = Object.values(state.edits).filter((v) => v !== 0).length;
+  $("edits-summary").textContent = changed ? `${changed} changed` : "all at centre";
+  clearTimeout(editsTimer);
+  if (now) sendEdits();
+  else editsTimer = setTimeout(sendEdits, 150);
+}
+
+function sendEdits() {
+  if (conn) conn.setParams({ edits: { ...state.edits } });
+}
+
+function resetEdits() {
+  document.querySelectorAll("#edit-sliders input").forEach((input) => {
+    input.value = 0;
+    state.edits[input.dataset.edit] = 0;
+    input.closest(".edit").querySelector("output").textContent = "0";
+  });
+  editsChanged(true);
+}
+
+// Consent belongs to a face: picking another face shows (and uses) that face's own tick.
+function pickSource(label) {
+  document.querySelectorAll(".source").forEach((el) => el.classList.toggle("selected", el === label));
+  state.consent = Boolean(label._consented);
+  $("consent").checked = state.consent;
+}
+
+buildEditSliders();
+showSourceStatus();
+$("edits-reset").addEventListener("click", resetEdits);
+$("consent").addEventListener("change", async (e) => {
+  state.consent = e.target.checked;
+  const selected = document.querySelector(".source.selected");
+  if (selected) selected._consented = state.consent;
+  await sendSource();
+});
 $("start").addEventListener("click", start);
 $("stop").addEventListener("click", () => stop());
 $("sources").addEventListener("click", async (e) => {
@@ -165,10 +284,14 @@ $("prompt-form").addEventListener("submit", (e) => {
   const text = $("prompt").value;
   const id = conn.setPrompt(text);
   $("prompt-status").textContent = "sending…";
+  $("prompt-status").className = "small";
   const onReply = (ev) => {
     if (ev.detail.id !== id) return;
     conn.removeEventListener("message", onReply);
+    const result = ev.detail.result || {};
+    if (ev.detail.type === "ack" && result.allowed === false) { showRefused(result.reason); return; }
     $("prompt-status").textContent = ev.detail.type === "ack" ? (text ? `Applied: “${text}”` : "Prompt cleared") : `Not applied: ${ev.detail.message}`;
+    if (!text) $("prompt-understood").hidden = true;
   };
   conn.addEventListener("message", onReply);
 });

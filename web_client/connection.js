@@ -1,10 +1,11 @@
 // One LiveFuse session: camera -> RTCPeerConnection -> server, processed video back, JSON control channel.
 
 export class RefusedError extends Error {
-  constructor(status, reason, retryAfter) {
+  constructor(status, reason, retryAfter, code) {
     super(reason);
     this.status = status;
     this.retryAfter = retryAfter;
+    this.code = code; // machine-readable refusal, e.g. "source_no_consent" (422 on source upload)
   }
 }
 
@@ -61,10 +62,12 @@ export class LiveFuseConnection extends EventTarget {
     return body;
   }
 
-  async uploadSource(blob, sourceId) {
+  // `fields`: extra form fields; the server refuses a source without `consent: true` (422 source_no_consent)
+  async uploadSource(blob, sourceId, fields = {}) {
     const form = new FormData();
     form.append("image", blob, "source.jpg");
     if (sourceId) form.append("source_id", sourceId);
+    for (const [k, v] of Object.entries(fields)) form.append(k, String(v));
     let resp;
     try {
       resp = await fetch(`${this.base}/sessions/${this.session}/source`, { method: "POST", body: form });
@@ -72,7 +75,7 @@ export class LiveFuseConnection extends EventTarget {
       throw new UnreachableError(`server unreachable: ${err.message}`);
     }
     const body = await resp.json().catch(() => ({}));
-    if (!resp.ok) throw new RefusedError(resp.status, body.error || resp.statusText);
+    if (!resp.ok) throw new RefusedError(resp.status, body.error || resp.statusText, null, body.code);
     return body;
   }
 

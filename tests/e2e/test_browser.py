@@ -4,7 +4,6 @@ the photo's frames, the page plays the returned track and its pixels are what th
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from pathlib import Path
 
@@ -27,7 +26,6 @@ CHROMIUM_FLAGS = [
     "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
     "--use-fake-device-for-media-stream", "--allow-loopback-in-peer-connection",
 ]
-SCREENSHOT = os.environ.get("LIVEFUSE_SCREENSHOT")  # where to keep a picture of the page, if anywhere
 
 
 class InvertAndRecord:
@@ -98,6 +96,7 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
                 logs: list[str] = []
                 page.on("console", lambda m: logs.append(m.text))
                 await page.goto(url)
+                await page.check("#consent")  # the demo face is sent only with the tick
                 await page.click("#start")
                 await page.wait_for_function(
                     "window.livefuse.connected && window.livefuse.stats && window.livefuse.stats.frames_out > 30",
@@ -116,8 +115,6 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
                 remote = rgba_to_rgb(await page.evaluate(PIXELS_JS, "remote"))
                 local = rgba_to_rgb(await page.evaluate(PIXELS_JS, "local"))
                 overlay = await page.inner_text("#stats")
-                if SCREENSHOT:
-                    await page.screenshot(path=SCREENSHOT)
             finally:
                 await ctx.close()
         assert peer is not None, f"no session {session}; console: {logs[-5:]}"

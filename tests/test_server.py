@@ -224,15 +224,18 @@ async def test_livefuse_serve_command_serves_the_page_with_env_config():
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(100):
+            for _ in range(300):  # up to 30 s on a loaded machine: it answers before the models have loaded
                 try:
                     async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
                         health = await r.json()
                         break
                 except aiohttp.ClientConnectionError:
+                    if proc.poll() is not None:
+                        pytest.fail("livefuse serve exited: " + proc.stderr.read()[-2000:])
                     await asyncio.sleep(0.1)
             else:
-                pytest.fail("livefuse serve did not start: " + proc.stderr.read(2000))
+                proc.terminate()
+                pytest.fail("livefuse serve did not start: " + proc.communicate(timeout=10)[1][-2000:])
             assert health["max_sessions"] == 3
             async with http.get(f"http://127.0.0.1:{port}/") as r:
                 page = await r.text()

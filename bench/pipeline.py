@@ -22,7 +22,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=10, help="frames run before timing (default 10)")
     parser.add_argument("--sizes", default="640x480,1280x720")
     parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
-    parser.add_argument("--threads", type=int, default=None, help="cv2/torch threads (default: the worker's configuration)")
+    parser.add_argument("--threads", default=None,
+                        help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
+                             "side by side in one run (default: the libraries' own defaults)")
 
 
 def _stats(ms: list[float]) -> dict[str, float] | None:
@@ -40,7 +42,9 @@ def run(args) -> dict[str, Any]:
     from streamer.session import Session
     from streamer.threads import ThreadConfig, apply_thread_config
 
-    threads = apply_thread_config(ThreadConfig() if args.threads is None else ThreadConfig(cv2=args.threads, torch=args.threads))
+    settings = [None] if args.threads is None else [int(t) for t in str(args.threads).split(",") if t]
+    configs = {t: ThreadConfig() if t is None else ThreadConfig(cv2=t, torch=t) for t in settings}
+    threads = {("default" if t is None else f"threads={t}"): apply_thread_config(c) for t, c in configs.items()}
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s]
     photo = grace_hopper()
@@ -48,21 +52,26 @@ def run(args) -> dict[str, Any]:
     tb = fractions.Fraction(1, 90000)
     cases = {}
     try:
-        for w, h in sizes:
-            session = Session(f"bench-{w}x{h}")
+        for (w, h), t in [(sz, t) for sz in sizes for t in settings]:
+            session = Session(f"bench-{w}x{h}-{t}")
             hooks = prepare_session(product, session, prompt)
-            cases[(w, h)] = {"session": session, "pipe": product.make_pipeline(session), "hooks": hooks,
+            cases[(w, h, t)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session), "hooks": hooks,
                              "stages": {}, "total": [], "cpu": [], "convert": [], "faces": [], "errors": {}}
         for n in range(args.warmup + args.frames):
-            for (w, h), c in cases.items():
-                frame = moving_face(photo, w, h, n)
+            for (w, h, t), c in cases.items():
+                if len(settings) > 1:
+                    apply_thread_config(c["config"])
+                decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n), format="rgb24").reformat(format="yuv420p")
+                ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> RGB ...
+                frame = decoded.to_ndarray(format="rgb24")
+                tb0 = time.perf_counter()
                 state = FrameState(image=frame, pts=n * 3000, extras={"time_base": tb})
                 t0, c0 = time.perf_counter(), time.thread_time()
                 state = c["pipe"](state, c["session"])
                 t1, c1 = time.perf_counter(), time.thread_time()
+                # ... and RGB -> the encoders' yuv420p
                 VideoFrame.from_ndarray(np.ascontiguousarray(state.image), format="rgb24").reformat(format="yuv420p")
-                VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p").to_ndarray(format="rgb24")
-                t2 = time.perf_counter()
+                t2 = time.perf_counter() + (tb0 - ta)
                 if n < args.warmup:
                     continue
                 for name, ms in state.timings.items():
@@ -80,9 +89,10 @@ def run(args) -> dict[str, Any]:
         product.close()
     out: dict[str, Any] = {"benchmark": "pipeline", "cpu_count": os.cpu_count(), "threads": threads,
                            "prompt": prompt, "frames": args.frames, "sizes": {}}
-    for (w, h), c in cases.items():
+    for (w, h, t), c in cases.items():
         total = _stats(c["total"])
-        out["sizes"][f"{w}x{h}"] = {
+        key = f"{w}x{h}" if len(settings) == 1 else f"{w}x{h} threads={t}"
+        out["sizes"][key] = {
             "stages": {k: _stats(v) for k, v in c["stages"].items()},
             "pipeline_wall": total,
             "pipeline_thread_cpu": _stats(c["cpu"]),

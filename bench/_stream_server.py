@@ -81,6 +81,20 @@ class RecordingPipeline(Pipeline):
         return state
 
 
+def use_overlapped_worker(log: TimingLog) -> None:
+    """Serve with streamer.overlap.OverlappedFrameWorker in place of the plain FrameWorker: the one line
+    a server would change (peer.py builds the worker), done here for the benchmark only."""
+    import streamer.peer
+    from streamer.overlap import OverlappedFrameWorker
+
+    class LoggedWorker(OverlappedFrameWorker):
+        def finished(self, state: FrameState) -> None:
+            super().finished(state)
+            log.add(state.timings, state.extras.get("front_cpu_ms", 0.0) + state.extras.get("back_cpu_ms", 0.0))
+
+    streamer.peer.FrameWorker = LoggedWorker
+
+
 def build_services(pipeline: str, delay_ms: float, log: TimingLog) -> Services:
     if pipeline == "product":
         from bench._product import build_product
@@ -101,6 +115,7 @@ def main() -> None:
     p.add_argument("--codec", default="VP8")
     p.add_argument("--delay-ms", type=float, default=0.0)
     p.add_argument("--pipeline", choices=("passthrough", "product"), default="passthrough")
+    p.add_argument("--overlap", action="store_true", help="faces on the next frame while the rest finish this one")
     p.add_argument("--cv2-threads", type=int, default=None)
     p.add_argument("--torch-threads", type=int, default=None)
     a = p.parse_args()
@@ -109,6 +124,8 @@ def main() -> None:
 
     apply_thread_config(ThreadConfig(cv2=a.cv2_threads, torch=a.torch_threads))
     log = TimingLog()
+    if a.overlap:
+        use_overlapped_worker(log)
     app = create_app(ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000),
                      build_services(a.pipeline, a.delay_ms, log))
 

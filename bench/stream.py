@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipelines", default="passthrough,product", help="passthrough and/or product (default both)")
     parser.add_argument("--product-sizes", default="640x480", help="sizes the product pipeline runs at (default 640x480)")
     parser.add_argument("--prompt", default=None, help="prompt for the product run (default: a slight smile, more confident)")
+    parser.add_argument("--overlap", default="off", choices=("off", "on", "both"),
+                        help="product runs with the overlapped frame worker (faces of frame N+1 while the rest finish N); "
+                             "both = one run each, side by side (default off)")
     parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: OpenCV's)")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads in the server")
 
@@ -66,8 +69,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "passthrough" in pipelines:
                 runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, server_args=server_args)))
             if "product" in pipelines and (w, h) in product_sizes:
-                runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
-                                                prompt=prompt, server_args=server_args)))
+                for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap]:
+                    runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
+                                                    prompt=prompt, server_args=server_args + ["--overlap"] * overlap)))
     if args.delay_ms > 0:
         runs.append(asyncio.run(one_run(640, 480, "VP8", args.delay_ms, args.slow_duration, args.fps, args.warmup, server_args=server_args)))
     return {"benchmark": "stream", "cpu_count": os.cpu_count(), "fps_in": args.fps, "runs": runs,
@@ -137,7 +141,7 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
         server_frames = info1["stats"]["frames_out"] - info0["stats"]["frames_out"]
         sent_in_window = int(duration * fps)
         return {
-            "pipeline": pipeline if delay_ms <= 0 else f"sleep {delay_ms:g} ms",
+            "pipeline": (pipeline + (" overlapped" if "--overlap" in server_args else "")) if delay_ms <= 0 else f"sleep {delay_ms:g} ms",
             "size": f"{width}x{height}", "codec": codec, "stage_ms": delay_ms, "seconds": round(t1 - t0, 2),
             "fps_out": round(len(window) / (t1 - t0), 1),
             "latency_ms": {"p50": _pct(lat, 50), "p95": _pct(lat, 95), "max": _pct(lat, 100)},

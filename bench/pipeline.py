@@ -5,6 +5,11 @@ demo source registered through the consent-checked service hook, a prompt encode
 Reports per-stage wall median/p95 (from FrameState.timings), the whole pipeline's wall and this thread's
 CPU time, and the frame conversions the frame worker adds around it (ndarray in, yuv420p out). Sizes
 are timed in turn (A, B, A, B, ...) so a busy machine slows them alike.
+
+Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480: decoded frames are handed to
+a worker at 30 fps as a camera would, for the plain FrameWorker and the OverlappedFrameWorker in
+alternating bursts, and fps out, arrival -> published latency and drops are reported: whether the
+pipeline keeps up with the camera, without the network in the way.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=10, help="frames run before timing (default 10)")
     parser.add_argument("--sizes", default="640x480,1280x720")
     parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
+    parser.add_argument("--paced-seconds", type=float, default=4.0, help="seconds per paced burst (default 4; 0 skips)")
+    parser.add_argument("--paced-bursts", type=int, default=2, help="bursts per worker, alternating (default 2)")
     parser.add_argument("--threads", default=None,
                         help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
                              "side by side in one run (default: the libraries' own defaults)")
@@ -103,5 +110,79 @@ def run(args) -> dict[str, Any]:
             "stage_errors": c["errors"],
             "source": c["hooks"].get("source"),
         }
+    if args.paced_seconds > 0:
+        out["paced_640x480_30fps"] = paced(photo, prompt, args.paced_seconds, args.paced_bursts)
     out["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: float = 30.0,
+          size: tuple[int, int] = (640, 480)) -> dict[str, Any]:
+    """Plain and overlapped workers fed at `fps`, in alternating bursts (A, B, A, B) on one product."""
+    import threading
+
+    from av import VideoFrame
+
+    from bench._product import build_product, moving_face, prepare_session
+    from streamer.overlap import OverlappedFrameWorker
+    from streamer.session import Session
+    from streamer.tracks import FrameWorker, StreamStats
+
+    product = build_product()
+    workers = {"plain": FrameWorker, "overlapped": OverlappedFrameWorker}
+    res: dict[str, dict[str, list]] = {k: {"fps": [], "lat": [], "dropped": [], "cpu": []} for k in workers}
+    tb = fractions.Fraction(1, 90000)
+    try:
+        for b in range(bursts):
+            for name, cls in workers.items():
+                session = Session(f"paced-{name}-{b}")
+                prepare_session(product, session, prompt)
+                stats = StreamStats()
+                worker = cls(session, product.make_pipeline(session), stats)
+                lat: list[float] = []
+                seen = [0]
+                lock = threading.Lock()
+
+                def wake(worker=worker, lat=lat, seen=seen, lock=lock) -> None:
+                    seq, item = worker.outbox.latest()
+                    with lock:
+                        if item is not None and seq != seen[0]:
+                            seen[0] = seq
+                            lat.append((time.monotonic(), (time.monotonic() - item[1]) * 1000.0))
+
+                worker.outbox.subscribe(wake)
+                worker.start()
+                n_total = int(seconds * fps)
+                warm = int(fps)                        # the first second is left out
+                t0 = time.monotonic()
+                c0 = time.process_time()
+                t_warm = c_warm = None
+                for n in range(n_total + warm):
+                    if n == warm:
+                        t_warm, c_warm, n_warm_out, d_warm = time.monotonic(), time.process_time(), len(lat), stats.dropped
+                    f = VideoFrame.from_ndarray(moving_face(photo, size[0], size[1], n), format="rgb24").reformat(format="yuv420p")
+                    f.pts, f.time_base = n * 3000, tb
+                    delay = t0 + n / fps - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    worker.submit(f)
+                t_end, c_end = time.monotonic(), time.process_time()
+                time.sleep(0.2)
+                worker.stop()
+                with lock:
+                    window = [ms for at, ms in lat if t_warm <= at <= t_end]
+                res[name]["fps"].append(len(window) / (t_end - t_warm))
+                res[name]["lat"].extend(window)
+                res[name]["dropped"].append(stats.dropped - d_warm)
+                res[name]["cpu"].append((c_end - c_warm) * 1000.0 / max(len(window), 1))
+    finally:
+        product.close()
+    out: dict[str, Any] = {"fps_in": fps, "seconds_per_burst": seconds, "bursts": bursts,
+                           "note": "process CPU includes making and converting the input frames (~a decoder's share)"}
+    for name, r in res.items():
+        lat = _stats(r["lat"])
+        out[name] = {"fps_out_per_burst": [round(v, 1) for v in r["fps"]],
+                     "latency_ms": {"p50": lat["median_ms"], "p95": lat["p95_ms"]} if lat else None,
+                     "dropped_per_burst": r["dropped"],
+                     "process_cpu_ms_per_frame_out": [round(v, 1) for v in r["cpu"]]}
     return out

@@ -49,7 +49,9 @@ class OverlappedFrameWorker(FrameWorker):
 
     def start(self) -> None:
         self._front, self._back = self._halves()
-        self._front_thread.start()
+        self._overlap = bool(self.pipeline.stages)   # no stages: nothing to overlap, the plain loop (no conversions)
+        if self._overlap:
+            self._front_thread.start()
         super().start()
 
     @property
@@ -86,6 +88,8 @@ class OverlappedFrameWorker(FrameWorker):
 
     # -- back: the other stages -> yuv420p -> the encoders ------------------------------------------
     def _run(self) -> None:
+        if not self._overlap:
+            return super()._run()
         try:
             while not self._stop.is_set():
                 item = self.middle.take(timeout=0.5)

@@ -136,3 +136,9 @@ def test_frames_replaced_between_the_halves_are_counted_and_stop_ends_both_threa
     worker.stop()
     assert not worker.alive
     assert worker.middle.dropped == 4 and stats.dropped == 4   # frames 1-4 were replaced by 5, unseen by the back
+
+
+def test_an_empty_pipeline_passes_the_decoded_frames_through_untouched(grace_hopper):
+    frames = _clip(grace_hopper, 3)
+    out = _published(OverlappedFrameWorker(Session("empty"), Pipeline([]), StreamStats()), frames)
+    assert [f is g for f, g in zip(out, frames)] == [True] * 3

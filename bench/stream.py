@@ -191,7 +191,9 @@ async def _product_setup(client: Any, http: Any, base: str, prompt: str) -> dict
                 raise RuntimeError("data channel did not open")
             await asyncio.sleep(0.05)
         client.send({"type": "set_prompt", "text": prompt, "id": 1})
-        msg = await client.wait_message(lambda m: m.get("type") in ("prompt", "prompt_refused") or m.get("type") == "error", 60)
+        # the edits stage reports the empty prompt on the first frame: wait for this one's report
+        msg = await client.wait_message(lambda m: (m.get("type") == "prompt" and m.get("text") == prompt)
+                                        or m.get("type") in ("prompt_refused", "error"), 60)
         if msg.get("type") != "prompt":
             raise RuntimeError(f"prompt not applied: {msg}")
         out["prompt"] = prompt

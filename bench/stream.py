@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overlap", default="off", choices=("off", "on", "both"),
                         help="product runs with the overlapped frame worker (faces of frame N+1 while the rest finish N); "
                              "both = one run each, side by side (default off)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="product runs repeated in turn (A, B, A, B with --overlap both), since the machine's load drifts")
     parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: OpenCV's)")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads in the server")
 
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "passthrough" in pipelines:
                 runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, server_args=server_args)))
             if "product" in pipelines and (w, h) in product_sizes:
-                for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap]:
+                for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap] * max(1, args.repeats):
                     runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
                                                     prompt=prompt, server_args=server_args + ["--overlap"] * overlap)))
     if args.delay_ms > 0:

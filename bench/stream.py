@@ -153,6 +153,8 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             "unreadable_frames": sum(1 for r in window if r.index is None),
             "server_cpu_ms_per_frame": round((cpu1 - cpu0) * 1000.0 / max(server_frames, 1), 2),
             "server_cpu_pct": round((cpu1 - cpu0) / (t1 - t0) * 100.0, 1),
+            # what the server alone would need to serve every frame it is sent: CPU per frame x fps in
+            "server_cores_needed_at_fps_in": round((cpu1 - cpu0) / max(server_frames, 1) * fps, 2),
             "server_frames_out": server_frames,
             "server_own_delay_ms_p50": info1["stats"]["server_delay_ms"],  # arrival -> processed, inside the server
             "server_stages_ms": timings["stages_ms"],

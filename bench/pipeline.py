@@ -6,7 +6,7 @@ Reports per-stage wall median/p95 (from FrameState.timings), the whole pipeline'
 CPU time, and the frame conversions the frame worker adds around it (ndarray in, yuv420p out). Sizes
 are timed in turn (A, B, A, B, ...) so a busy machine slows them alike.
 
-Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480: decoded frames are handed to
+Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480 (`--paced-size`): decoded frames are handed to
 a worker at 30 fps as a camera would, for the plain FrameWorker and the OverlappedFrameWorker in
 alternating bursts, and fps out, arrival -> published latency and drops are reported: whether the
 pipeline keeps up with the camera, without the network in the way.
@@ -28,6 +28,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--sizes", default="640x480,1280x720")
     parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
     parser.add_argument("--paced-seconds", type=float, default=4.0, help="seconds per paced burst (default 4; 0 skips)")
+    parser.add_argument("--paced-size", default="640x480", help="frame size of the paced bursts (default 640x480)")
     parser.add_argument("--paced-bursts", type=int, default=2, help="bursts per worker, alternating (default 2)")
     parser.add_argument("--threads", default=None,
                         help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
@@ -111,7 +112,8 @@ def run(args) -> dict[str, Any]:
             "source": c["hooks"].get("source"),
         }
     if args.paced_seconds > 0:
-        out["paced_640x480_30fps"] = paced(photo, prompt, args.paced_seconds, args.paced_bursts)
+        pw, ph = (int(v) for v in args.paced_size.split("x"))
+        out[f"paced_{pw}x{ph}_30fps"] = paced(photo, prompt, args.paced_seconds, args.paced_bursts, size=(pw, ph))
     out["load_avg_1m"] = round(os.getloadavg()[0], 2)
     return out
 
@@ -159,7 +161,7 @@ def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: floa
                 t_warm = c_warm = None
                 for n in range(n_total + warm):
                     if n == warm:
-                        t_warm, c_warm, n_warm_out, d_warm = time.monotonic(), time.process_time(), len(lat), stats.dropped
+                        t_warm, c_warm, d_warm = time.monotonic(), time.process_time(), stats.dropped
                     f = VideoFrame.from_ndarray(moving_face(photo, size[0], size[1], n), format="rgb24").reformat(format="yuv420p")
                     f.pts, f.time_base = n * 3000, tb
                     delay = t0 + n / fps - time.monotonic()

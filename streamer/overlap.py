@@ -107,6 +107,9 @@ class OverlappedFrameWorker(FrameWorker):
                 self.outbox.publish(out, arrived)
         finally:
             self.outbox.close()
+            self._stop.set()               # the front must be done with its stages before they close
+            if threading.current_thread() is not self._front_thread:
+                self._front_thread.join(5.0)
             try:
                 self.pipeline.close()
             except Exception:

@@ -1,8 +1,5 @@
 """A frame worker that overlaps stages across frames: the face stage works on frame N+1 while fusion,
-edits and watermark finish frame N, each in its own thread. A later stage may offer
-`prepare(state, session)`, pixel-free work that needs only the faces (FusionStage: source choice, mesh,
-raster, masks); the front thread runs it, which evens out the two halves. Its time shows in the frame's
-timings as "<stage>.prepare".
+edits and watermark finish frame N, each in its own thread.
 
 Why: on the CPU path the landmarker (MediaPipe, ~14-17 ms at 640x480) and the pixel stages (~16 ms)
 run one after the other in one thread, so a frame costs their sum (plus the colour conversions) and the
@@ -86,16 +83,6 @@ class OverlappedFrameWorker(FrameWorker):
         state = FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base})
         c0 = time.thread_time()
         state = self._front(state, self.session)
-        for stage in self._back.stages:   # pixel-free work of later stages that needs only the faces
-            prepare = getattr(stage, "prepare", None)
-            if prepare is None:
-                continue
-            t0 = time.perf_counter()
-            try:
-                prepare(state, self.session)
-            except Exception as exc:      # the stage plans again itself when it runs
-                log.warning("stage %s: prepare failed: %s", stage.name, exc)
-            state.timings[f"{stage.name}.prepare"] = (time.perf_counter() - t0) * 1000.0
         state.extras["front_cpu_ms"] = (time.thread_time() - c0) * 1000.0
         return state
 

@@ -80,8 +80,7 @@ def test_overlapped_worker_gives_the_same_frames_as_the_plain_one(astronaut, gra
         assert np.array_equal(pa, pb)
         assert np.abs(pa.astype(int) - src.to_ndarray().astype(int)).max() > 20   # the face was really fused
     snap = stats.snapshot()
-    # the fusion geometry ran in the face thread (prepare), the pixels in the other: same result
-    assert set(snap["stages_ms"]) == {"faces", "fusion.prepare", "fusion"} and snap["dropped"] == 0 and snap["errors"] == 0
+    assert set(snap["stages_ms"]) == {"faces", "fusion"} and snap["dropped"] == 0 and snap["errors"] == 0
 
 
 class _Gate:

@@ -28,8 +28,6 @@ from streamer.pipeline import FrameState
 
 
 NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
-_PLAN_KEY = "fusion_plan"      # FrameState.extras: the geometry `FusionStage.prepare` made for this frame
-_NO_PLAN = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,20 +178,17 @@ class FusionStage:
         return src if isinstance(src, SourceFace) else None
 
     # -- per frame -----------------------------------------------------------------------------------
-    def prepare(self, state: FrameState, session: Any) -> None:
-        """Everything but the pixels (source choice, weights, mesh, raster, masks) for this frame's faces,
-        stored on the frame so that `__call__` only does the pixel work. Needs only `state.faces`, so a
-        worker may run it in the thread that found the faces (streamer.overlap), a frame ahead."""
-        state.extras[_PLAN_KEY] = self._plan(state, session)
-
-    def _plan(self, state: FrameState, session: Any) -> list[tuple[int, Any, SourceFace, float, _Geometry]] | None:
+    def __call__(self, state: FrameState, session: Any) -> FrameState:
         controls = session.controls
         strength = float(min(max(controls.strength, 0.0), 1.0))
         if not controls.enabled or strength <= 0.0 or not state.faces:
-            return None
+            return state
         image = state.image
+        is_torch = not isinstance(image, np.ndarray)      # the path follows the frame: a tensor stays on its device
+        ops = _torch_ops(image.device) if is_torch else self._np
         h, w = image.shape[:2]
-        plans = []
+        out = None
+        fused = []
         for i, face in enumerate(state.faces):
             src = self.source_for(face, controls, session.sources, image)
             if src is None:
@@ -204,21 +199,6 @@ class FusionStage:
             geo = self._geometry(face, src, weight, controls, (h, w))
             if geo is None:
                 continue
-            plans.append((i, face, src, weight, geo))
-        return plans
-
-    def __call__(self, state: FrameState, session: Any) -> FrameState:
-        plans = state.extras.pop(_PLAN_KEY, _NO_PLAN)
-        if plans is _NO_PLAN:      # geometry is pixel-free, so planning every face first changes nothing
-            plans = self._plan(state, session)
-        if plans is None:
-            return state
-        image = state.image
-        is_torch = not isinstance(image, np.ndarray)      # the path follows the frame: a tensor stays on its device
-        ops = _torch_ops(image.device) if is_torch else self._np
-        out = None
-        fused = []
-        for i, face, src, weight, geo in plans:
             if out is None:
                 out = image.clone() if is_torch else image.copy()
             key = face.track_id if face.track_id >= 0 else -1 - i

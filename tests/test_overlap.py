@@ -142,3 +142,36 @@ def test_an_empty_pipeline_passes_the_decoded_frames_through_untouched(grace_hop
     frames = _clip(grace_hopper, 3)
     out = _published(OverlappedFrameWorker(Session("empty"), Pipeline([]), StreamStats()), frames)
     assert [f is g for f, g in zip(out, frames)] == [True] * 3
+
+
+async def test_real_peers_get_their_frames_back_in_order_through_the_overlapped_worker(astronaut, monkeypatch):
+    """Inside a real PeerSession (which sets the pipeline's error hook after building the worker), with
+    two real aiortc peers: frames come back processed, in order, each pts 3000 ticks per index."""
+    import streamer.peer
+    from streamer.config import ServerConfig
+    from streamer.peer import PeerSession
+    from streamer.probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background
+    from streamer.services import Services
+    from tests.streaming_helpers import InvertBelowCode
+
+    monkeypatch.setattr(streamer.peer, "FrameWorker", OverlappedFrameWorker)
+    bg = clip_background(astronaut, 320, 240)
+    front, back = InvertBelowCode(), _Gate("mark")
+    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([front, back])), Session())
+    assert isinstance(server.worker, OverlappedFrameWorker)
+    client = ProbeClient(ClipTrack(bg, fps=30, frames=60), keep_images=100)
+    await client.accept((await server.accept((await client.offer()).sdp)).sdp)
+    try:
+        await client.wait_frames(30, timeout=20)
+    finally:
+        await client.close()
+        await server.close("test over")
+    got = [r for r in client.received if r.index is not None]
+    idx = [r.index for r in got]
+    assert len(got) >= 30 and idx == sorted(idx) and len(set(idx)) == len(idx)
+    steps = [(b.pts - a.pts) / (b.index - a.index) for a, b in zip(got, got[1:])]
+    assert all(abs(s - 3000) <= 5 for s in steps), steps
+    r = next(r for r in got if r.image is not None and r.index > 5)
+    assert np.abs(r.image[2 * CODE_ROWS_PX:].astype(int) - bg[2 * CODE_ROWS_PX:]).mean() > 60   # inverted
+    assert back.calls >= 30 and {"invert", "mark"} <= set(server.stats.snapshot()["stages_ms"])
+    assert not server.worker.alive

@@ -1,16 +1,26 @@
 """The server side of `livefuse bench stream`: a real LiveFuse server in its own process (so its CPU time
-can be read from /proc), with the pass-through pipeline or an artificial slow stage."""
+can be read from /proc), with the pass-through pipeline, an artificial slow stage, or the real product
+(`--pipeline product`: faces -> fusion -> edits -> watermark, the Product's own service hooks).
+
+Every pipeline is wrapped so each processed frame's stage timings are kept with the time it finished;
+`GET /bench/timings?since=T0&until=T1` (time.monotonic, the same clock in every process on Linux) gives
+per-stage median / p95 over that window, so the bench reports exactly the frames it measured."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import threading
 import time
+from collections import deque
+from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 from streamer.config import ServerConfig
-from streamer.pipeline import Pipeline
+from streamer.pipeline import FrameState, Pipeline
 from streamer.server import create_app
 from streamer.services import Services
 
@@ -27,16 +37,103 @@ class SleepStage:
         return state
 
 
+class TimingLog:
+    """(finished at, {stage: ms}, pipeline thread CPU ms) for the last few thousand frames, all sessions."""
+
+    def __init__(self, size: int = 10000) -> None:
+        self._lock = threading.Lock()
+        self._rows: deque[tuple[float, dict[str, float], float]] = deque(maxlen=size)
+
+    def add(self, timings: dict[str, float], cpu_ms: float) -> None:
+        with self._lock:
+            self._rows.append((time.monotonic(), dict(timings), cpu_ms))
+
+    def summary(self, since: float, until: float) -> dict[str, Any]:
+        with self._lock:
+            rows = [r for r in self._rows if since <= r[0] <= until]
+        stages: dict[str, list[float]] = {}
+        for _, timings, _ in rows:
+            for name, ms in timings.items():
+                stages.setdefault(name, []).append(ms)
+        totals = [sum(t.values()) for _, t, _ in rows]
+        return {"frames": len(rows), "stages_ms": {k: _stats(v) for k, v in stages.items()},
+                "pipeline_ms": _stats(totals), "pipeline_thread_cpu_ms": _stats([r[2] for r in rows])}
+
+
+def _stats(ms: list[float]) -> dict[str, float] | None:
+    if not ms:
+        return None
+    a = np.asarray(ms)
+    return {"p50": round(float(np.median(a)), 2), "p95": round(float(np.percentile(a, 95)), 2)}
+
+
+class RecordingPipeline(Pipeline):
+    """The same stages, with each frame's timings written to the TimingLog."""
+
+    def __init__(self, stages, log: TimingLog, on_error=None) -> None:
+        super().__init__(stages, on_error)
+        self._log = log
+
+    def __call__(self, state: FrameState, session: Any) -> FrameState:
+        c0 = time.thread_time()
+        state = super().__call__(state, session)
+        self._log.add(state.timings, (time.thread_time() - c0) * 1000.0)
+        return state
+
+
+def use_overlapped_worker(log: TimingLog) -> None:
+    """Serve with streamer.overlap.OverlappedFrameWorker in place of the plain FrameWorker: the one line
+    a server would change (peer.py builds the worker), done here for the benchmark only."""
+    import streamer.peer
+    from streamer.overlap import OverlappedFrameWorker
+
+    class LoggedWorker(OverlappedFrameWorker):
+        def finished(self, state: FrameState) -> None:
+            super().finished(state)
+            log.add(state.timings, state.extras.get("front_cpu_ms", 0.0) + state.extras.get("back_cpu_ms", 0.0))
+
+    streamer.peer.FrameWorker = LoggedWorker
+
+
+def build_services(pipeline: str, delay_ms: float, log: TimingLog) -> Services:
+    if pipeline == "product":
+        from bench._product import build_product
+
+        product = build_product()
+        def make(session):
+            inner = product.make_pipeline(session)
+            return RecordingPipeline(inner.stages, log, inner.on_error)
+
+        return dataclasses.replace(product.services(), make_pipeline=make)
+    stages = [SleepStage(delay_ms)] if delay_ms > 0 else []
+    return Services(make_pipeline=lambda s: RecordingPipeline(list(stages), log))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--codec", default="VP8")
     p.add_argument("--delay-ms", type=float, default=0.0)
+    p.add_argument("--pipeline", choices=("passthrough", "product"), default="passthrough")
+    p.add_argument("--overlap", action="store_true", help="faces on the next frame while the rest finish this one")
+    p.add_argument("--cv2-threads", type=int, default=None)
+    p.add_argument("--torch-threads", type=int, default=None)
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    stages = [SleepStage(a.delay_ms)] if a.delay_ms > 0 else []
+    from streamer.threads import ThreadConfig, apply_thread_config
+
+    apply_thread_config(ThreadConfig(cv2=a.cv2_threads, torch=a.torch_threads))
+    log = TimingLog()
+    if a.overlap:
+        use_overlapped_worker(log)
     app = create_app(ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000),
-                     Services(make_pipeline=lambda s: Pipeline(list(stages))))
+                     build_services(a.pipeline, a.delay_ms, log))
+
+    async def timings(request: web.Request) -> web.Response:
+        q = request.query
+        return web.json_response(log.summary(float(q.get("since", 0)), float(q.get("until", time.monotonic()))))
+
+    app.router.add_get("/bench/timings", timings)
     web.run_app(app, host="127.0.0.1", port=a.port, print=lambda *_: print("ready", flush=True))
 
 

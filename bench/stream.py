@@ -4,6 +4,13 @@ A client peer in this process sends a 30 fps clip made from a real photo with th
 into the pixels to a LiveFuse server in a child process, reads the returned stream, and matches each
 returned frame to the moment it was sent. Runs pass-through at 640x480 and 1280x720 with VP8 and H264,
 then 640x480 VP8 with an artificial 50 ms stage (delay must stay bounded; drops are counted).
+
+`--pipelines passthrough,product` (the default) also runs the real product pipeline (faces -> fusion ->
+edits -> watermark) on a clip of the Grace Hopper photo swaying by a known amount, with the bundled demo
+source uploaded through the server's consent-checked source endpoint and a prompt set over the data
+channel, right after the pass-through run of the same size and codec, so the two sit side by side in one
+run. Every run also reports the server's per-stage ms (median / p95, from FrameState.timings) over
+exactly the measured window.
 """
 
 from __future__ import annotations
@@ -31,6 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delay-ms", type=float, default=50.0, help="the artificial stage (0: skip that run)")
     parser.add_argument("--fps", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds left out of the figures at the start")
+    parser.add_argument("--pipelines", default="passthrough,product", help="passthrough and/or product (default both)")
+    parser.add_argument("--product-sizes", default="640x480", help="sizes the product pipeline runs at (default 640x480)")
+    parser.add_argument("--prompt", default=None, help="prompt for the product run (default: a slight smile, more confident)")
+    parser.add_argument("--overlap", default="off", choices=("off", "on", "both"),
+                        help="product runs with the overlapped frame worker (faces of frame N+1 while the rest finish N); "
+                             "both = one run each, side by side (default off)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="product runs repeated in turn (A, B, A, B with --overlap both), since the machine's load drifts")
+    parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: OpenCV's)")
+    parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads in the server")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -38,14 +55,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s]
     codecs = [c.strip().upper() for c in args.codecs.split(",") if c.strip()]
+    pipelines = [p.strip() for p in args.pipelines.split(",") if p.strip()]
+    unknown = set(pipelines) - {"passthrough", "product"}
+    if unknown:
+        raise SystemExit(f"unknown pipelines {sorted(unknown)}: choose passthrough and/or product")
+    product_sizes = {tuple(int(v) for v in s.split("x")) for s in args.product_sizes.split(",") if s}
+    from bench._product import DEFAULT_PROMPT
+
+    prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
+    extra = [a for a in (("--cv2-threads", args.cv2_threads), ("--torch-threads", args.torch_threads)) if a[1] is not None]
+    server_args = [str(v) for pair in extra for v in pair]
     runs = []
     for codec in codecs:
         for w, h in sizes:
-            runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup)))
+            if "passthrough" in pipelines:
+                runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, server_args=server_args)))
+            if "product" in pipelines and (w, h) in product_sizes:
+                for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap] * max(1, args.repeats):
+                    runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
+                                                    prompt=prompt, server_args=server_args + ["--overlap"] * overlap)))
     if args.delay_ms > 0:
-        runs.append(asyncio.run(one_run(640, 480, "VP8", args.delay_ms, args.slow_duration, args.fps, args.warmup)))
+        runs.append(asyncio.run(one_run(640, 480, "VP8", args.delay_ms, args.slow_duration, args.fps, args.warmup, server_args=server_args)))
     return {"benchmark": "stream", "cpu_count": os.cpu_count(), "fps_in": args.fps, "runs": runs,
-            "targets": {"passthrough_640x480": ">= 29 fps out, p95 <= 100 ms", "slow_stage": "p95 <= 250 ms, no growth, drops counted"}}
+            "server_threads": {"cv2": args.cv2_threads, "torch": args.torch_threads},
+            "targets": {"passthrough_640x480": ">= 29 fps out, p95 <= 100 ms", "slow_stage": "p95 <= 250 ms, no growth, drops counted",
+                        "product_640x480": ">= 29 fps out (landmarks + fusion + edits + watermark, one face)"}}
 
 
 def _free_port() -> int:
@@ -66,7 +100,8 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))], 1)
 
 
-async def one_run(width: int, height: int, codec: str, delay_ms: float, duration: float, fps: float, warmup: float) -> dict[str, Any]:
+async def one_run(width: int, height: int, codec: str, delay_ms: float, duration: float, fps: float, warmup: float,
+                  pipeline: str = "passthrough", prompt: str = "", server_args: list[str] = ()) -> dict[str, Any]:
     import aiohttp
     import skimage.data
 
@@ -74,22 +109,33 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bench._stream_server", "--port", str(port), "--codec", codec,
-                             "--delay-ms", str(delay_ms)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                             "--delay-ms", str(delay_ms), "--pipeline", pipeline, *server_args],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
-        line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 60)
+        line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 120)
         if "ready" not in line:
             raise RuntimeError(f"bench server did not start: {line!r}")
         base = f"http://127.0.0.1:{port}"
-        track = ClipTrack(clip_background(skimage.data.astronaut(), width, height), fps=fps)
+        if pipeline == "product":  # a real face that moves by a known amount (6 px sway), not the source person
+            from bench._product import grace_hopper
+
+            track = ClipTrack(clip_background(grace_hopper(), width, height), fps=fps, motion_px=6)
+        else:
+            track = ClipTrack(clip_background(skimage.data.astronaut(), width, height), fps=fps)
         client = ProbeClient(track)
+        setup: dict[str, Any] = {}
         async with aiohttp.ClientSession() as http:
             await client.connect_http(base, http)
+            if pipeline == "product":
+                setup = await _product_setup(client, http, base, prompt)
             await asyncio.sleep(warmup)
             n0, cpu0, t0 = len(client.received), _cpu_s(proc.pid), time.monotonic()
             info0 = await _info(http, base, client.session_id)
             await asyncio.sleep(duration)
             n1, cpu1, t1 = len(client.received), _cpu_s(proc.pid), time.monotonic()
             info1 = await _info(http, base, client.session_id)
+            async with http.get(f"{base}/bench/timings", params={"since": str(t0), "until": str(t1)}) as r:
+                timings = await r.json()
             await client.close()
         window = client.received[n0:n1]
         lat = [(r.at - track.sent[r.index]) * 1000.0 for r in window if r.index is not None and r.index in track.sent]
@@ -97,6 +143,7 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
         server_frames = info1["stats"]["frames_out"] - info0["stats"]["frames_out"]
         sent_in_window = int(duration * fps)
         return {
+            "pipeline": (pipeline + (" overlapped" if "--overlap" in server_args else "")) if delay_ms <= 0 else f"sleep {delay_ms:g} ms",
             "size": f"{width}x{height}", "codec": codec, "stage_ms": delay_ms, "seconds": round(t1 - t0, 2),
             "fps_out": round(len(window) / (t1 - t0), 1),
             "latency_ms": {"p50": _pct(lat, 50), "p95": _pct(lat, 95), "max": _pct(lat, 100)},
@@ -106,8 +153,15 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             "unreadable_frames": sum(1 for r in window if r.index is None),
             "server_cpu_ms_per_frame": round((cpu1 - cpu0) * 1000.0 / max(server_frames, 1), 2),
             "server_cpu_pct": round((cpu1 - cpu0) / (t1 - t0) * 100.0, 1),
+            # what the server alone would need to serve every frame it is sent: CPU per frame x fps in
+            "server_cores_needed_at_fps_in": round((cpu1 - cpu0) / max(server_frames, 1) * fps, 2),
             "server_frames_out": server_frames,
             "server_own_delay_ms_p50": info1["stats"]["server_delay_ms"],  # arrival -> processed, inside the server
+            "server_stages_ms": timings["stages_ms"],
+            "server_pipeline_ms": timings["pipeline_ms"],
+            "server_pipeline_thread_cpu_ms": timings["pipeline_thread_cpu_ms"],
+            "server_stage_errors": info1["stats"]["errors"] - info0["stats"]["errors"],
+            **({"setup": setup} if setup else {}),
             "load_avg_1m": round(os.getloadavg()[0], 2),
         }
     finally:
@@ -116,6 +170,39 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+async def _product_setup(client: Any, http: Any, base: str, prompt: str) -> dict[str, Any]:
+    """Upload the bundled demo source with consent (the same endpoint the page uses), then set the prompt
+    over the data channel and wait until the edits stage says it was understood."""
+    import aiohttp
+
+    from bench._product import ROOT as _root
+
+    form = aiohttp.FormData()
+    form.add_field("consent", "true")
+    form.add_field("image", (_root / "streamer" / "assets" / "demo_source.jpg").read_bytes(),
+                   filename="demo_source.jpg", content_type="image/jpeg")
+    async with http.post(f"{base}/sessions/{client.session_id}/source", data=form) as r:
+        body = await r.json()
+        if r.status != 200:
+            raise RuntimeError(f"source upload answered {r.status}: {body}")
+    out: dict[str, Any] = {"source_id": body.get("source_id")}
+    if prompt:
+        deadline = time.monotonic() + 20
+        while client.channel.readyState != "open":
+            if time.monotonic() > deadline:
+                raise RuntimeError("data channel did not open")
+            await asyncio.sleep(0.05)
+        client.send({"type": "set_prompt", "text": prompt, "id": 1})
+        # the edits stage reports the empty prompt on the first frame: wait for this one's report
+        msg = await client.wait_message(lambda m: (m.get("type") == "prompt" and m.get("text") == prompt)
+                                        or m.get("type") in ("prompt_refused", "error"), 60)
+        if msg.get("type") != "prompt":
+            raise RuntimeError(f"prompt not applied: {msg}")
+        out["prompt"] = prompt
+        out["understood"] = msg.get("understood")
+    return out
 
 
 async def _info(http: Any, base: str, sid: str) -> dict[str, Any]:

@@ -1,0 +1,190 @@
+"""The product pipeline alone (faces -> fusion -> edits -> watermark), frame by frame, no network.
+
+A clip of the Grace Hopper photo with known motion (sway and roll) at 640x480 and 1280x720, the bundled
+demo source registered through the consent-checked service hook, a prompt encoded before timing starts.
+Reports per-stage wall median/p95 (from FrameState.timings), the whole pipeline's wall and this thread's
+CPU time, and the frame conversions the frame worker adds around it (ndarray in, yuv420p out). Sizes
+are timed in turn (A, B, A, B, ...) so a busy machine slows them alike.
+
+Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480 (`--paced-size`): decoded frames are handed to
+a worker at 30 fps as a camera would, for the plain FrameWorker and the OverlappedFrameWorker in
+alternating bursts, and fps out, arrival -> published latency and drops are reported: whether the
+pipeline keeps up with the camera, without the network in the way.
+"""
+
+from __future__ import annotations
+
+import fractions
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--frames", type=int, default=90, help="timed frames per size (default 90)")
+    parser.add_argument("--warmup", type=int, default=10, help="frames run before timing (default 10)")
+    parser.add_argument("--sizes", default="640x480,1280x720")
+    parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
+    parser.add_argument("--paced-seconds", type=float, default=4.0, help="seconds per paced burst (default 4; 0 skips)")
+    parser.add_argument("--paced-size", default="640x480", help="frame size of the paced bursts (default 640x480)")
+    parser.add_argument("--paced-bursts", type=int, default=2, help="bursts per worker, alternating (default 2)")
+    parser.add_argument("--threads", default=None,
+                        help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
+                             "side by side in one run (default: the libraries' own defaults)")
+
+
+def _stats(ms: list[float]) -> dict[str, float] | None:
+    if not ms:
+        return None
+    a = np.asarray(ms)
+    return {"median_ms": round(float(np.median(a)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2)}
+
+
+def run(args) -> dict[str, Any]:
+    from av import VideoFrame
+
+    from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session
+    from streamer.pipeline import FrameState
+    from streamer.session import Session
+    from streamer.threads import ThreadConfig, apply_thread_config
+
+    settings = [None] if args.threads is None else [int(t) for t in str(args.threads).split(",") if t]
+    configs = {t: ThreadConfig() if t is None else ThreadConfig(cv2=t, torch=t) for t in settings}
+    threads = {("default" if t is None else f"threads={t}"): apply_thread_config(c) for t, c in configs.items()}
+    prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s]
+    photo = grace_hopper()
+    product = build_product()
+    tb = fractions.Fraction(1, 90000)
+    cases = {}
+    try:
+        for (w, h), t in [(sz, t) for sz in sizes for t in settings]:
+            session = Session(f"bench-{w}x{h}-{t}")
+            hooks = prepare_session(product, session, prompt)
+            cases[(w, h, t)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session), "hooks": hooks,
+                             "stages": {}, "total": [], "cpu": [], "convert": [], "faces": [], "errors": {}}
+        for n in range(args.warmup + args.frames):
+            for (w, h, t), c in cases.items():
+                if len(settings) > 1:
+                    apply_thread_config(c["config"])
+                decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n), format="rgb24").reformat(format="yuv420p")
+                ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> RGB ...
+                frame = decoded.to_ndarray(format="rgb24")
+                tb0 = time.perf_counter()
+                state = FrameState(image=frame, pts=n * 3000, extras={"time_base": tb})
+                t0, c0 = time.perf_counter(), time.thread_time()
+                state = c["pipe"](state, c["session"])
+                t1, c1 = time.perf_counter(), time.thread_time()
+                # ... and RGB -> the encoders' yuv420p
+                VideoFrame.from_ndarray(np.ascontiguousarray(state.image), format="rgb24").reformat(format="yuv420p")
+                t2 = time.perf_counter() + (tb0 - ta)
+                if n < args.warmup:
+                    continue
+                for name, ms in state.timings.items():
+                    c["stages"].setdefault(name, []).append(ms)
+                for name, err in state.errors.items():
+                    c["errors"][name] = err
+                c["total"].append((t1 - t0) * 1000.0)
+                c["cpu"].append((c1 - c0) * 1000.0)
+                c["convert"].append((t2 - t1) * 1000.0)
+                c["faces"].append(len(state.faces))
+                c["fused"] = c.get("fused", 0) + bool(state.extras.get("fusion"))
+    finally:
+        for c in cases.values():
+            c["pipe"].close()
+        product.close()
+    out: dict[str, Any] = {"benchmark": "pipeline", "cpu_count": os.cpu_count(), "threads": threads,
+                           "prompt": prompt, "frames": args.frames, "sizes": {}}
+    for (w, h, t), c in cases.items():
+        total = _stats(c["total"])
+        key = f"{w}x{h}" if len(settings) == 1 else f"{w}x{h} threads={t}"
+        out["sizes"][key] = {
+            "stages": {k: _stats(v) for k, v in c["stages"].items()},
+            "pipeline_wall": total,
+            "pipeline_thread_cpu": _stats(c["cpu"]),
+            "worker_conversions_wall": _stats(c["convert"]),
+            "fps_ceiling_one_worker": round(1000.0 / total["median_ms"], 1) if total else None,
+            "faces_per_frame": sorted(set(c["faces"])),
+            "frames_fused": c.get("fused", 0),
+            "stage_errors": c["errors"],
+            "source": c["hooks"].get("source"),
+        }
+    if args.paced_seconds > 0:
+        pw, ph = (int(v) for v in args.paced_size.split("x"))
+        out[f"paced_{pw}x{ph}_30fps"] = paced(photo, prompt, args.paced_seconds, args.paced_bursts, size=(pw, ph))
+    out["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: float = 30.0,
+          size: tuple[int, int] = (640, 480)) -> dict[str, Any]:
+    """Plain and overlapped workers fed at `fps`, in alternating bursts (A, B, A, B) on one product."""
+    import threading
+
+    from av import VideoFrame
+
+    from bench._product import build_product, moving_face, prepare_session
+    from streamer.overlap import OverlappedFrameWorker
+    from streamer.session import Session
+    from streamer.tracks import FrameWorker, StreamStats
+
+    product = build_product()
+    workers = {"plain": FrameWorker, "overlapped": OverlappedFrameWorker}
+    res: dict[str, dict[str, list]] = {k: {"fps": [], "lat": [], "dropped": [], "cpu": []} for k in workers}
+    tb = fractions.Fraction(1, 90000)
+    try:
+        for b in range(bursts):
+            for name, cls in workers.items():
+                session = Session(f"paced-{name}-{b}")
+                prepare_session(product, session, prompt)
+                stats = StreamStats()
+                worker = cls(session, product.make_pipeline(session), stats)
+                lat: list[float] = []
+                seen = [0]
+                lock = threading.Lock()
+
+                def wake(worker=worker, lat=lat, seen=seen, lock=lock) -> None:
+                    seq, item = worker.outbox.latest()
+                    with lock:
+                        if item is not None and seq != seen[0]:
+                            seen[0] = seq
+                            lat.append((time.monotonic(), (time.monotonic() - item[1]) * 1000.0))
+
+                worker.outbox.subscribe(wake)
+                worker.start()
+                n_total = int(seconds * fps)
+                warm = int(fps)                        # the first second is left out
+                t0 = time.monotonic()
+                c0 = time.process_time()
+                t_warm = c_warm = None
+                for n in range(n_total + warm):
+                    if n == warm:
+                        t_warm, c_warm, d_warm = time.monotonic(), time.process_time(), stats.dropped
+                    f = VideoFrame.from_ndarray(moving_face(photo, size[0], size[1], n), format="rgb24").reformat(format="yuv420p")
+                    f.pts, f.time_base = n * 3000, tb
+                    delay = t0 + n / fps - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    worker.submit(f)
+                t_end, c_end = time.monotonic(), time.process_time()
+                time.sleep(0.2)
+                worker.stop()
+                with lock:
+                    window = [ms for at, ms in lat if t_warm <= at <= t_end]
+                res[name]["fps"].append(len(window) / (t_end - t_warm))
+                res[name]["lat"].extend(window)
+                res[name]["dropped"].append(stats.dropped - d_warm)
+                res[name]["cpu"].append((c_end - c_warm) * 1000.0 / max(len(window), 1))
+    finally:
+        product.close()
+    out: dict[str, Any] = {"fps_in": fps, "seconds_per_burst": seconds, "bursts": bursts,
+                           "note": "process CPU includes making and converting the input frames (~a decoder's share)"}
+    for name, r in res.items():
+        lat = _stats(r["lat"])
+        out[name] = {"fps_out_per_burst": [round(v, 1) for v in r["fps"]],
+                     "latency_ms": {"p50": lat["median_ms"], "p95": lat["p95_ms"]} if lat else None,
+                     "dropped_per_burst": r["dropped"],
+                     "process_cpu_ms_per_frame_out": [round(v, 1) for v in r["cpu"]]}
+    return out

@@ -126,7 +126,8 @@ def main() -> None:
     log = TimingLog()
     if a.overlap:
         use_overlapped_worker(log)
-    app = create_app(ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000),
+    # overlap="off": the worker is chosen above (logged variants), never by the host's core count
+    app = create_app(ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off"),
                      build_services(a.pipeline, a.delay_ms, log))
 
     async def timings(request: web.Request) -> web.Response:

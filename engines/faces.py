@@ -6,10 +6,11 @@ relative depth times the frame width), so geometric code needs no image size alo
 
 from __future__ import annotations
 
+import atexit
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
@@ -74,7 +75,8 @@ class MediaPipeLandmarker:
             output_face_blendshapes=True,
             output_facial_transformation_matrixes=True,
         )
-        self._landmarker = vision.FaceLandmarker.create_from_options(options)
+        _close_unclosed()
+        self._landmarker = _defuse_del(vision.FaceLandmarker.create_from_options(options))
         self._last_ts = -1
         self._lock = threading.Lock()
 
@@ -112,3 +114,43 @@ class MediaPipeLandmarker:
             if self._landmarker is not None:
                 self._landmarker.close()
                 self._landmarker = None
+        _close_unclosed()
+
+
+# MediaPipe's FaceLandmarker closes itself in __del__. When the cyclic garbage collector frees a forgotten
+# one while another landmarker is inside a call on the same thread, MediaPipe's dispatcher deadlocks (seen
+# in the test suite). So our landmarkers never close from __del__: a forgotten one is parked here and closed
+# at the next safe point (a landmarker made or closed, or interpreter exit).
+_UNCLOSED: list[Any] = []
+_UNCLOSED_LOCK = threading.Lock()
+
+
+def _defuse_del(landmarker: Any) -> Any:
+    cls = type(landmarker)
+    safe = _SAFE_CLASSES.get(cls)
+    if safe is None:
+        def __del__(self: Any) -> None:
+            if getattr(self, "_handle", None):
+                _UNCLOSED.append(self)  # list.append is atomic; resurrects it until a safe close
+
+        safe = type(f"Parked{cls.__name__}", (cls,), {"__del__": __del__})
+        _SAFE_CLASSES[cls] = safe
+    landmarker.__class__ = safe
+    return landmarker
+
+
+_SAFE_CLASSES: dict[type, type] = {}
+
+
+def _close_unclosed() -> None:
+    with _UNCLOSED_LOCK:
+        parked = _UNCLOSED[:]
+        del _UNCLOSED[:]
+    for landmarker in parked:
+        try:
+            landmarker.close()
+        except Exception:  # best effort: it was forgotten by its owner
+            pass
+
+
+atexit.register(_close_unclosed)

@@ -34,6 +34,7 @@ class ServerConfig:
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
+    overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (on with 4+ cores)
     vcam: str = ""                        # "" off; "auto" the first virtual camera device; or a device path
     vcam_width: int = 1280
     vcam_height: int = 720
@@ -49,6 +50,8 @@ class ServerConfig:
             raise ValueError(f"bad bitrate bounds {self.min_bitrate}..{self.max_bitrate}")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
+        if self.overlap not in ("auto", "on", "off"):
+            raise ValueError(f"overlap must be auto, on or off, got {self.overlap!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
 
@@ -61,6 +64,14 @@ class ServerConfig:
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
+
+    @property
+    def overlapped(self) -> bool:
+        """Run the face stage on the next frame while the later stages finish this one: +fps where cores
+        are free (docs/performance.md), only delay on a crowded host."""
+        if self.overlap == "auto":
+            return (os.cpu_count() or 1) >= 4
+        return self.overlap == "on"
 
     @property
     def scheme(self) -> str:

@@ -83,7 +83,12 @@ class PeerSession:
             pipeline = services.make_pipeline(session)
         previous = pipeline.on_error
         pipeline.on_error = lambda stage, exc: self._stage_failed(stage, exc, previous)
-        self.worker = FrameWorker(session, pipeline, self.stats)
+        if config.overlapped and len(pipeline.stages) > 1:
+            from streamer.overlap import OverlappedFrameWorker
+
+            self.worker: FrameWorker = OverlappedFrameWorker(session, pipeline, self.stats)
+        else:
+            self.worker = FrameWorker(session, pipeline, self.stats)
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}

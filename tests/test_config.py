@@ -32,3 +32,18 @@ def test_bad_values_are_refused(kwargs, match):
 def test_bad_environment_value_names_the_variable():
     with pytest.raises(ValueError, match="LIVEFUSE_PORT"):
         ServerConfig.from_env({"LIVEFUSE_PORT": "eighty"})
+
+
+def test_overlap_setting(monkeypatch):
+    import os
+
+    from streamer.config import ServerConfig
+
+    assert ServerConfig(overlap="on").overlapped and not ServerConfig(overlap="off").overlapped
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert not ServerConfig().overlapped  # a 2-core host: overlap only adds delay there
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert ServerConfig().overlapped
+    assert ServerConfig.from_env({"LIVEFUSE_OVERLAP": "off"}).overlap == "off"
+    with pytest.raises(ValueError, match="overlap"):
+        ServerConfig(overlap="sometimes")

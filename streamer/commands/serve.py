@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="STUN/TURN URL, repeatable (ignored when bound to loopback)")
     g.add_argument("--ice-username", help="TURN username")
     g.add_argument("--ice-credential", help="TURN credential")
+    g.add_argument("--overlap", choices=["auto", "on", "off"],
+                   help="overlap the face stage with the later stages across frames (default auto: on with 4+ cores)")
     g.add_argument("--vcam", nargs="?", const="auto",
                    help="feed a virtual camera (v4l2loopback / OBS) from the oldest live session; optional device path")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "vcam")}
+        "ice_credential", "idle_timeout_s", "vcam", "overlap")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:

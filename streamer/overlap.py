@@ -60,21 +60,13 @@ class OverlappedFrameWorker(FrameWorker):
 
     # -- front: decoded frame -> RGB -> first stages ------------------------------------------------
     def _run_front(self) -> None:
+        def handle(item: tuple[VideoFrame, float]) -> None:
+            frame, arrived = item
+            if self.middle.put((frame, arrived, self.front_half(frame))):
+                _count_drop(self.stats)
+
         try:
-            while not self._stop.is_set():
-                item = self.inbox.take(timeout=0.5)
-                if item is None:
-                    if self.inbox.closed:
-                        break
-                    continue
-                frame, arrived = item
-                try:
-                    state = self.front_half(frame)
-                except Exception:  # a broken frame must not end the stream
-                    log.exception("session %s: frame conversion failed", self.session.id)
-                    continue
-                if self.middle.put((frame, arrived, state)):
-                    _count_drop(self.stats)
+            self._drain(self.inbox, handle)
         finally:
             self.middle.close()
 
@@ -91,20 +83,7 @@ class OverlappedFrameWorker(FrameWorker):
         if not self._overlap:
             return super()._run()
         try:
-            while not self._stop.is_set():
-                item = self.middle.take(timeout=0.5)
-                if item is None:
-                    if self.middle.closed:
-                        break
-                    continue
-                frame, arrived, state = item
-                try:
-                    out = self.back_half(frame, state)
-                except Exception:
-                    log.exception("session %s: frame conversion failed", self.session.id)
-                    continue
-                self.stats.frame_out(arrived, (out.width, out.height))
-                self.outbox.publish(out, arrived)
+            self._drain(self.middle, lambda item: self._emit(self.back_half(item[0], item[2]), item[1]))
         finally:
             self.outbox.close()
             self._stop.set()               # the front must be done with its stages before they close

@@ -286,22 +286,27 @@ class FrameWorker:
     def submit(self, frame: VideoFrame) -> None:
         self.stats.frame_in(self.inbox.put((frame, time.monotonic())))
 
+    def _drain(self, slot: "FrameSlot[Any]", handle: Callable[[Any], None]) -> None:
+        """Hand each item taken from `slot` to `handle` until the slot closes or the worker stops. A frame
+        that fails is logged and lost; the stream goes on."""
+        while not self._stop.is_set():
+            item = slot.take(timeout=0.5)
+            if item is None:
+                if slot.closed:
+                    break
+                continue
+            try:
+                handle(item)
+            except Exception:  # a broken frame must not end the stream
+                log.exception("session %s: frame conversion failed", self.session.id)
+
+    def _emit(self, out: VideoFrame, arrived: float) -> None:
+        self.stats.frame_out(arrived, (out.width, out.height))
+        self.outbox.publish(out, arrived)
+
     def _run(self) -> None:
         try:
-            while not self._stop.is_set():
-                item = self.inbox.take(timeout=0.5)
-                if item is None:
-                    if self.inbox.closed:
-                        break
-                    continue
-                frame, arrived = item
-                try:
-                    out = self.process(frame)
-                except Exception:  # a broken frame must not end the stream
-                    log.exception("session %s: frame conversion failed", self.session.id)
-                    continue
-                self.stats.frame_out(arrived, (out.width, out.height))
-                self.outbox.publish(out, arrived)
+            self._drain(self.inbox, lambda item: self._emit(self.process(item[0]), item[1]))
         finally:
             self.outbox.close()
             try:

@@ -72,6 +72,8 @@ class EditConfig:
     smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
     grid_step: int = 8             # flow field is evaluated every grid_step pixels, then interpolated
     margin: float = 0.25           # region of interest beyond the landmarks, fraction of face width
+    detail_cap_px: float = 120.0   # faces wider than this get masks, colour, filter coefficients and the warp
+                                   # grid at a coarser integer level, so that work stops growing with the face
 
 
 @dataclass(slots=True)
@@ -84,6 +86,14 @@ class FacePlan:
     smooth_radius: int = 0
     smooth_eps: float = 0.0
     config: EditConfig = EditConfig()
+    level: int = 1                                 # q: colour at 1/(2q), filter coefficients at 1/(4q), warp grid 8q px
+
+
+def detail_level(face_width: float, config: EditConfig = EditConfig()) -> int:
+    """q = ceil(face width / cap): the face seen at q-times coarser detail is never wider than the cap."""
+    if config.detail_cap_px <= 0:
+        return 1
+    return max(1, int(np.ceil(face_width / config.detail_cap_px - 1e-6)))
 
 
 def active(edits: Mapping[str, float], eps: float = 1e-3) -> dict[str, float]:
@@ -110,17 +120,19 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     x0, y0 = np.floor(lm.min(0) - pad).astype(int)
     x1, y1 = np.ceil(lm.max(0) + pad).astype(int)
     x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
-    x1 -= (x1 - x0) % 4   # multiples of 4: colour at exactly 1/2, guided-filter coefficients at 1/4
-    y1 -= (y1 - y0) % 4
-    if x1 - x0 < 8 or y1 - y0 < 8:
+    q = detail_level(fw, config)
+    x1 -= (x1 - x0) % (4 * q)   # multiples of 4q: colour at exactly 1/(2q), guided-filter coefficients at 1/(4q)
+    y1 -= (y1 - y0) % (4 * q)
+    if x1 - x0 < 8 * q or y1 - y0 < 8 * q:
         return None
     local = lm - np.array([x0, y0], np.float32)
     rh, rw = y1 - y0, x1 - x0
-    plan = FacePlan(roi=(int(y0), int(y1), int(x0), int(x1)), edits=e, config=config)
-    # Colour edits are smooth over the face, so their masks and their change are computed at half
-    # resolution and the change is interpolated back; only the smoothing (which removes fine texture)
-    # runs at full resolution.
-    _plan_masks(plan, (rh // 2, rw // 2), local * 0.5, fw * 0.5, config)
+    plan = FacePlan(roi=(int(y0), int(y1), int(x0), int(x1)), edits=e, config=config, level=q)
+    # Colour edits are smooth over the face, so their masks and their change are computed at 1/(2q)
+    # resolution and the change is interpolated back; only the smoothing's final blend (which removes fine
+    # texture) and the warp's sampling touch every pixel.
+    c = 2 * q
+    _plan_masks(plan, (rh // c, rw // c), local / c, fw / c, config)
     if "skin_smooth" in e:
         plan.skin_full = cv2.resize(plan.masks["skin"], (rw, rh), interpolation=cv2.INTER_LINEAR)
         plan.smooth_radius = max(1, int(round(config.smooth_radius * fw)))
@@ -232,7 +244,7 @@ def _flow(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: float, 
         centre = (local[NOSE_WINGS[0]] + local[NOSE_WINGS[1]]) / 2
         zooms.append((centre, np.outer(right, right).astype(np.float32), e["nose_width"] * cfg.nose_zoom, 0.6 * nose_w))
     h, w = shape
-    step = cfg.grid_step
+    step = cfg.grid_step * plan.level   # the Gaussians widen with the face, so the grid may too
     gy, gx = np.mgrid[0:h + step:step, 0:w + step:step].astype(np.float32)
     pts = np.stack([gx.ravel(), gy.ravel()], 1)
     d = np.zeros_like(pts)
@@ -259,15 +271,15 @@ def _grey(x: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(x, cv2.COLOR_RGB2GRAY)
 
 
-def guided_smooth(x: np.ndarray, radius: int, eps: float) -> np.ndarray:
+def guided_smooth(x: np.ndarray, radius: int, eps: float, factor: int = 4) -> np.ndarray:
     """Self-guided filter (He et al.) with the grey image as guide: flattens texture, keeps edges. The
-    coefficients are found at quarter resolution and interpolated back (the 'fast guided filter'), which
-    is indistinguishable on skin and far cheaper. Needs height and width divisible by 4."""
+    coefficients are found at 1/factor resolution and interpolated back (the 'fast guided filter'), which
+    is indistinguishable on skin and far cheaper. Needs height and width divisible by factor."""
     guide = _grey(x)
     h, w = x.shape[:2]
-    small = cv2.resize(x, (w // 4, h // 4), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(x, (w // factor, h // factor), interpolation=cv2.INTER_AREA)
     g = _grey(small)
-    r = max(1, radius // 4)
+    r = max(1, radius // factor)
     k = (2 * r + 1, 2 * r + 1)
     box = lambda a: cv2.boxFilter(a, -1, k, borderType=cv2.BORDER_REFLECT_101)  # noqa: E731
     mean_i = box(g)
@@ -288,13 +300,14 @@ def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     e = plan.edits
     if "skin_smooth" in e:
         s = e["skin_smooth"]
-        t = guided_smooth(x, plan.smooth_radius, plan.smooth_eps)
+        t = guided_smooth(x, plan.smooth_radius, plan.smooth_eps, 4 * plan.level)
         t -= x
         t *= ((s if s > 0 else 1.5 * s) * plan.skin_full)[..., None]
         x += t
     if any(k in e for k in APPEARANCE if k != "skin_smooth"):
         h, w = x.shape[:2]
-        small = cv2.resize(x, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+        c = 2 * plan.level
+        small = cv2.resize(x, (w // c, h // c), interpolation=cv2.INTER_AREA)
         change = apply_colour(small.copy(), plan)
         change -= small
         x += cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR)

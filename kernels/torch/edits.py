@@ -38,12 +38,12 @@ def _resize(a: torch.Tensor, h: int, w: int, mode: str) -> torch.Tensor:
     return x.squeeze(0).permute(1, 2, 0)
 
 
-def guided_smooth(x: torch.Tensor, radius: int, eps: float) -> torch.Tensor:
+def guided_smooth(x: torch.Tensor, radius: int, eps: float, factor: int = 4) -> torch.Tensor:
     luma = _t(LUMA, x)
     guide = (x @ luma).unsqueeze(-1)
-    small = _resize(x, x.shape[0] // 4, x.shape[1] // 4, "area")
+    small = _resize(x, x.shape[0] // factor, x.shape[1] // factor, "area")
     g = (small @ luma).unsqueeze(-1)
-    r = max(1, radius // 4)
+    r = max(1, radius // factor)
     mean_i = _box(g, r)
     var_i = _box(g * g, r) - mean_i * mean_i
     mean_p = _box(small, r)
@@ -59,10 +59,11 @@ def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     if "skin_smooth" in e:
         s = e["skin_smooth"]
         k = s if s > 0 else 1.5 * s
-        x = x + (k * _t(plan.skin_full, x).unsqueeze(-1)) * (guided_smooth(x, plan.smooth_radius, plan.smooth_eps) - x)
+        x = x + (k * _t(plan.skin_full, x).unsqueeze(-1)) * (guided_smooth(x, plan.smooth_radius, plan.smooth_eps, 4 * plan.level) - x)
     if any(k in e for k in APPEARANCE if k != "skin_smooth"):
         h, w = x.shape[:2]
-        small = _resize(x, h // 2, w // 2, "area")
+        c = 2 * plan.level
+        small = _resize(x, h // c, w // c, "area")
         x = x + _resize(apply_colour(small, plan) - small, h, w, "bilinear")
     return x
 

@@ -134,7 +134,7 @@ def test_lip_tint_reddens_only_the_lips(portrait):
 
 @pytest.fixture(scope="module")
 def closeup(astronaut):
-    """A webcam-like close-up at 640x480 (face ~ 260 px wide): past the detail cap, so level >= 2."""
+    """A webcam-like close-up at 640x480 (face ~ 180 px wide): past the detail cap, so level >= 2."""
     img = cv2.resize(astronaut[20:260, 130:450], (640, 480), interpolation=cv2.INTER_CUBIC)
     return img, _landmarks(img)
 

@@ -34,8 +34,6 @@ class CalibrationConfig:
     glossary: bool = True    # translate Chinese before encoding (off for multilingual encoders)
     dropout: float = 0.3     # on the condition while fitting: the held-out zeros stay near zero
     noise: float = 0.0       # Gaussian noise on the standardised embedding while fitting
-    zero_hinge: float = 0.0  # weight of a penalty on zero-target edits above zero_margin (keeps leaks small)
-    zero_margin: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +167,6 @@ def fit(f: Features, y: np.ndarray, config: CalibrationConfig = CalibrationConfi
             xin = xin + torch.randn_like(xin) * (config.noise / projector.scale)
         pred = _forward(projector, head, f, xin, config.dropout)
         loss = (weight * (pred - yt) ** 2).mean()
-        if config.zero_hinge > 0:
-            # the rule is "no edit above 0.2 where the target is 0": squared error alone lets a few
-            # zeros drift high while the average stays low, so leaks past the margin cost extra
-            leak = torch.relu(pred.abs() - config.zero_margin) * (yt == 0).float()
-            loss = loss + config.zero_hinge * (leak ** 2).mean()
         loss.backward()
         opt.step()
         sched.step()

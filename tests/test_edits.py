@@ -152,7 +152,7 @@ def test_twins_agree_on_a_closeup_past_the_detail_cap(closeup):
 
 
 def test_coarse_work_stops_growing_past_the_detail_cap(closeup):
-    """Masks (colour work) and the warp grid are no larger for a big face than for one at the cap."""
+    """Masks (the colour work) are no larger for a big face than for the same face at the cap."""
     img, lm = closeup
     edits = {n: 0.6 for n in ne.EDITS}
     big = ne.plan_face(img.shape[:2], lm, edits)

@@ -72,8 +72,8 @@ class EditConfig:
     smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
     grid_step: int = 8             # flow field is evaluated every grid_step pixels, then interpolated
     margin: float = 0.25           # region of interest beyond the landmarks, fraction of face width
-    detail_cap_px: float = 120.0   # faces wider than this get masks, colour, filter coefficients and the warp
-                                   # grid at a coarser integer level, so that work stops growing with the face
+    detail_cap_px: float = 120.0   # faces wider than this get masks, colour and filter coefficients at a
+                                   # coarser integer level, so that work stops growing with the face
 
 
 @dataclass(slots=True)
@@ -86,7 +86,7 @@ class FacePlan:
     smooth_radius: int = 0
     smooth_eps: float = 0.0
     config: EditConfig = EditConfig()
-    level: int = 1                                 # q: colour at 1/(2q), filter coefficients at 1/(4q), warp grid 8q px
+    level: int = 1                                 # q: colour at 1/(2q), filter coefficients at 1/(4q)
 
 
 def detail_level(face_width: float, config: EditConfig = EditConfig()) -> int:
@@ -244,26 +244,33 @@ def _flow(plan: FacePlan, shape: tuple[int, int], local: np.ndarray, fw: float, 
         centre = (local[NOSE_WINGS[0]] + local[NOSE_WINGS[1]]) / 2
         zooms.append((centre, np.outer(right, right).astype(np.float32), e["nose_width"] * cfg.nose_zoom, 0.6 * nose_w))
     h, w = shape
-    step = cfg.grid_step * plan.level   # the Gaussians widen with the face, so the grid may too
-    gy, gx = np.mgrid[0:h + step:step, 0:w + step:step].astype(np.float32)
-    pts = np.stack([gx.ravel(), gy.ravel()], 1)
-    d = np.zeros_like(pts)
+    step = cfg.grid_step   # not coarser with the level: a 16-px grid cost 18 % of the smile's lift on a 200-px face
+    xs = np.arange(0, w + step, step, dtype=np.float32)
+    ys = np.arange(0, h + step, step, dtype=np.float32)
+    gy, gx = np.meshgrid(ys, xs, indexing="ij")
+    d = np.zeros(gx.shape + (2,), np.float32)
+    # A 2-D Gaussian on a grid is the outer product of two 1-D ones, so the sum over anchors is one small
+    # matrix product (anchors x rows) @ (anchors x cols) per component instead of grid x anchors exponentials.
     if anchors:
         a = np.asarray(anchors, np.float32)
         v = np.asarray(moves, np.float32)
-        s = np.asarray(sigmas, np.float32)
-        d2 = ((pts[:, None, :] - a[None]) ** 2).sum(-1)
-        d += np.exp(-d2 / (2 * s * s)) @ v
+        inv = 1.0 / (2.0 * np.asarray(sigmas, np.float32) ** 2)
+        ey = np.exp(-(ys[None] - a[:, 1:2]) ** 2 * inv[:, None])   # (K, rows)
+        ex = np.exp(-(xs[None] - a[:, 0:1]) ** 2 * inv[:, None])   # (K, cols)
+        for j in range(2):
+            d[..., j] += (ey * v[:, j:j + 1]).T @ ex
     for c, axes, k, sigma in zooms:
-        rel = pts - c
-        g = np.exp(-(rel ** 2).sum(1) / (2 * sigma * sigma))
-        d += k * (rel @ axes.T) * g[:, None]
+        inv = 1.0 / (2.0 * sigma * sigma)
+        g = np.exp(-(ys - c[1]) ** 2 * inv)[:, None] * np.exp(-(xs - c[0]) ** 2 * inv)[None, :]
+        rx, ry = gx - c[0], gy - c[1]
+        d[..., 0] += k * g * (axes[0, 0] * rx + axes[0, 1] * ry)
+        d[..., 1] += k * g * (axes[1, 0] * rx + axes[1, 1] * ry)
     # Sample positions on the coarse grid, interpolated to every pixel. Positions are linear in p, so the
     # interpolation is exact for them; the -0.5 undoes the half-cell shift of resizing step-wide cells.
-    coarse = (pts - d - 0.5).reshape(gx.shape + (2,))
+    coarse = np.stack([gx, gy], -1) - d - 0.5
     full = cv2.resize(coarse, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
     off = step // 2
-    return np.ascontiguousarray(full[off:off + h, off:off + w])
+    return full[off:off + h, off:off + w]   # a view: cv2.remap reads strided rows, no copy needed
 
 
 def _grey(x: np.ndarray) -> np.ndarray:
@@ -370,7 +377,7 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     else:
         roi_u8 = roi
     if plan.map_xy is not None:
-        roi_u8 = cv2.remap(roi_u8, plan.map_xy[..., 0], plan.map_xy[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        roi_u8 = cv2.remap(roi_u8, plan.map_xy, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     image[y0:y1, x0:x1] = roi_u8
     return image
 

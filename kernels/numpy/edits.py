@@ -278,45 +278,70 @@ def _grey(x: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(x, cv2.COLOR_RGB2GRAY)
 
 
-def guided_smooth(x: np.ndarray, radius: int, eps: float, factor: int = 4) -> np.ndarray:
-    """Self-guided filter (He et al.) with the grey image as guide: flattens texture, keeps edges. The
-    coefficients are found at 1/factor resolution and interpolated back (the 'fast guided filter'), which
-    is indistinguishable on skin and far cheaper. Needs height and width divisible by factor."""
-    guide = _grey(x)
-    h, w = x.shape[:2]
-    small = cv2.resize(x, (w // factor, h // factor), interpolation=cv2.INTER_AREA)
-    g = _grey(small)
-    r = max(1, radius // factor)
+def guided_coefficients(small: np.ndarray, radius: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """The box-averaged coefficients (a, b) of a self-guided filter (He et al.) with the grey image as
+    guide, at half the resolution of `small` and interpolated back to it: the filtered image is
+    a * grey + b. Needs even height and width."""
+    h, w = small.shape[:2]
+    half = cv2.resize(small, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+    g = _grey(half)
+    r = max(1, radius)
     k = (2 * r + 1, 2 * r + 1)
     box = lambda a: cv2.boxFilter(a, -1, k, borderType=cv2.BORDER_REFLECT_101)  # noqa: E731
     mean_i = box(g)
     var_i = box(g * g) - mean_i * mean_i
-    mean_p = box(small)
-    cov = box(small * g[..., None]) - mean_i[..., None] * mean_p
+    mean_p = box(half)
+    cov = box(half * g[..., None]) - mean_i[..., None] * mean_p
     a = cov / (var_i[..., None] + eps)
     b = mean_p - a * mean_i[..., None]
-    out = cv2.resize(box(a), (w, h), interpolation=cv2.INTER_LINEAR)
-    out *= guide[..., None]
-    out += cv2.resize(box(b), (w, h), interpolation=cv2.INTER_LINEAR)
+    return (cv2.resize(box(a), (w, h), interpolation=cv2.INTER_LINEAR),
+            cv2.resize(box(b), (w, h), interpolation=cv2.INTER_LINEAR))
+
+
+def guided_smooth(x: np.ndarray, radius: int, eps: float, factor: int = 4) -> np.ndarray:
+    """Self-guided filter: flattens texture, keeps edges. The coefficients are found at 1/factor
+    resolution and interpolated back (the 'fast guided filter'), which is indistinguishable on skin and
+    far cheaper. Needs height and width divisible by factor (factor even)."""
+    h, w = x.shape[:2]
+    small = cv2.resize(x, (w // (factor // 2), h // (factor // 2)), interpolation=cv2.INTER_AREA)
+    a, b = guided_coefficients(small, radius // factor, eps)
+    out = cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR)
+    out *= _grey(x)[..., None]
+    out += cv2.resize(b, (w, h), interpolation=cv2.INTER_LINEAR)
     return out
 
 
 def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
-    """All appearance edits on a float32 (h, w, 3) ROI in 0..255 (in place): smoothing at full
-    resolution, then the colour edits' change found at half resolution and interpolated back."""
+    """All appearance edits on a float32 (h, w, 3) ROI in 0..255 (in place). Everything smooth is found at
+    the masks' resolution (1/(2q)): the colour edits' change, and the smoothing's coefficients with its
+    mask folded in, so the full-resolution work is one blend
+        x' = x (1 - k m) + up(k m a) grey(x) + up(k m b + colour change)
+    whatever the number of edits. The colour change is taken on the unsmoothed image (at 1/(2q) the
+    smoothing has nothing left to remove)."""
     e = plan.edits
-    if "skin_smooth" in e:
-        s = e["skin_smooth"]
-        t = guided_smooth(x, plan.smooth_radius, plan.smooth_eps, 4 * plan.level)
-        t -= x
-        t *= ((s if s > 0 else 1.5 * s) * plan.skin_full)[..., None]
-        x += t
+    h, w = x.shape[:2]
+    c = 2 * plan.level
+    small = cv2.resize(x, (w // c, h // c), interpolation=cv2.INTER_AREA)
+    change = None
     if any(k in e for k in APPEARANCE if k != "skin_smooth"):
-        h, w = x.shape[:2]
-        c = 2 * plan.level
-        small = cv2.resize(x, (w // c, h // c), interpolation=cv2.INTER_AREA)
         change = apply_colour(small.copy(), plan)
         change -= small
+    if "skin_smooth" in e:
+        s = e["skin_smooth"]
+        k = s if s > 0 else 1.5 * s
+        km = (k * plan.masks["skin"])[..., None]
+        a, b = guided_coefficients(small, plan.smooth_radius // (2 * c), plan.smooth_eps)
+        a *= km
+        b *= km
+        if change is not None:
+            b += change
+        guide = _grey(x)[..., None]
+        x *= 1.0 - (k * plan.skin_full)[..., None]
+        a = cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR)
+        a *= guide
+        x += a
+        x += cv2.resize(b, (w, h), interpolation=cv2.INTER_LINEAR)
+    elif change is not None:
         x += cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR)
     return x
 

@@ -72,8 +72,8 @@ class EditConfig:
     smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
     grid_step: int = 8             # flow field is evaluated every grid_step pixels, then interpolated
     margin: float = 0.25           # region of interest beyond the landmarks, fraction of face width
-    detail_cap_px: float = 120.0   # faces wider than this get masks, colour and filter coefficients at a
-                                   # coarser integer level, so that work stops growing with the face
+    detail_cap_px: float = 90.0    # level q = floor(face width / this): masks, colour and filter coefficients
+                                   # at 1/(2q), 1/(4q), so the face there is 45-90 px wide at any size (0: off)
 
 
 @dataclass(slots=True)
@@ -90,10 +90,12 @@ class FacePlan:
 
 
 def detail_level(face_width: float, config: EditConfig = EditConfig()) -> int:
-    """q = ceil(face width / cap): the face seen at q-times coarser detail is never wider than the cap."""
+    """q = floor(face width / cap): at the masks' resolution (1/(2q)) the face is between cap/2 and cap
+    pixels wide whatever its size, so that work stops growing, and never gets coarser than that (a
+    112-px face at 1/2 is 56 px: the detail every size had before)."""
     if config.detail_cap_px <= 0:
         return 1
-    return max(1, int(np.ceil(face_width / config.detail_cap_px - 1e-6)))
+    return max(1, int(face_width // config.detail_cap_px))
 
 
 def active(edits: Mapping[str, float], eps: float = 1e-3) -> dict[str, float]:
@@ -163,6 +165,7 @@ def _blur(mask: np.ndarray, sigma: float) -> np.ndarray:
 def _blobs(shape: tuple[int, int], centres: Sequence[np.ndarray], sigma: float, step: int) -> np.ndarray:
     """Sum of Gaussian blobs, evaluated on a coarse grid and interpolated (cheap and smooth)."""
     h, w = shape
+    step = max(1, min(step, int(sigma)))   # a grid coarser than sigma would flatten the blob's peak
     gy, gx = np.mgrid[0:h + step:step, 0:w + step:step].astype(np.float32)
     out = np.zeros_like(gx)
     for c in centres:

@@ -1,7 +1,9 @@
 """Renderer cost at 640x480 with all edits on (NumPy and torch CPU), and prompt-switch latency.
 
-Renderer: the astronaut portrait scaled to 640x480, landmarks from MediaPipe on that frame, every edit at
---value; median and p95 per frame over --frames. Prompt switch: a Session + EditsStage + PromptCache run
+Renderer: the astronaut at 640x480 as a whole portrait (face ~112 px), a close-up (~180 px) and near the
+camera (~240 px), landmarks from MediaPipe on that frame, every edit at --value; median and p95 per frame
+over --frames, variants interleaved: all, geometry, appearance, all_uncapped (EditConfig(detail_cap_px=0):
+full detail at any size) and, with --baseline FILE, another version of the renderer. Prompt switch: a Session + EditsStage + PromptCache run
 frame by frame; after the prompt changes, count the frames (cached prompt) and the wall time (uncached
 prompt) until the frame's edits move.
 """
@@ -19,6 +21,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--switches", type=int, default=6, help="prompt switches to time")
     parser.add_argument("--renderer-only", action="store_true", help="skip the prompt-switch timing")
+    parser.add_argument("--baseline", help="another kernels/numpy/edits.py (e.g. `git show REV:kernels/numpy/edits.py "
+                                           "> /tmp/old.py`) timed interleaved with this one as all_baseline")
 
 
 def _stats(ms: list[float], cpu: list[float] | None = None) -> dict[str, float]:
@@ -53,7 +57,18 @@ def _frame(closeup: bool | str = False) -> tuple[np.ndarray, np.ndarray]:
     return img, faces[0].landmarks
 
 
-def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = False) -> dict:
+def _load_baseline(path: str):
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("edits_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["edits_baseline"] = module   # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = False, baseline: str | None = None) -> dict:
     from kernels.numpy.edits import APPEARANCE, EDITS, GEOMETRY, EditConfig, render_edits
 
     img, lm = _frame(closeup)
@@ -61,6 +76,11 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = 
     capped, uncapped = EditConfig(), EditConfig(detail_cap_px=0)   # uncapped = full detail at any face size
     sets = {"all": ({n: value for n in EDITS}, capped), "geometry": ({n: value for n in GEOMETRY}, capped),
             "appearance": ({n: value for n in APPEARANCE}, capped), "all_uncapped": ({n: value for n in EDITS}, uncapped)}
+    renderers = {k: render_edits for k in sets}
+    if baseline:
+        base = _load_baseline(baseline)
+        sets["all_baseline"] = ({n: value for n in EDITS}, base.EditConfig())
+        renderers["all_baseline"] = base.render_edits
     # interleaved, so background load hits every variant alike
     import cv2
     import os
@@ -73,7 +93,7 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = 
     for _ in range(frames):
         for k, (e, cfg) in sets.items():
             t0, c0 = time.perf_counter(), time.thread_time()
-            render_edits(img, [lm], e, cfg)
+            renderers[k](img, [lm], e, cfg)
             times[k].append((time.perf_counter() - t0) * 1000.0)
             cpu[k].append((time.thread_time() - c0) * 1000.0)
     out["numpy"] = {k: _stats(v, cpu[k]) for k, v in times.items()}
@@ -153,7 +173,8 @@ def prompt_switch(switches: int) -> dict:
 
 
 def run(args) -> dict:
-    return {"renderer": renderer(args.frames, args.value, not args.no_torch),
-            "renderer_closeup": renderer(args.frames, args.value, False, closeup="closeup"),
-            "renderer_near": renderer(args.frames, args.value, False, closeup="near"),
+    b = args.baseline
+    return {"renderer": renderer(args.frames, args.value, not args.no_torch, baseline=b),
+            "renderer_closeup": renderer(args.frames, args.value, False, closeup="closeup", baseline=b),
+            "renderer_near": renderer(args.frames, args.value, False, closeup="near", baseline=b),
             **({} if args.renderer_only else {"prompt_switch": prompt_switch(args.switches)})}

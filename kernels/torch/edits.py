@@ -78,7 +78,8 @@ def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
         if change is not None:
             b = b + change
         guide = (x @ _t(LUMA, x)).unsqueeze(-1)
-        x = x * (1.0 - k * _t(plan.skin_full, x).unsqueeze(-1)) + _resize(a, h, w, "bilinear") * guide + _resize(b, h, w, "bilinear")
+        keep = _resize(1.0 - km, h, w, "bilinear")
+        x = x * keep + _resize(a, h, w, "bilinear") * guide + _resize(b, h, w, "bilinear")
     elif change is not None:
         x = x + _resize(change, h, w, "bilinear")
     return x

@@ -341,9 +341,7 @@ def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         guide = cv2.cvtColor(_grey(x), cv2.COLOR_GRAY2RGB)
         keep = 1.0 - km
         cv2.multiply(x, cv2.resize(np.repeat(keep, 3, axis=2), (w, h), interpolation=cv2.INTER_LINEAR), dst=x)
-        a = cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR)
-        cv2.multiply(a, guide, dst=a)
-        cv2.add(x, a, dst=x)
+        cv2.accumulateProduct(cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR), guide, x)   # x += a * guide, one pass
         cv2.add(x, cv2.resize(b, (w, h), interpolation=cv2.INTER_LINEAR), dst=x)
     elif change is not None:
         cv2.add(x, cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), dst=x)

@@ -1,7 +1,9 @@
 """Renderer cost at 640x480 with all edits on (NumPy and torch CPU), and prompt-switch latency.
 
-Renderer: the astronaut portrait scaled to 640x480, landmarks from MediaPipe on that frame, every edit at
---value; median and p95 per frame over --frames. Prompt switch: a Session + EditsStage + PromptCache run
+Renderer: the astronaut at 640x480 as a whole portrait (face ~112 px), a close-up (~180 px) and near the
+camera (~240 px), landmarks from MediaPipe on that frame, every edit at --value; median and p95 per frame
+over --frames, variants interleaved: all, geometry, appearance, all_uncapped (EditConfig(detail_cap_px=0):
+full detail at any size) and, with --baseline FILE, another version of the renderer. Prompt switch: a Session + EditsStage + PromptCache run
 frame by frame; after the prompt changes, count the frames (cached prompt) and the wall time (uncached
 prompt) until the frame's edits move.
 """
@@ -18,6 +20,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--value", type=float, default=0.6)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--switches", type=int, default=6, help="prompt switches to time")
+    parser.add_argument("--renderer-only", action="store_true", help="skip the prompt-switch timing")
+    parser.add_argument("--baseline", help="another kernels/numpy/edits.py (e.g. `git show REV:kernels/numpy/edits.py "
+                                           "> /tmp/old.py`) timed interleaved with this one as all_baseline")
 
 
 def _stats(ms: list[float], cpu: list[float] | None = None) -> dict[str, float]:
@@ -28,16 +33,21 @@ def _stats(ms: list[float], cpu: list[float] | None = None) -> dict[str, float]:
     return out
 
 
-def _frame(closeup: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The astronaut at 640x480: whole portrait (face ~110 px wide) or a webcam-like close-up (~180 px)."""
+CROPS = {"portrait": None, "closeup": (10, 250, 100, 420), "near": (40, 220, 160, 400)}
+
+
+def _frame(closeup: bool | str = False) -> tuple[np.ndarray, np.ndarray]:
+    """The astronaut at 640x480: whole portrait (face ~110 px wide), a webcam-like close-up (~180 px) or a
+    face near the camera ("near", ~240 px)."""
     import cv2
     import skimage.data
 
     from engines.faces import MediaPipeLandmarker
 
     src = np.ascontiguousarray(skimage.data.astronaut()[..., :3])
-    if closeup:
-        src = src[10:250, 100:420]
+    crop = CROPS["closeup" if closeup is True else closeup or "portrait"]
+    if crop:
+        src = src[crop[0]:crop[1], crop[2]:crop[3]]
     img = cv2.resize(src, (640, 480), interpolation=cv2.INTER_AREA if not closeup else cv2.INTER_CUBIC)
     lmk = MediaPipeLandmarker()
     try:
@@ -47,12 +57,30 @@ def _frame(closeup: bool = False) -> tuple[np.ndarray, np.ndarray]:
     return img, faces[0].landmarks
 
 
-def renderer(frames: int, value: float, with_torch: bool, closeup: bool = False) -> dict:
-    from kernels.numpy.edits import APPEARANCE, EDITS, GEOMETRY, render_edits
+def _load_baseline(path: str):
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("edits_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["edits_baseline"] = module   # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = False, baseline: str | None = None) -> dict:
+    from kernels.numpy.edits import APPEARANCE, EDITS, GEOMETRY, EditConfig, render_edits
 
     img, lm = _frame(closeup)
     out: dict = {"frame": "640x480", "face_width_px": round(float(np.linalg.norm(lm[454, :2] - lm[234, :2])), 1)}
-    sets = {"all": {n: value for n in EDITS}, "geometry": {n: value for n in GEOMETRY}, "appearance": {n: value for n in APPEARANCE}}
+    capped, uncapped = EditConfig(), EditConfig(detail_cap_px=0)   # uncapped = full detail at any face size
+    sets = {"all": ({n: value for n in EDITS}, capped), "geometry": ({n: value for n in GEOMETRY}, capped),
+            "appearance": ({n: value for n in APPEARANCE}, capped), "all_uncapped": ({n: value for n in EDITS}, uncapped)}
+    renderers = {k: render_edits for k in sets}
+    if baseline:
+        base = _load_baseline(baseline)
+        sets["all_baseline"] = ({n: value for n in EDITS}, base.EditConfig())
+        renderers["all_baseline"] = base.render_edits
     # interleaved, so background load hits every variant alike
     import cv2
     import os
@@ -61,11 +89,11 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool = False)
     times: dict[str, list[float]] = {k: [] for k in sets}
     cpu: dict[str, list[float]] = {k: [] for k in sets}
     for _ in range(3):
-        render_edits(img, [lm], sets["all"])
+        render_edits(img, [lm], sets["all"][0])
     for _ in range(frames):
-        for k, e in sets.items():
+        for k, (e, cfg) in sets.items():
             t0, c0 = time.perf_counter(), time.thread_time()
-            render_edits(img, [lm], e)
+            renderers[k](img, [lm], e, cfg)
             times[k].append((time.perf_counter() - t0) * 1000.0)
             cpu[k].append((time.thread_time() - c0) * 1000.0)
     out["numpy"] = {k: _stats(v, cpu[k]) for k, v in times.items()}
@@ -79,11 +107,11 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool = False)
         torch.set_num_threads(1)  # two threads on a shared 2-core machine thrash
         timg = torch.from_numpy(img)
         for _ in range(3):
-            render_torch(timg, [lm], sets["all"])
+            render_torch(timg, [lm], sets["all"][0])
         ts, cs = [], []
         for _ in range(max(10, frames // 2)):
             t0, c0 = time.perf_counter(), time.thread_time()
-            render_torch(timg, [lm], sets["all"])
+            render_torch(timg, [lm], sets["all"][0])
             ts.append((time.perf_counter() - t0) * 1000.0)
             cs.append((time.thread_time() - c0) * 1000.0)
         out["torch_cpu_all"] = _stats(ts, cs)
@@ -145,6 +173,8 @@ def prompt_switch(switches: int) -> dict:
 
 
 def run(args) -> dict:
-    return {"renderer": renderer(args.frames, args.value, not args.no_torch),
-            "renderer_closeup": renderer(args.frames, args.value, False, closeup=True),
-            "prompt_switch": prompt_switch(args.switches)}
+    b = args.baseline
+    return {"renderer": renderer(args.frames, args.value, not args.no_torch, baseline=b),
+            "renderer_closeup": renderer(args.frames, args.value, False, closeup="closeup", baseline=b),
+            "renderer_near": renderer(args.frames, args.value, False, closeup="near", baseline=b),
+            **({} if args.renderer_only else {"prompt_switch": prompt_switch(args.switches)})}

@@ -15,8 +15,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from engines.text import (EDIT_NAMES, ArtifactMeta, ConditionProjector, EditHead, PromptModel, TextEncoder,
-                          clauses, normalise_prompt, save_artifact)
+from engines.text import (EDIT_NAMES, NEGATION_FLOOR, ArtifactMeta, ConditionProjector, EditHead, PromptModel,
+                          TextEncoder, clauses, negation_stem, normalise_prompt, save_artifact)
 from engines import glossary as zh_glossary
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
@@ -91,32 +91,43 @@ def pool(encoder: TextEncoder, texts: Sequence[str], batch: int) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class Features:
     """Pooled embeddings of the distinct clauses and, per clause occurrence, its row and its prompt."""
-    x: np.ndarray            # [C, H] one row per distinct clause
+    x: np.ndarray            # [C, H] one row per distinct clause (negation stems included)
     rows: np.ndarray         # [M] clause row of each occurrence
     owner: np.ndarray        # [M] prompt index of each occurrence
     n: int                   # prompts
+    stems: np.ndarray | None = None   # [M] row of the occurrence's negation stem, -1 when it negates nothing
 
 
 def features(encoder: TextEncoder, texts: Sequence[str], batch: int, cache: dict[str, np.ndarray] | None = None) -> Features:
     parts = [clauses(t) for t in texts]
+    stem = {c: negation_stem(c) for p in parts for c in p}
     cache = {} if cache is None else cache
-    new = [c for c in dict.fromkeys(c for p in parts for c in p) if c not in cache]
+    distinct = list(dict.fromkeys([c for p in parts for c in p] + [s for s in stem.values() if s]))
+    new = [c for c in distinct if c not in cache]
     if new:
         for c, v in zip(new, pool(encoder, new, batch)):
             cache[c] = v
-    distinct = list(dict.fromkeys(c for p in parts for c in p))
     index = {c: i for i, c in enumerate(distinct)}
     rows = [index[c] for p in parts for c in p]
     owner = [i for i, p in enumerate(parts) for _ in p]
+    stems = [index[stem[c]] if stem[c] else -1 for p in parts for c in p]
     x = np.stack([cache[c] for c in distinct]).astype(np.float32) if distinct else np.zeros((0, encoder.hidden_size), np.float32)
-    return Features(x, np.asarray(rows, np.int64), np.asarray(owner, np.int64), len(texts))
+    return Features(x, np.asarray(rows, np.int64), np.asarray(owner, np.int64), len(texts), np.asarray(stems, np.int64))
 
 
 def _forward(projector: ConditionProjector, head: EditHead, f: Features, xt: torch.Tensor, dropout: float = 0.0) -> torch.Tensor:
     c = projector(xt)
     if dropout > 0:
         c = torch.nn.functional.dropout(c, dropout)
-    e = head(c)[torch.from_numpy(f.rows)]
+    e_all = head(c)
+    e = e_all[torch.from_numpy(f.rows)]
+    if f.stems is not None and (f.stems >= 0).any():
+        # the live rule (engines.text.gate_negated): a negated clause's edits that point the way its stem's
+        # point are dropped, so the fit neither pays for nor learns from them
+        neg = torch.from_numpy(np.flatnonzero(f.stems >= 0))
+        s = e_all[torch.from_numpy(f.stems[f.stems >= 0])].detach()
+        same = (torch.sign(e[neg]) == torch.sign(s)) & (s.abs() > NEGATION_FLOOR)
+        e = e.index_put((neg,), torch.where(same, torch.zeros_like(e[neg]), e[neg]))
     out = torch.zeros(f.n, e.shape[1]).index_add_(0, torch.from_numpy(f.owner), e)
     return out.clamp(-1.0, 1.0)
 

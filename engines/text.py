@@ -322,7 +322,8 @@ class PromptModel:
         rather than one blurred average."""
         prepared = [self.prepare(t) for t in texts]
         parts = [clauses(enc_text) for _, enc_text, _ in prepared]
-        flat = list(dict.fromkeys(c for p in parts for c in p))
+        stems = {c: negation_stem(c) for p in parts for c in p}
+        flat = list(dict.fromkeys([c for p in parts for c in p] + [s for s in stems.values() if s]))
         out: list[Condition] = []
         if flat:
             t0 = time.perf_counter()
@@ -338,13 +339,36 @@ class PromptModel:
                 out.append(empty_condition(self.id, self.edit_names))
                 continue
             rows = [index[c] for c in p]
-            edits = np.clip(e_np[rows].sum(0), -1.0, 1.0)
+            per = [gate_negated(e_np[index[c]], e_np[index[stems[c]]]) if stems[c] else e_np[index[c]] for c in p]
+            edits = np.clip(np.sum(per, axis=0), -1.0, 1.0)
             out.append(Condition(
                 text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
                 edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
                 truncated=any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
                 unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length))
         return out
+
+
+_NEGATION = re.compile(r"\b(?:don't want|do not want|don't|do not|not|no|without|never)\b\s*")
+NEGATION_FLOOR = 0.05
+
+
+def negation_stem(clause: str) -> str | None:
+    """The clause without its (first) negation word: "give me without self-assured" -> "give me
+    self-assured"; None when the clause negates nothing."""
+    m = _NEGATION.search(clause)
+    if m is None:
+        return None
+    stem = " ".join((clause[:m.start()] + " " + clause[m.end():]).split())
+    return stem or None
+
+
+def gate_negated(edits: np.ndarray, stem_edits: np.ndarray, floor: float = NEGATION_FLOOR) -> np.ndarray:
+    """A negation never asks for more of what it negates: the edits of "no X" that point the way X's own
+    edits point (where X does something) are dropped. "not self-assured" cannot smile, "no red lips" may
+    still pale the lips. The encoder is trained on this rule too (engines/calibration.py)."""
+    same = (np.sign(edits) == np.sign(stem_edits)) & (np.abs(stem_edits) > floor)
+    return np.where(same, 0.0, edits)
 
 
 _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;.!?+/|]|\band\b|\bwith\b|\bplus\b|\balso\b|\bbut\b)\s*")

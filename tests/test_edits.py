@@ -130,3 +130,41 @@ def test_lip_tint_reddens_only_the_lips(portrait):
     near = cv2.dilate((region_mask(img.shape[:2], lm, ["lips_outer"]) > 0).astype(np.uint8), np.ones((3, 3), np.uint8),
                       iterations=int(0.08 * fw)).astype(bool)  # feathered half-res mask: a few px
     assert not changed[~near].any()
+
+
+@pytest.fixture(scope="module")
+def closeup(astronaut):
+    """A webcam-like close-up at 640x480 (face ~ 180 px wide): twice the detail cap, so level 2."""
+    img = cv2.resize(astronaut[20:260, 130:450], (640, 480), interpolation=cv2.INTER_CUBIC)
+    return img, _landmarks(img)
+
+
+def test_twins_agree_on_a_closeup_past_the_detail_cap(closeup):
+    img, lm = closeup
+    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(ne.EDITS)}
+    plan = ne.plan_face(img.shape[:2], lm, edits)
+    assert plan.level >= 2
+    a = ne.render_edits(img, [lm], edits).astype(int)
+    b = te.render_edits(torch.from_numpy(img), [lm], edits).numpy().astype(int)
+    assert np.abs(a - img.astype(int)).sum() > 0
+    diff = np.abs(a - b)
+    assert diff.max() <= 2 and diff.mean() < 0.01, (diff.max(), diff.mean())
+
+
+def test_coarse_work_stops_growing_past_the_detail_cap(closeup):
+    """Masks (the colour work) are no larger for a big face than for the same face at the cap."""
+    img, lm = closeup
+    edits = {n: 0.6 for n in ne.EDITS}
+    big = ne.plan_face(img.shape[:2], lm, edits)
+    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
+    cfg = ne.EditConfig()
+    assert big.level == int(fw // cfg.detail_cap_px) >= 2
+    # the same face at the cap's size, level 1
+    k = cfg.detail_cap_px / fw
+    small_img = cv2.resize(img, (int(640 * k), int(480 * k)), interpolation=cv2.INTER_AREA)
+    small = ne.plan_face(small_img.shape[:2], lm * k, edits)
+    assert small.level == 1
+    assert big.masks["face"].size <= 1.1 * small.masks["face"].size
+    # and turning the cap off restores the old full-detail plan (4x the mask pixels at level 2)
+    full = ne.plan_face(img.shape[:2], lm, edits, ne.EditConfig(detail_cap_px=0))
+    assert full.level == 1 and full.masks["face"].size > 3 * big.masks["face"].size

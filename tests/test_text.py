@@ -8,7 +8,8 @@ import pytest
 
 from engines import glossary
 from engines.text import (CONDITION_DIM, DEFAULT_ARTIFACT, EDIT_NAMES, CalibrationError, ConditionProjector, EditHead,
-                          EncoderError, TextEncoder, clauses, load_artifact, load_prompt_model, normalise_prompt, save_artifact)
+                          EncoderError, TextEncoder, clauses, gate_negated, load_artifact, load_prompt_model, negation_stem,
+                          normalise_prompt, save_artifact)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,30 @@ def test_default_model_understands_english_and_chinese(model):
 def test_negation_is_scoped_to_its_clause(model):
     (c,) = model.encode(["no red lips, smoky eyes"])
     assert c.edits["lip_tint"] < 0.05 and c.edits["eye_makeup"] > 0.4
+
+
+def test_negation_stem_and_gate():
+    assert negation_stem("give me without self-assured") == "give me self-assured"
+    assert negation_stem("don't want red lips") == "red lips"
+    assert negation_stem("not smiling") == "smiling"
+    assert negation_stem("a big grin") is None and negation_stem("nothing notable") is None
+    assert negation_stem("no") is None
+    e = np.array([0.28, -0.3, 0.1, 0.02], np.float32)      # "without X"
+    stem = np.array([0.3, 0.7, 0.0, 0.01], np.float32)      # "X"
+    # same direction as X (where X does something) is dropped; the opposite, or what X leaves alone, stays
+    assert gate_negated(e, stem).tolist() == pytest.approx([0.0, -0.3, 0.1, 0.02])
+
+
+def test_a_negated_mood_asks_for_nothing_in_its_direction(model):
+    """Framed negations of moods and styles ("give me without self-assured") once leaked their edits."""
+    for mood in ("self-assured", "confident", "professional look", "k-beauty glass skin", "heavy makeup"):
+        (pos,) = model.encode([mood])
+        for text in (f"give me without {mood}", f"please, not {mood}", f"i want no {mood}"):
+            (neg,) = model.encode([text])
+            for k, v in pos.edits.items():
+                if abs(v) > 0.1:
+                    # nothing in X's direction (a frame clause such as "please" may add a trace)
+                    assert np.sign(v) * neg.edits[k] <= 0.05, (text, k, neg.edits[k])
 
 
 def test_long_prompt_is_truncated_and_flagged(model):

@@ -167,6 +167,24 @@ def build() -> list[dict]:
             split = "heldout" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT else "train"
             rows.append({"text": text, "lang": lang, "kind": kind, "split": split,
                          "target": {k: v for k, v in sorted(target.items()) if v != 0}})
+    # Negations inside a request frame ("give me without self-assured", "我想要不要笑"): without these the
+    # frame words were only ever seen around wishes, and a framed negated mood leaked its edits. Drawn with
+    # their own generator after everything above, so the earlier prompts (and their split) do not change.
+    extra = random.Random(SEED + 1)
+    for lang in ("en", "zh"):
+        frames = [f for f in (EN_FRAME if lang == "en" else ZH_FRAME) if f != "{}"]
+        neg = EN_NEG if lang == "en" else ZH_NEG
+        for name, (en, zh, _, _, negated) in ATOMS.items():
+            if negated is None:
+                continue
+            for p in en if lang == "en" else zh:
+                text = extra.choice(frames).format(extra.choice(neg).format(p))
+                if text in seen:
+                    continue
+                seen.add(text)
+                split = "heldout" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT else "train"
+                rows.append({"text": text, "lang": lang, "kind": "negation", "split": split,
+                             "target": {k: v for k, v in sorted(negated.items()) if v != 0}})
     return rows
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from kernels.numpy.edits import (APPEARANCE, BLUSH_RGB, LIP_RGB, LUMA, WARMTH_RGB, EditConfig, FacePlan,
                                  plan_face)
 
-__all__ = ["render_edits", "apply_plan", "apply_appearance", "apply_colour", "guided_smooth", "plan_face"]
+__all__ = ["render_edits", "apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth", "plan_face"]
 
 
 def _t(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
@@ -38,32 +38,50 @@ def _resize(a: torch.Tensor, h: int, w: int, mode: str) -> torch.Tensor:
     return x.squeeze(0).permute(1, 2, 0)
 
 
-def guided_smooth(x: torch.Tensor, radius: int, eps: float) -> torch.Tensor:
-    luma = _t(LUMA, x)
-    guide = (x @ luma).unsqueeze(-1)
-    small = _resize(x, x.shape[0] // 4, x.shape[1] // 4, "area")
-    g = (small @ luma).unsqueeze(-1)
-    r = max(1, radius // 4)
+def guided_coefficients(small: torch.Tensor, radius: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    luma = _t(LUMA, small)
+    h, w = small.shape[:2]
+    half = _resize(small, h // 2, w // 2, "area")
+    g = (half @ luma).unsqueeze(-1)
+    r = max(1, radius)
     mean_i = _box(g, r)
     var_i = _box(g * g, r) - mean_i * mean_i
-    mean_p = _box(small, r)
-    cov = _box(small * g, r) - mean_i * mean_p
+    mean_p = _box(half, r)
+    cov = _box(half * g, r) - mean_i * mean_p
     a = cov / (var_i + eps)
     b = mean_p - a * mean_i
+    return _resize(_box(a, r), h, w, "bilinear"), _resize(_box(b, r), h, w, "bilinear")
+
+
+def guided_smooth(x: torch.Tensor, radius: int, eps: float, factor: int = 4) -> torch.Tensor:
     h, w = x.shape[:2]
-    return _resize(_box(a, r), h, w, "bilinear") * guide + _resize(_box(b, r), h, w, "bilinear")
+    small = _resize(x, h // (factor // 2), w // (factor // 2), "area")
+    a, b = guided_coefficients(small, radius // factor, eps)
+    guide = (x @ _t(LUMA, x)).unsqueeze(-1)
+    return _resize(a, h, w, "bilinear") * guide + _resize(b, h, w, "bilinear")
 
 
 def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     e = plan.edits
+    h, w = x.shape[:2]
+    c = 2 * plan.level
+    small = _resize(x, h // c, w // c, "area")
+    change = None
+    if any(k in e for k in APPEARANCE if k != "skin_smooth"):
+        change = apply_colour(small, plan) - small
     if "skin_smooth" in e:
         s = e["skin_smooth"]
         k = s if s > 0 else 1.5 * s
-        x = x + (k * _t(plan.skin_full, x).unsqueeze(-1)) * (guided_smooth(x, plan.smooth_radius, plan.smooth_eps) - x)
-    if any(k in e for k in APPEARANCE if k != "skin_smooth"):
-        h, w = x.shape[:2]
-        small = _resize(x, h // 2, w // 2, "area")
-        x = x + _resize(apply_colour(small, plan) - small, h, w, "bilinear")
+        km = k * _t(plan.masks["skin"], x).unsqueeze(-1)
+        a, b = guided_coefficients(small, plan.smooth_radius // (2 * c), plan.smooth_eps)
+        a, b = a * km, b * km
+        if change is not None:
+            b = b + change
+        guide = (x @ _t(LUMA, x)).unsqueeze(-1)
+        keep = _resize(1.0 - km, h, w, "bilinear")
+        x = x * keep + _resize(a, h, w, "bilinear") * guide + _resize(b, h, w, "bilinear")
+    elif change is not None:
+        x = x + _resize(change, h, w, "bilinear")
     return x
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from aiohttp.test_utils import TestServer
-from av import VideoFrame
 
 from streamer.config import ServerConfig
+from tests.e2e.browser import CHROMIUM_FLAGS, open_page, write_y4m
 from streamer.pipeline import Pipeline
 from streamer.probe import clip_background
 from streamer.server import SERVER_KEY, create_app
@@ -21,11 +21,6 @@ from streamer.services import Services
 pytestmark = pytest.mark.browser
 
 W, H = 640, 480
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
-    "--use-fake-device-for-media-stream", "--allow-loopback-in-peer-connection",
-]
 
 
 class InvertAndRecord:
@@ -45,14 +40,6 @@ class InvertAndRecord:
                 self.seen.append(None)
         state.image = 255 - state.image
         return state
-
-
-def write_y4m(path: Path, image: np.ndarray, frames: int = 30) -> None:
-    yuv = VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray()
-    with open(path, "wb") as f:
-        f.write(f"YUV4MPEG2 W{image.shape[1]} H{image.shape[0]} F30:1 Ip A1:1 C420jpeg\n".encode())
-        for _ in range(frames):
-            f.write(b"FRAME\n" + yuv.tobytes())
 
 
 PIXELS_JS = """(id) => {
@@ -87,15 +74,7 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
     state = app[SERVER_KEY]
     try:
         async with async_playwright() as p:
-            ctx = await p.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=chromium, headless=True,
-                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"], viewport={"width": 1280, "height": 720},
-            )
-            try:
-                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
-                logs: list[str] = []
-                page.on("console", lambda m: logs.append(m.text))
-                await page.goto(url)
+            async with open_page(p, chromium, tmp_path / "profile", url, camera=y4m, viewport=(1280, 720)) as (page, logs):
                 await page.check("#consent")  # the demo face is sent only with the tick
                 await page.click("#start")
                 await page.wait_for_function(
@@ -115,8 +94,6 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
                 remote = rgba_to_rgb(await page.evaluate(PIXELS_JS, "remote"))
                 local = rgba_to_rgb(await page.evaluate(PIXELS_JS, "local"))
                 overlay = await page.inner_text("#stats")
-            finally:
-                await ctx.close()
         assert peer is not None, f"no session {session}; console: {logs[-5:]}"
         # the server decoded the photo's frames
         seen = [im for im in stage.seen if im is not None]
@@ -158,44 +135,24 @@ async def test_page_explains_no_camera_denied_camera_full_server_and_unreachable
     try:
         async with async_playwright() as p:
             no_camera = [f for f in CHROMIUM_FLAGS if f != "--use-fake-device-for-media-stream"]
-            ctx = await p.chromium.launch_persistent_context(str(tmp_path / "p1"), executable_path=chromium,
-                                                             headless=True, args=no_camera)
-            try:
-                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
-                await page.goto(url)
+            async with open_page(p, chromium, tmp_path / "p1", url, flags=no_camera) as (page, _):
                 assert "No camera found" in await _notice_after_start(page)
                 assert app[SERVER_KEY].peers == {}
-            finally:
-                await ctx.close()
 
             no_permission = [f for f in CHROMIUM_FLAGS if f != "--use-fake-ui-for-media-stream"]
-            ctx = await p.chromium.launch_persistent_context(
-                str(tmp_path / "p0"), executable_path=chromium, headless=True,
-                args=no_permission + [f"--use-file-for-fake-video-capture={y4m}"])
-            try:
-                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
-                await page.goto(url)
+            async with open_page(p, chromium, tmp_path / "p0", url, camera=y4m, flags=no_permission) as (page, _):
                 page.on("dialog", lambda d: asyncio.ensure_future(d.dismiss()))
                 assert "Camera permission was denied" in await _notice_after_start(page)
-            finally:
-                await ctx.close()
 
             async with aiohttp.ClientSession() as http:
                 await occupant.connect_http(url.rstrip("/"), http)
-            ctx = await p.chromium.launch_persistent_context(
-                str(tmp_path / "p2"), executable_path=chromium, headless=True,
-                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"])
-            try:
-                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
-                await page.goto(url)
+            async with open_page(p, chromium, tmp_path / "p2", url, camera=y4m) as (page, _):
                 full = await _notice_after_start(page)
                 assert "server is full" in full and "10 seconds" in full
                 assert not await page.is_disabled("#start")
                 await occupant.close()
                 await server.close()
                 assert "Can't reach the LiveFuse server" in await _notice_after_start(page)
-            finally:
-                await ctx.close()
     finally:
         await occupant.close()
         await server.close()

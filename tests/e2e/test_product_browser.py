@@ -23,7 +23,7 @@ from streamer.config import ServerConfig
 from streamer.pipeline import Pipeline
 from streamer.probe import clip_background
 from streamer.server import SERVER_KEY, create_app
-from tests.e2e.test_browser import CHROMIUM_FLAGS, write_y4m
+from tests.e2e.browser import open_page, write_y4m
 
 pytestmark = pytest.mark.browser
 
@@ -125,15 +125,7 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
     state = app[SERVER_KEY]
     try:
         async with async_playwright() as p:
-            ctx = await p.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=chromium, headless=True,
-                args=CHROMIUM_FLAGS + [f"--use-file-for-fake-video-capture={y4m}"], viewport={"width": 1280, "height": 900},
-            )
-            try:
-                page = ctx.pages[0] if ctx.pages else await ctx.new_page()
-                logs: list[str] = []
-                page.on("console", lambda m: logs.append(m.text))
-                await page.goto(url)
+            async with open_page(p, chromium, tmp_path / "profile", url, camera=y4m, viewport=(1280, 900)) as (page, logs):
                 # consent is off by default: the stream starts, but no face is uploaded and the page says why
                 assert not await page.is_checked("#consent")
                 await page.click("#start")
@@ -205,8 +197,6 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                                              timeout=20_000)
                 source_error = await page.evaluate("window.livefuse.sourceError")
                 no_face_text = await page.inner_text("#source-status")
-            finally:
-                await ctx.close()
     finally:
         await server.close()  # closes the session (audit session_closed), then the product (flushes the log)
 

@@ -12,11 +12,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
-from tests.e2e.browser import CHROMIUM_FLAGS, open_page, write_y4m
 from streamer.pipeline import Pipeline
 from streamer.probe import clip_background
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
+from tests.e2e.browser import CHROMIUM_FLAGS, open_page, write_y4m
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ relative depth times the frame width), so geometric code needs no image size alo
 
 from __future__ import annotations
 
-import atexit
+import ctypes
 import math
 import threading
 from dataclasses import dataclass, field
@@ -75,7 +75,6 @@ class MediaPipeLandmarker:
             output_face_blendshapes=True,
             output_facial_transformation_matrixes=True,
         )
-        _close_unclosed()
         self._landmarker = _defuse_del(vision.FaceLandmarker.create_from_options(options))
         self._last_ts = -1
         self._lock = threading.Lock()
@@ -114,26 +113,18 @@ class MediaPipeLandmarker:
             if self._landmarker is not None:
                 self._landmarker.close()
                 self._landmarker = None
-        _close_unclosed()
 
 
-# MediaPipe's FaceLandmarker closes itself in __del__. When the cyclic garbage collector frees a forgotten
-# one while another landmarker is inside a call on the same thread, MediaPipe's dispatcher deadlocks (seen
-# in the test suite). So our landmarkers never close from __del__: a forgotten one is parked here and closed
-# at the next safe point (a landmarker made or closed, or interpreter exit).
-_UNCLOSED: list[Any] = []
-_UNCLOSED_LOCK = threading.Lock()
-
-
+# MediaPipe's FaceLandmarker sends every C call, close included, to a worker thread of its own and waits for
+# the answer. When a forgotten landmarker is freed by the cyclic garbage collector, that worker has already
+# gone: the collector clears weak references (which stop the worker) before it runs __del__, so the stock
+# close would wait forever on a thread that no longer exists (seen in CI). A forgotten landmarker is therefore
+# closed straight through the C library, on whatever thread frees it; an explicit close() goes the usual way.
 def _defuse_del(landmarker: Any) -> Any:
     cls = type(landmarker)
     safe = _SAFE_CLASSES.get(cls)
     if safe is None:
-        def __del__(self: Any) -> None:
-            if getattr(self, "_handle", None):
-                _UNCLOSED.append(self)  # list.append is atomic; resurrects it until a safe close
-
-        safe = type(f"Parked{cls.__name__}", (cls,), {"__del__": __del__})
+        safe = type(f"Forgettable{cls.__name__}", (cls,), {"__del__": _close_forgotten})
         _SAFE_CLASSES[cls] = safe
     landmarker.__class__ = safe
     return landmarker
@@ -142,15 +133,18 @@ def _defuse_del(landmarker: Any) -> Any:
 _SAFE_CLASSES: dict[type, type] = {}
 
 
-def _close_unclosed() -> None:
-    with _UNCLOSED_LOCK:
-        parked = _UNCLOSED[:]
-        del _UNCLOSED[:]
-    for landmarker in parked:
-        try:
-            landmarker.close()
-        except Exception:  # best effort: it was forgotten by its owner
-            pass
+def _close_forgotten(landmarker: Any) -> None:
+    handle = getattr(landmarker, "_handle", None)
+    if not handle:
+        return
+    landmarker._handle = None
+    try:
+        from mediapipe.tasks.python.core import mediapipe_c_bindings
 
-
-atexit.register(_close_unclosed)
+        lib = mediapipe_c_bindings.load_raw_library()
+        error = ctypes.c_char_p()
+        lib.MpFaceLandmarkerClose(handle, ctypes.byref(error))
+        if error.value is not None:
+            lib.MpErrorFree(error)
+    except Exception:  # at interpreter exit the modules may be gone; the process frees the graph anyway
+        pass

@@ -176,3 +176,29 @@ def test_huge_image_is_refused_from_its_header():
     img.save(buf, format="PNG", compress_level=1)
     with pytest.raises(ImageError, match="above the limit"):
         load_image(buf.getvalue())
+
+
+_FORGET_IN_A_CYCLE = """
+import gc, os, time
+from engines.faces import MediaPipeLandmarker
+def threads(): return len(os.listdir("/proc/self/task"))
+MediaPipeLandmarker().close(); gc.collect(); time.sleep(0.3)
+before = threads()
+for _ in range(3):
+    lost = MediaPipeLandmarker(); lost.cycle = lost; del lost   # only the cyclic collector can free these
+gc.collect(); time.sleep(0.5)
+after = threads()
+MediaPipeLandmarker().close()                                      # the next landmarker still works
+print(before, after)
+"""
+
+
+def test_a_forgotten_landmarker_in_a_cycle_is_freed_without_a_hang():
+    """The stock close waits on a worker thread the collector has already stopped: CI once hung here."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _FORGET_IN_A_CYCLE], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    before, after = map(int, run.stdout.split())
+    assert after <= before, f"MediaPipe graph threads leaked: {before} before, {after} after"

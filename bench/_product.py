@@ -37,13 +37,20 @@ def moving_face(photo: np.ndarray, width: int, height: int, n: int) -> np.ndarra
     return cv2.warpAffine(photo, m, (width, height), flags=cv2.INTER_LINEAR, borderValue=(90, 90, 90))
 
 
-def build_product(audit_dir: str | None = None) -> Any:
-    """The real product (default ProductConfig) with its audit log in a scratch folder."""
+def build_product(audit_dir: str | None = None, face_backend: str | None = None) -> Any:
+    """The real product (default ProductConfig) with its audit log in a scratch folder; `face_backend`
+    ("interpreter,litert") replaces the face runtimes' order of preference, as `serve --face-backend` does."""
+    from dataclasses import replace
+
     from streamer.assembly import Product, ProductConfig
     from streamer.safety.kit import SafetyConfig
 
     audit_dir = audit_dir or tempfile.mkdtemp(prefix="livefuse-bench-")
-    return Product(ProductConfig(safety=SafetyConfig(audit_path=str(Path(audit_dir) / "audit.jsonl"))))
+    config = ProductConfig(safety=SafetyConfig(audit_path=str(Path(audit_dir) / "audit.jsonl")))
+    if face_backend:
+        order = tuple(b.strip() for b in face_backend.split(",") if b.strip())
+        config = replace(config, faces=replace(config.faces, backend=replace(config.faces.backend, preference=order)))
+    return Product(config)
 
 
 def demo_source() -> np.ndarray:

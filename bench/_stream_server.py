@@ -95,11 +95,11 @@ def use_overlapped_worker(log: TimingLog) -> None:
     streamer.peer.FrameWorker = LoggedWorker
 
 
-def build_services(pipeline: str, delay_ms: float, log: TimingLog) -> Services:
+def build_services(pipeline: str, delay_ms: float, log: TimingLog, face_backend: str | None = None) -> Services:
     if pipeline == "product":
         from bench._product import build_product
 
-        product = build_product()
+        product = build_product(face_backend=face_backend)
         def make(session):
             inner = product.make_pipeline(session)
             return RecordingPipeline(inner.stages, log, inner.on_error)
@@ -118,6 +118,7 @@ def main() -> None:
     p.add_argument("--overlap", action="store_true", help="faces on the next frame while the rest finish this one")
     p.add_argument("--cv2-threads", type=int, default=None)
     p.add_argument("--torch-threads", type=int, default=None)
+    p.add_argument("--face-backend", default=None, help="face runtimes in order of preference (default: the product's)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from streamer.threads import ThreadConfig, apply_thread_config
@@ -128,7 +129,7 @@ def main() -> None:
         use_overlapped_worker(log)
     # overlap="off": the worker is chosen above (logged variants), never by the host's core count
     app = create_app(ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off"),
-                     build_services(a.pipeline, a.delay_ms, log))
+                     build_services(a.pipeline, a.delay_ms, log, a.face_backend))
 
     async def timings(request: web.Request) -> web.Response:
         q = request.query

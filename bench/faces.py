@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise", type=float, default=6.0, help="sensor noise sigma in 8-bit levels (default 6)")
     parser.add_argument("--speed", type=float, default=150.0, help="lag clip speed in px per second (default 150)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch port timings")
+    parser.add_argument("--no-interpreter", action="store_true", help="skip LiteRT's interpreter (the `interpreter` backend)")
 
 
 def _stats(ms: list[float]) -> dict[str, float]:
@@ -44,19 +45,30 @@ def _place(photo, size, face_px, dx=0.0, noise=None):
     return frame, m
 
 
-def _time_detector(make, frames: list[np.ndarray]) -> dict[str, float]:
-    det = make()
+def _time_side_by_side(makers: dict[str, Any], frames: list[np.ndarray], pace_s: float = 0.0) -> dict[str, dict]:
+    """Each landmarker on the same frames, interleaved frame by frame so the machine's load falls on all
+    alike: wall ms and process CPU ms per call (the CPU counts every thread a runtime uses). `pace_s` > 0
+    sleeps between frames as a 30 fps camera would, which leaves caches cold as in a stream."""
+    dets = {name: make() for name, make in makers.items()}
+    wall: dict[str, list[float]] = {n: [] for n in dets}
+    cpu: dict[str, list[float]] = {n: [] for n in dets}
     try:
         for i in range(3):
-            det.detect(frames[0], i)
-        ms = []
+            for d in dets.values():
+                d.detect(frames[0], i)
         for i, f in enumerate(frames):
-            t0 = time.perf_counter()
-            det.detect(f, 1000 + i * 33)
-            ms.append((time.perf_counter() - t0) * 1000)
+            for name, d in dets.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                d.detect(f, 1000 + i * 33)
+                wall[name].append((time.perf_counter() - t0) * 1000)
+                cpu[name].append((time.process_time() - c0) * 1000)
+                if pace_s:
+                    time.sleep(pace_s)
     finally:
-        det.close()
-    return _stats(ms)
+        for d in dets.values():
+            d.close()
+    return {n: {**_stats(wall[n]), "cpu_median_ms": round(float(np.median(cpu[n])), 2),
+                "cpu_p95_ms": round(float(np.percentile(cpu[n], 95)), 2)} for n in dets}
 
 
 def _rms_jitter(track: np.ndarray) -> float:
@@ -80,11 +92,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
                            "frames": n}
 
-    # 1. LiteRT landmarker per frame, tracking one face (VIDEO mode), a little motion each frame
+    # 1. per frame, tracking one face (VIDEO mode), a little motion each frame: MediaPipe's graph (`litert`)
+    #    and LiteRT's interpreter under our tracking graph (`interpreter`), side by side; then paced at 30 fps
+    from engines.backends import BackendSettings, select_backend
+
+    backends = {"litert": None}
+    if not args.no_interpreter:
+        backends["interpreter"] = select_backend(BackendSettings(preference=("interpreter",)))
+    def makers(max_faces: int) -> dict[str, Any]:
+        cfg = LandmarkerConfig(max_faces=max_faces)
+        return {name: (lambda b=b: MediaPipeLandmarker(cfg) if b is None else b.landmarker(cfg)) for name, b in backends.items()}
+
     for name, size, face in (("640x480", (640, 480), 160.0), ("1280x720", (1280, 720), 240.0)):
         frames = [_place(photo, size, face, dx=2.0 * np.sin(i / 5), noise=(2.0, rng))[0] for i in range(n)]
-        out[f"litert_{name}_1face"] = _time_detector(lambda: MediaPipeLandmarker(LandmarkerConfig(max_faces=1)), frames)
-        out[f"litert_{name}_max4"] = _time_detector(lambda: MediaPipeLandmarker(LandmarkerConfig(max_faces=4)), frames)
+        for faces in (1, 4):
+            for backend, stats in _time_side_by_side(makers(faces), frames).items():
+                out[f"{backend}_{name}_{'1face' if faces == 1 else 'max4'}"] = stats
+        if name == "640x480":
+            for backend, stats in _time_side_by_side(makers(1), frames, pace_s=1 / 30 / len(backends)).items():
+                out[f"{backend}_{name}_1face_paced30"] = stats
 
     # 2. the torch port on this machine's CPU (and CUDA when present)
     if not args.no_torch:
@@ -92,7 +118,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from engines.torch_port.networks import TorchLandmarkNet
 
         frames = [_place(photo, (640, 480), 160.0, dx=2.0 * np.sin(i / 5))[0] for i in range(min(n, 20))]
-        out["torch_cpu_640x480_1face"] = _time_detector(lambda: TorchLandmarker(LandmarkerConfig(max_faces=1)), frames)
+        out["torch_cpu_640x480_1face"] = _time_side_by_side(
+            {"torch": lambda: TorchLandmarker(LandmarkerConfig(max_faces=1))}, frames)["torch"]
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         crops = np.stack([np.asarray(frames[0][100:356, 180:436])] * 32)
         for dev in devices:

@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="product runs repeated in turn (A, B, A, B with --overlap both), since the machine's load drifts")
     parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: OpenCV's)")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads in the server")
+    parser.add_argument("--face-backends", default="",
+                        help="face runtimes for the product runs, one preference list each, ';' between lists, run in "
+                             "turn side by side (e.g. 'litert;interpreter'; default: the product's own)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -71,9 +74,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "passthrough" in pipelines:
                 runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, server_args=server_args)))
             if "product" in pipelines and (w, h) in product_sizes:
+                backends = [b.strip() for b in args.face_backends.split(";") if b.strip()] or [None]
                 for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap] * max(1, args.repeats):
-                    runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
-                                                    prompt=prompt, server_args=server_args + ["--overlap"] * overlap)))
+                    for backend in backends:
+                        face = ["--face-backend", backend] if backend else []
+                        run = asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
+                                                  prompt=prompt, server_args=server_args + ["--overlap"] * overlap + face))
+                        run["face_backend"] = backend or "default"
+                        runs.append(run)
     if args.delay_ms > 0:
         runs.append(asyncio.run(one_run(640, 480, "VP8", args.delay_ms, args.slow_duration, args.fps, args.warmup, server_args=server_args)))
     return {"benchmark": "stream", "cpu_count": os.cpu_count(), "fps_in": args.fps, "runs": runs,

@@ -19,8 +19,8 @@ from engines.torch_port.networks import DETECTOR_MEMBER, load_network, read_task
 HAS_CUDA = torch.cuda.is_available()
 
 
-def test_default_is_litert_and_finds_the_face(astronaut):
-    backend = select_backend(BackendSettings())
+def test_mediapipe_graph_finds_the_face(astronaut):
+    backend = select_backend(BackendSettings(preference=("litert",)))
     assert backend.name == "litert"
     lm = backend.landmarker(LandmarkerConfig(mode="image"))
     try:

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 # name -> "module:Class"; modules import lazily so a missing GPU library never breaks the import
 BACKENDS: dict[str, str] = {
     "litert": "engines.backends.litert:LiteRTBackend",
+    "interpreter": "engines.backends.interpreter:InterpreterBackend",
     "torch": "engines.backends.torch:TorchBackend",
     "tensorrt": "engines.backends.tensorrt:TensorRTBackend",
 }

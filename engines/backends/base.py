@@ -23,7 +23,7 @@ class BackendSettings:
     precision: fp16 halves the GPU cost; the CPU always runs fp32.
     engine_cache: folder for built TensorRT engines ("" = ~/.cache/livefuse/tensorrt)."""
 
-    preference: tuple[str, ...] = ("litert", "torch")
+    preference: tuple[str, ...] = ("interpreter", "litert", "torch")
     device: str = "auto"
     precision: Literal["fp32", "fp16"] = "fp32"
     engine_cache: str = ""

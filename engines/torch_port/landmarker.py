@@ -1,5 +1,6 @@
 """A face landmarker on the torch port: the same `detect(image, timestamp_ms) -> list[Face]` seam as
-MediaPipeLandmarker, on CPU or CUDA.
+MediaPipeLandmarker, on CPU or CUDA. Its tracking graph also drives the networks in other runtimes
+(TensorRT engines, LiteRT's interpreter), which plug in as runners of the same networks.
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
 runs only while fewer than `max_faces` faces are followed. Blendshapes come from the ported blendshapes
@@ -24,15 +25,17 @@ from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_
 
 class TorchLandmarker:
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
-                 network_factory: Callable[[str], Callable] | None = None, blendshapes: bool = True) -> None:
-        """network_factory(member) -> runner: how the networks run (default: the torch modules)."""
+                 network_factory: Callable[[str], Callable] | None = None, blendshapes: bool = True,
+                 blendshapes_graph: Callable | None = None) -> None:
+        """network_factory(member) -> runner: how the detector and landmark networks run (default: the torch
+        modules); blendshapes_graph: how the blendshapes network runs (default: its exact torch port)."""
         self.config = config
         self.device = torch.device(device)
         make = network_factory or (lambda member: None)
         self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
         self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
-        self.blendshapes = TorchBlendshapes(self.device) if blendshapes else None
+        self.blendshapes = TorchBlendshapes(self.device, graph=blendshapes_graph) if blendshapes else None
         self._rois: list[RotatedRect] = []
         self._lock = threading.Lock()
 

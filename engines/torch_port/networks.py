@@ -93,6 +93,15 @@ def crop(image: np.ndarray, rect: RotatedRect, size: int, border: int = cv2.BORD
     return out, m
 
 
+def _takes_numpy(net: Callable) -> bool:
+    """Runners outside torch (LiteRT's interpreter) take and give NumPy arrays."""
+    return bool(getattr(net, "takes_numpy", False))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (1.0 / (1.0 + np.exp(-np.clip(x, -80.0, 80.0).astype(np.float32)))).astype(np.float32)
+
+
 @dataclass(slots=True)
 class LandmarkResult:
     landmarks: np.ndarray   # (478, 3) frame pixels (z on the x scale)
@@ -111,6 +120,9 @@ class TorchLandmarkNet:
     @torch.inference_mode()
     def run(self, crops: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """crops (N, 256, 256, 3) uint8 RGB -> (N, 478, 3) crop-pixel landmarks, (N,) presence in [0, 1]."""
+        if _takes_numpy(self.net) and isinstance(crops, np.ndarray):
+            lms, presence_logit, _ = self.net(crops.astype(np.float32) * np.float32(1.0 / 255.0))
+            return lms.reshape(-1, 478, 3), _sigmoid(presence_logit.reshape(-1))
         x = torch.as_tensor(crops, device=self.device).float().div_(255.0)
         lms, presence_logit, _ = self.net(x)  # the third output is not the presence (it is ~1 on non-faces)
         presence = torch.sigmoid(presence_logit.reshape(-1))
@@ -158,18 +170,24 @@ BLENDSHAPE_NAMES = (
 class TorchBlendshapes:
     """The 52-blendshape network (an MLP-Mixer over 146 landmarks), run in TFLite's own layout."""
 
-    def __init__(self, device: str | torch.device = "cpu") -> None:
-        from engines.torch_port.tflite_exact import load_exact_graph
-
+    def __init__(self, device: str | torch.device = "cpu", graph: Callable | None = None) -> None:
+        """`graph` replaces the torch module with another runner of the same network (LiteRT's interpreter)."""
         self.device = torch.device(device)
-        self.net = load_exact_graph(read_task_member(BLENDSHAPES_MEMBER)).to(self.device)
+        if graph is None:
+            from engines.torch_port.tflite_exact import load_exact_graph
+
+            graph = load_exact_graph(read_task_member(BLENDSHAPES_MEMBER)).to(self.device)
+        self.net = graph
         self._subset = list(BLENDSHAPE_LANDMARKS)
 
     @torch.inference_mode()
     def __call__(self, landmarks: np.ndarray) -> dict[str, float]:
         """(478, 2|3) frame-pixel landmarks -> name -> score in [0, 1]."""
-        x = torch.as_tensor(np.ascontiguousarray(landmarks[self._subset, :2], np.float32), device=self.device)
-        scores = self.net(x[None])[0].float().cpu().numpy()
+        x = np.ascontiguousarray(landmarks[self._subset, :2], np.float32)
+        if _takes_numpy(self.net):
+            scores = np.asarray(self.net(x[None])[0], np.float32).reshape(-1)
+        else:
+            scores = self.net(torch.as_tensor(x, device=self.device)[None])[0].float().cpu().numpy()
         return {name: float(v) for name, v in zip(BLENDSHAPE_NAMES, scores)}
 
 
@@ -217,6 +235,9 @@ class TorchFaceDetector:
     @torch.inference_mode()
     def raw(self, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(N, 128, 128, 3) uint8 -> regressors (N, 896, 16), scores (N, 896) after the sigmoid."""
+        if _takes_numpy(self.net):
+            reg, cls = self.net(tensors.astype(np.float32) * np.float32(1.0 / 127.5) - np.float32(1.0))
+            return reg, _sigmoid(np.clip(cls, -100, 100)).reshape(cls.shape[0], -1)
         x = torch.as_tensor(tensors, device=self.device).float().div_(127.5).sub_(1.0)
         reg, cls = self.net(x)
         return reg.cpu().numpy(), torch.sigmoid(cls.clamp(-100, 100)).reshape(cls.shape[0], -1).cpu().numpy()

@@ -33,7 +33,7 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     """Options for what runs on the frames and how it is kept safe (shared with `livefuse process`)."""
     p = parser.add_argument_group("pipeline and safety")
     p.add_argument("--stages", help="comma-separated subset of faces,fusion,edits,watermark (watermark is required)")
-    p.add_argument("--face-backend", help="face runtimes in order of preference, e.g. tensorrt,torch,litert (default litert,torch)")
+    p.add_argument("--face-backend", help="face runtimes in order of preference, e.g. tensorrt,torch,litert (default interpreter,litert,torch)")
     p.add_argument("--device", help="device for the torch/tensorrt face runtimes: auto, cpu, cuda, cuda:N (default auto)")
     p.add_argument("--encoder", help="local transformers folder for prompts (default: the bundled MiniLM)")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")

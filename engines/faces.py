@@ -50,6 +50,10 @@ class LandmarkerConfig:
     # "video": follow faces from frame to frame (a stream); "image": detect afresh in each call
     # (unrelated photos: source uploads, `livefuse inspect IMAGE`)
     mode: Literal["video", "image"] = "video"
+    # video mode, while some face is followed but fewer than max_faces: look for new faces at most this
+    # often (stream milliseconds), not on every frame. 0 = every frame, which MediaPipe's own graph (the
+    # `litert` backend) always does; the tracking graph of the other backends honours it.
+    search_interval_ms: float = 250.0
 
 
 class MediaPipeLandmarker:

@@ -22,7 +22,7 @@ from engines.faces import LandmarkerConfig, MediaPipeLandmarker
 from engines.torch_port.networks import (BLENDSHAPE_LANDMARKS, BLENDSHAPES_MEMBER, DETECTOR_MEMBER, LANDMARKS_MEMBER,
                                          TorchBlendshapes, TorchFaceDetector, crop, load_network, read_task_member,
                                          roi_from_landmarks)
-from tests.faceclips import apply, place
+from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,25 @@ def test_a_lost_face_is_found_again(backend, astronaut):
     finally:
         lm.close()
     assert counts == [1, 1, 0, 0, 1]
+
+
+def test_a_second_face_is_found_within_the_search_interval_without_detecting_every_frame(
+        backend, astronaut, grace_hopper):
+    left = face_tile(astronaut, ASTRONAUT_FACE)
+    alone = np.concatenate([left, np.full_like(left, 118)], axis=1)
+    both = np.concatenate([left, face_tile(grace_hopper, GRACE_HOPPER_FACE)], axis=1)
+    lm = backend.landmarker(LandmarkerConfig(max_faces=2, search_interval_ms=250))
+    runs = []
+    detect = lm.detector.detect
+    lm.detector.detect = lambda image: runs.append(1) or detect(image)
+    try:
+        counts = [len(lm.detect(alone if i < 20 else both, i * 33)) for i in range(32)]
+    finally:
+        lm.close()
+    assert counts[:20] == [1] * 20
+    found = counts.index(2, 20)
+    assert found - 20 <= 8 and counts[found:] == [2] * (32 - found)   # within 250 ms at 30 fps
+    assert len(runs) <= 32 // 7 + 2                                    # not on every frame
 
 
 def test_a_batch_runs_item_by_item_and_a_batchless_network_refuses_one():

@@ -37,6 +37,7 @@ class TorchLandmarker:
         self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
         self.blendshapes = TorchBlendshapes(self.device, graph=blendshapes_graph) if blendshapes else None
         self._rois: list[RotatedRect] = []
+        self._searched_ms: float | None = None   # stream time of the last detector run
         self._lock = threading.Lock()
 
     def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
@@ -47,7 +48,8 @@ class TorchLandmarker:
         with self._lock:
             rois = list(self._rois) if cfg.mode == "video" else []
             min_conf = cfg.min_tracking_confidence
-            if len(rois) < cfg.max_faces:
+            if len(rois) < cfg.max_faces and self._search_due(rois, timestamp_ms):
+                self._searched_ms = float(timestamp_ms)
                 boxes = [_rect_box(r) for r in rois]
                 for d in self.detector.detect(image):
                     if len(rois) >= cfg.max_faces:
@@ -69,9 +71,19 @@ class TorchLandmarker:
             self._rois = keep if cfg.mode == "video" else []
         return faces
 
+    def _search_due(self, rois: list[RotatedRect], timestamp_ms: int) -> bool:
+        """The detector runs on every frame while no face is followed; with one followed, at most every
+        `search_interval_ms`, so new faces still appear within that time while a single face costs no
+        detector run on most frames. A clock that runs backwards (a new stream) searches at once."""
+        if not rois or self.config.mode != "video" or self._searched_ms is None:
+            return True
+        since = float(timestamp_ms) - self._searched_ms
+        return since >= self.config.search_interval_ms or since < 0
+
     def close(self) -> None:
         with self._lock:
             self._rois = []
+            self._searched_ms = None
 
 
 def _rect_box(r: RotatedRect) -> np.ndarray:

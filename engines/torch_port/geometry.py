@@ -1,9 +1,12 @@
-"""Head pose from landmarks alone, for paths without MediaPipe's geometry pipeline (the torch port).
+"""Head pose from landmarks alone, for paths without MediaPipe's graph (the tracking graph of the
+`interpreter`, `torch` and `tensorrt` backends).
 
-A weighted rigid Procrustes fit of MediaPipe's own canonical face (read from the .task bundle) onto the
-landmarks, treated orthographically (x right, y up, z towards the camera, all in pixels). MediaPipe fits
-through a perspective camera model instead, so the two agree closely on roll and yaw and differ by a few
-degrees of pitch when the face sits far from the image centre (tests state the tolerance).
+`face_transform` follows MediaPipe's geometry pipeline (face_geometry/libs/geometry_pipeline.cc): the
+landmarks are placed in a perspective camera's frustum (vertical field of view 63 degrees, near plane 1, as
+the face landmarker sets it), un-projected to metric space with a scale found in two passes, and MediaPipe's
+own canonical face (read from the .task bundle) is fitted to them by weighted Procrustes with its own
+landmark weights. The result is the 4x4 face transform MediaPipe reports. With no frame size the fit is
+orthographic (`rotation_from_landmarks`), a few degrees of pitch away when the face is off-centre.
 """
 
 from __future__ import annotations
@@ -86,10 +89,75 @@ def rotation_from_landmarks(landmarks: np.ndarray) -> np.ndarray:
     return u @ d @ vt
 
 
-def pose_from_landmarks(landmarks: np.ndarray) -> tuple[float, float, float]:
-    """Yaw, pitch, roll in degrees, on the same convention as engines.faces.pose_from_transform."""
+FOV_Y_DEGREES = 63.0   # the face landmarker's perspective camera
+NEAR = 1.0
+
+
+def _weighted_similarity(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """(scale, R, t) with dst ~ scale R src + t for 3 x N point sets, weighted: MediaPipe's
+    SolveWeightedOrthogonalProblem (optimal rotation by SVD, then the optimal scale, then translation)."""
+    sw = np.sqrt(w)
+    ws, wt = src * sw, dst * sw
+    total = float(w.sum())
+    centre = (ws * sw).sum(axis=1, keepdims=True) / total
+    cws = ws - centre * sw
+    u, _, vt = np.linalg.svd(wt @ cws.T)
+    if np.linalg.det(u) * np.linalg.det(vt) < 0:
+        u[:, 2] *= -1
+    r = u @ vt
+    scale = float(((r @ cws) * wt).sum() / (cws * ws).sum())
+    t = ((wt - scale * (r @ ws)) * sw).sum(axis=1) / total
+    return scale, r, t
+
+
+def face_transform(landmarks: np.ndarray, frame_size: tuple[int, int]) -> np.ndarray:
+    """4x4 transform taking the canonical face (cm) to the face in `landmarks` (frame pixels, z on the
+    x scale) seen by MediaPipe's perspective camera, as its geometry pipeline computes it."""
+    canon = canonical_face()
+    w, h = frame_size
+    pts = np.asarray(landmarks, np.float64)[:468]
+    height = 2.0 * NEAR * np.tan(0.5 * np.radians(FOV_Y_DEGREES))
+    width = w * height / h
+    screen = np.stack([pts[:, 0] / w * width - width / 2, (1.0 - pts[:, 1] / h) * height - height / 2,
+                       pts[:, 2] / w * width])
+    depth_offset = screen[2].mean()
+    src = canon.vertices.T[:, canon.basis]
+    wts = canon.weights
+
+    def scale_of(metric: np.ndarray) -> float:
+        return _weighted_similarity(src, metric[:, canon.basis], wts)[0]
+
+    def unproject(scale: float) -> np.ndarray:
+        m = screen.copy()
+        m[2] = (m[2] - depth_offset + NEAR) / scale
+        m[:2] *= m[2] / NEAR
+        m[2] *= -1.0                       # to the canonical face's handedness
+        return m
+
+    first = screen * np.array([[1.0], [1.0], [-1.0]])
+    s1 = scale_of(first)                   # pass 1 on the projected points: z is only relative yet
+    s2 = scale_of(unproject(s1))           # pass 2 on points un-projected with that scale
+    scale, r, t = _weighted_similarity(src, unproject(s1 * s2)[:, canon.basis], wts)
+    m = np.eye(4)
+    m[:3, :3] = scale * r
+    m[:3, 3] = t
+    return m
+
+
+def pose_of(transform: np.ndarray) -> tuple[float, float, float]:
+    """Yaw, pitch, roll in degrees of a face transform that may carry a scale (the fit's own)."""
     from engines.faces import pose_from_transform
 
+    m = np.array(transform, np.float64)
+    m[:3, :3] /= np.linalg.norm(m[:3, 0])
+    return pose_from_transform(m)
+
+
+def pose_from_landmarks(landmarks: np.ndarray, frame_size: tuple[int, int] | None = None) -> tuple[float, float, float]:
+    """Yaw, pitch, roll in degrees, on the same convention as engines.faces.pose_from_transform: through
+    MediaPipe's perspective pipeline when the frame size (width, height) is known, else orthographic."""
+    if frame_size is not None:
+        return pose_of(face_transform(landmarks, frame_size))
     m = np.eye(4)
     m[:3, :3] = rotation_from_landmarks(landmarks)
-    return pose_from_transform(m)
+    return pose_of(m)

@@ -3,9 +3,9 @@ MediaPipeLandmarker, on CPU or CUDA. Its tracking graph also drives the networks
 (TensorRT engines, LiteRT's interpreter), which plug in as runners of the same networks.
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
-runs only while fewer than `max_faces` faces are followed. Blendshapes come from the ported blendshapes
-network. Not ported: MediaPipe's perspective geometry pipeline, so `transform` is None and `pose` comes
-from an orthographic fit of the canonical face (engines.torch_port.geometry).
+runs only while fewer than `max_faces` faces are followed (then at most every `search_interval_ms` once
+one face is followed). Blendshapes come from the blendshapes network; `transform` and `pose` from
+MediaPipe's perspective geometry pipeline, reproduced in engines.torch_port.geometry.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from engines.faces import Face, LandmarkerConfig
-from engines.torch_port.geometry import pose_from_landmarks
+from engines.torch_port.geometry import face_transform, pose_of
 from engines.tracking import iou
 from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchBlendshapes,
                                          TorchFaceDetector, TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
@@ -65,8 +65,9 @@ class TorchLandmarker:
                 pts = res.landmarks
                 lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
                 shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
+                transform = face_transform(pts, (image.shape[1], image.shape[0])).astype(np.float32)
                 faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
-                                  blendshapes=shapes, pose=pose_from_landmarks(pts), score=res.presence))
+                                  blendshapes=shapes, pose=pose_of(transform), transform=transform, score=res.presence))
                 keep.append(roi_from_landmarks(pts))
             self._rois = keep if cfg.mode == "video" else []
         return faces

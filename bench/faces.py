@@ -1,5 +1,6 @@
-"""Face engines: landmarker ms per frame (LiteRT and the torch port), jitter on a still noisy photo
-(raw vs smoothed RMS px) and lag on a moving clip (px at a set speed).
+"""Face engines: landmarker ms per frame, wall and CPU (LiteRT's interpreter and MediaPipe's graph side by
+side, unpaced and paced at 30 fps; the torch port), jitter on a still noisy photo (raw vs smoothed RMS px)
+and lag on a moving clip (px at a set speed).
 
     livefuse bench faces --json            # about a minute on 2 busy cores
     livefuse bench faces --frames 30 --cores 0

@@ -46,6 +46,7 @@ def run(args) -> dict[str, Any]:
     from av import VideoFrame
 
     from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session
+    from streamer.frames import frame_to_rgb, rgb_to_frame
     from streamer.pipeline import FrameState
     from streamer.session import Session
     from streamer.threads import ThreadConfig, apply_thread_config
@@ -71,14 +72,14 @@ def run(args) -> dict[str, Any]:
                     apply_thread_config(c["config"])
                 decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n), format="rgb24").reformat(format="yuv420p")
                 ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> RGB ...
-                frame = decoded.to_ndarray(format="rgb24")
+                frame = frame_to_rgb(decoded)
                 tb0 = time.perf_counter()
                 state = FrameState(image=frame, pts=n * 3000, extras={"time_base": tb})
                 t0, c0 = time.perf_counter(), time.thread_time()
                 state = c["pipe"](state, c["session"])
                 t1, c1 = time.perf_counter(), time.thread_time()
                 # ... and RGB -> the encoders' yuv420p
-                VideoFrame.from_ndarray(np.ascontiguousarray(state.image), format="rgb24").reformat(format="yuv420p")
+                rgb_to_frame(state.image, decoded)
                 t2 = time.perf_counter() + (tb0 - ta)
                 if n < args.warmup:
                     continue
@@ -157,7 +158,6 @@ def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: floa
                 n_total = int(seconds * fps)
                 warm = int(fps)                        # the first second is left out
                 t0 = time.monotonic()
-                c0 = time.process_time()
                 t_warm = c_warm = None
                 for n in range(n_total + warm):
                     if n == warm:

@@ -13,16 +13,15 @@ Drop-in for `streamer.tracks.FrameWorker` (same constructor, `start`, `submit`, 
 
 from __future__ import annotations
 
-import fractions
 import logging
 import threading
 import time
 from typing import Any
 
-import numpy as np
 from av import VideoFrame
 
-from streamer.pipeline import FrameState, Pipeline, as_rgb_uint8
+from streamer.frames import frame_to_rgb, rgb_to_frame
+from streamer.pipeline import FrameState, Pipeline
 from streamer.session import Session
 from streamer.tracks import FrameSlot, FrameWorker, StreamStats
 
@@ -71,7 +70,7 @@ class OverlappedFrameWorker(FrameWorker):
             self.middle.close()
 
     def front_half(self, frame: VideoFrame) -> FrameState:
-        image = frame.to_ndarray(format="rgb24")
+        image = frame_to_rgb(frame)
         state = FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base})
         c0 = time.thread_time()
         state = self._front(state, self.session)
@@ -100,12 +99,7 @@ class OverlappedFrameWorker(FrameWorker):
         state.extras["back_cpu_ms"] = (time.thread_time() - c0) * 1000.0
         self.finished(state)
         result = state.image
-        if not isinstance(result, np.ndarray):
-            result = result.detach().to("cpu").numpy()
-        out = VideoFrame.from_ndarray(as_rgb_uint8(result), format="rgb24").reformat(format="yuv420p")
-        out.pts = frame.pts
-        out.time_base = frame.time_base or fractions.Fraction(1, 90000)
-        return out
+        return rgb_to_frame(result, frame)
 
     def finished(self, state: FrameState) -> None:
         """A frame has been through every stage (its timings hold all of them)."""

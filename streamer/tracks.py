@@ -8,7 +8,6 @@ the reader drains it at once and only the newest frame is kept. Replaced frames 
 from __future__ import annotations
 
 import asyncio
-import fractions
 import logging
 import statistics
 import threading
@@ -16,11 +15,11 @@ import time
 from collections import deque
 from typing import Any, Callable, Generic, TypeVar
 
-import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import VideoFrame
 
-from streamer.pipeline import FrameState, Pipeline, as_rgb_uint8
+from streamer.frames import frame_to_rgb, rgb_to_frame
+from streamer.pipeline import FrameState, Pipeline
 from streamer.session import Session
 
 log = logging.getLogger(__name__)
@@ -318,20 +317,15 @@ class FrameWorker:
         if not self.pipeline.stages:  # nothing to run: hand the decoded frame on without a colour round trip
             self.stats.processed(FrameState(image=None, pts=frame.pts or 0))
             return frame
-        image = frame.to_ndarray(format="rgb24")
+        image = frame_to_rgb(frame)
         state = FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base})
         state = self.pipeline(state, self.session)
         self.stats.processed(state)
         for stage in state.errors:
             self.stats.stage_error(stage)
         result = state.image
-        if not isinstance(result, np.ndarray):  # torch path: back to host memory once, at the edge
-            result = result.detach().to("cpu").numpy()
         # to the encoders' pixel format here, once, in this thread (not in each encoder)
-        out = VideoFrame.from_ndarray(as_rgb_uint8(result), format="rgb24").reformat(format="yuv420p")
-        out.pts = frame.pts
-        out.time_base = frame.time_base or fractions.Fraction(1, 90000)
-        return out
+        return rgb_to_frame(result, frame)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from engines.torch_port.tflite_graph import GraphModule, ParsedGraph, UnsupportedModel, _activation, _same_pad, parse_tflite
 

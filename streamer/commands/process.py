@@ -57,6 +57,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
     import av
     from tqdm import tqdm
 
+    from streamer.frames import frame_to_rgb, rgb_to_frame
     from streamer.pipeline import FrameState
     from streamer.server import DEMO_SOURCE
     from streamer.services import decode_image
@@ -108,10 +109,10 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
                     writer.write_audio_packet(packet)
                     continue
                 for frame in packet.decode():
-                    image = frame.to_ndarray(format="rgb24")
+                    image = frame_to_rgb(frame)
                     state = pipeline(FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base}), session)
                     errors += len(state.errors)
-                    out = av.VideoFrame.from_ndarray(_numpy(state.image), format="rgb24")
+                    out = rgb_to_frame(state.image)
                     out.pts, out.time_base = frames, 1 / fractions.Fraction(rate)
                     writer.write_video(out)
                     frames += 1
@@ -131,11 +132,3 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
     return {"output": str(dst), "frames": frames, "width": writer.video.width, "height": writer.video.height,
             "audio": ("copied" if writer.audio_copied else "re-encoded") if ain is not None else "none",
             "stage_errors": errors, "stages": pipeline.names}
-
-
-def _numpy(image: Any) -> Any:
-    import numpy as np
-
-    if not isinstance(image, np.ndarray):
-        image = image.detach().to("cpu").numpy()
-    return np.ascontiguousarray(image, dtype=np.uint8)

@@ -81,9 +81,9 @@ class InterpreterBackend(Backend):
         return None
 
     def network(self, member: str) -> Network:
-        from engines.torch_port.networks import read_task_member
+        from engines.torch_port.networks import _graph_bytes   # verified once by sha256, then cached
 
-        return InterpreterRunner(read_task_member(member))
+        return InterpreterRunner(_graph_bytes(member))
 
     def landmarker(self, config) -> Detector:
         from engines.torch_port.landmarker import TorchLandmarker

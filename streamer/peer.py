@@ -1,5 +1,7 @@
 """One RTCPeerConnection per client, bound to a Session: received video goes through the session's
-pipeline and comes back on the same connection; the data channel carries the control protocol."""
+pipeline and comes back on the same connection; the data channel carries the control protocol. Received
+audio is relayed untouched to the session's WHEP viewers (never back to the sender, who would hear an
+echo of themselves)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from aiortc import RTCDataChannel, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc.contrib.media import MediaRelay
 from aiortc.mediastreams import MediaStreamTrack
 
 from streamer import protocol
@@ -45,14 +48,17 @@ def codec_preferences(codec: str, offer_sdp: str) -> list[Any]:
 
 
 async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, video_track: MediaStreamTrack | None,
-                       direction: str = "sendrecv") -> RTCSessionDescription:
-    """(video transceiver first, so our codec order and return track apply) -> setRemote -> createAnswer
-    -> setLocal with ICE gathered (aiortc has no trickle ICE)."""
+                       direction: str = "sendrecv", audio_track: MediaStreamTrack | None = None) -> RTCSessionDescription:
+    """(video transceiver first, so our codec order and return track apply; an audio track to send, when
+    given and the offer has audio) -> setRemote -> createAnswer -> setLocal with ICE gathered (aiortc has
+    no trickle ICE)."""
     if "m=" not in sdp or not sdp.lstrip().startswith("v="):
         raise BadOffer("not an SDP offer (it must start with v= and hold at least one m= section)")
     if "m=video" in sdp:
         t = pc.addTransceiver(video_track if video_track is not None else "video", direction=direction)
         t.setCodecPreferences(codec_preferences(config.codec, sdp))
+    if audio_track is not None and "m=audio" in sdp:
+        pc.addTransceiver(audio_track, direction="sendonly")
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=strip_mdns_candidates(sdp), type="offer"))
         answer = await pc.createAnswer()
@@ -97,6 +103,8 @@ class PeerSession:
         self._tasks: set[asyncio.Task] = set()
         self._unsent: deque[dict[str, Any]] = deque(maxlen=64)  # events raised before the channel opened
         self._video_track: MediaStreamTrack | None = None
+        self.audio: MediaStreamTrack | None = None      # the sender's audio, as received
+        self.audio_relay = MediaRelay()                  # one reader of it, any number of listeners
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # control messages are handled in order, off the event loop (prompt checks encode text)
@@ -122,8 +130,17 @@ class PeerSession:
         if track.kind == "video" and self._video_track is None:
             self._video_track = track
             self._spawn(pump(track, self._on_frame))
-        else:  # audio (and any second video track) is not processed: drain it so aiortc's queue stays empty
+        elif track.kind == "audio" and self.audio is None:
+            # the relay reads the track continuously (aiortc's queue stays empty) whoever listens; this
+            # listener only keeps the session marked alive
+            self.audio = track
+            self._spawn(pump(self.audio_relay.subscribe(track, buffered=False), self._touch))
+        else:  # a second video or audio track is not used: drain it
             self._spawn(pump(track, self._touch))
+
+    def listen(self) -> MediaStreamTrack | None:
+        """A new listener's copy of the sender's audio (None until the sender's audio has arrived)."""
+        return self.audio_relay.subscribe(self.audio) if self.audio is not None else None
 
     def _on_frame(self, frame: Any) -> None:
         self.last_activity = time.monotonic()

@@ -44,3 +44,28 @@ class Boom:
 
 def mean_abs(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+
+
+class ToneTrack:
+    """A microphone stand-in: a steady sine tone in 20 ms frames of 48 kHz mono s16, paced in real time by
+    aiortc's AudioStreamTrack (which this wraps), so a listener can check what arrives by its pitch."""
+
+    def __new__(cls, hz: float = 440.0, amplitude: float = 8000.0):
+        from aiortc.mediastreams import AudioStreamTrack
+
+        class _Tone(AudioStreamTrack):
+            async def recv(self):
+                frame = await super().recv()            # silence with the right pts, paced
+                n = frame.samples
+                t = (frame.pts + np.arange(n)) / frame.sample_rate
+                frame.planes[0].update((amplitude * np.sin(2 * np.pi * hz * t)).astype("<i2").tobytes())
+                return frame
+
+        return _Tone()
+
+
+def dominant_hz(samples: np.ndarray, rate: int) -> float:
+    """The strongest frequency in a mono signal."""
+    x = samples.astype(np.float64) - samples.mean()
+    spectrum = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    return float(np.fft.rfftfreq(len(x), 1.0 / rate)[int(np.argmax(spectrum))])

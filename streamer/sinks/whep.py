@@ -1,5 +1,6 @@
 """WHEP egress: any number of viewers watch one session's processed stream, each on its own
-connection, fed from the session's Broadcast (newest frame, no per-viewer queue, a private copy each)."""
+connection, fed from the session's Broadcast (newest frame, no per-viewer queue, a private copy each),
+with the sender's audio when the sender sends some and the viewer asks for it."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class WhepViewer:
             raise RuntimeError("source session has no stream yet")
         track = FusedTrack(self.source.worker.outbox, private=True)
         self.pc.on("connectionstatechange", self._on_state)
-        return await answer_offer(self.pc, self.source.config, sdp, track, direction="sendonly")
+        return await answer_offer(self.pc, self.source.config, sdp, track, direction="sendonly",
+                                  audio_track=self.source.listen())
 
     def _on_state(self) -> None:
         if self.pc.connectionState in ("failed", "closed"):

@@ -17,20 +17,28 @@ from streamer.pipeline import Pipeline
 from streamer.probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, read_index
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
-from tests.streaming_helpers import InvertBelowCode
+import numpy as np
+
+from tests.streaming_helpers import InvertBelowCode, ToneTrack, dominant_hz
 
 
 class Viewer:
-    """A WHEP viewer: receive-only, keeps what it saw."""
+    """A WHEP viewer: receive-only, keeps what it saw (and, with `audio`, what it heard)."""
 
-    def __init__(self) -> None:
+    def __init__(self, audio: bool = False) -> None:
         self.pc = RTCPeerConnection(rtc_configuration(loopback=True))
         self.frames: list[tuple[int | None, object]] = []
-        self._task = None
+        self.sound: list[np.ndarray] = []
+        self.audio_rate = 0
+        self.audio = audio
+        self._tasks: list[asyncio.Task] = []
 
     async def offer(self) -> str:
         self.pc.addTransceiver("video", direction="recvonly")
-        self.pc.on("track", lambda t: setattr(self, "_task", asyncio.ensure_future(self._read(t))))
+        if self.audio:
+            self.pc.addTransceiver("audio", direction="recvonly")
+        self.pc.on("track", lambda t: self._tasks.append(asyncio.ensure_future(
+            self._listen(t) if t.kind == "audio" else self._read(t))))
         with gathering_on(LOOPBACK_ADDRESSES):
             await self.pc.setLocalDescription(await self.pc.createOffer())
         return self.pc.localDescription.sdp
@@ -40,6 +48,16 @@ class Viewer:
             while True:
                 img = (await track.recv()).to_ndarray(format="rgb24")
                 self.frames.append((read_index(img), img if len(self.frames) < 3 else None))
+        except MediaStreamError:
+            pass
+
+    async def _listen(self, track) -> None:
+        try:
+            while True:
+                frame = await track.recv()
+                self.audio_rate = frame.sample_rate
+                pcm = frame.to_ndarray().reshape(-1, len(frame.layout.channels))   # interleaved s16
+                self.sound.append(pcm[:, 0])
         except MediaStreamError:
             pass
 
@@ -106,16 +124,18 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
 
 
 async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astronaut):
-    """OBS offers send-only: nothing comes back on its connection, the processed stream is on WHEP."""
+    """OBS offers send-only video and audio: nothing comes back on its connection; the processed video and
+    the sender's own sound are on WHEP."""
     app = create_app(ServerConfig(), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")
     state = app[SERVER_KEY]
     pc = RTCPeerConnection(rtc_configuration(loopback=True))
-    viewer = Viewer()
+    viewer = Viewer(audio=True)
     try:
         pc.addTransceiver(ClipTrack(clip_background(astronaut, 320, 240), frames=400), direction="sendonly")
+        pc.addTransceiver(ToneTrack(hz=440.0), direction="sendonly")
         with gathering_on(LOOPBACK_ADDRESSES):
             await pc.setLocalDescription(await pc.createOffer())
         async with aiohttp.ClientSession() as http:
@@ -134,6 +154,12 @@ async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astron
             seen = [i for i, _ in viewer.frames if i is not None]
             assert len(seen) >= 10 and seen == sorted(seen), f"viewer saw {len(viewer.frames)} frames"
             assert state.peers[sid].stats.frames_in >= 10
+            while sum(map(len, viewer.sound)) < viewer.audio_rate // 2 and time.monotonic() - t0 < 30:
+                await asyncio.sleep(0.05)
+            heard = np.concatenate(viewer.sound[-25:]) if viewer.sound else np.zeros(0)
+            assert len(heard) >= viewer.audio_rate // 4 > 0, f"viewer heard {len(heard)} samples"
+            assert np.abs(heard).max() > 2000                                   # sound, not silence
+            assert abs(dominant_hz(heard, viewer.audio_rate) - 440.0) < 10        # the sender's own tone
     finally:
         await pc.close()
         await viewer.pc.close()

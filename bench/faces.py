@@ -4,6 +4,7 @@ and lag on a moving clip (px at a set speed).
 
     livefuse bench faces --json            # about a minute on 2 busy cores
     livefuse bench faces --frames 30 --cores 0
+    livefuse bench faces --no-torch --repeats 8      # each run's medians: the machine drifts by ~1.4x
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=150.0, help="lag clip speed in px per second (default 150)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch port timings")
     parser.add_argument("--no-interpreter", action="store_true", help="skip LiteRT's interpreter (the `interpreter` backend)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run the 640x480 one-face timing this many more times, side by side, and list each run's medians")
 
 
 def _stats(ms: list[float]) -> dict[str, float]:
@@ -112,6 +115,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if name == "640x480":
             for backend, stats in _time_side_by_side(makers(1), frames, pace_s=1 / 30 / len(backends)).items():
                 out[f"{backend}_{name}_1face_paced30"] = stats
+            if args.repeats > 1:   # the machine's speed drifts from minute to minute: show each run's medians
+                runs = [_time_side_by_side(makers(1), frames) for _ in range(args.repeats)]
+                out[f"repeats_{name}_1face"] = {
+                    backend: [r[backend]["median_ms"] for r in runs] for backend in backends}
+                out[f"repeats_{name}_1face"]["best_median_ms"] = {
+                    backend: min(r[backend]["median_ms"] for r in runs) for backend in backends}
 
     # 2. the torch port on this machine's CPU (and CUDA when present)
     if not args.no_torch:

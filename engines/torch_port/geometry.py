@@ -76,17 +76,12 @@ def canonical_face() -> CanonicalFace:
 
 
 def rotation_from_landmarks(landmarks: np.ndarray) -> np.ndarray:
-    """3x3 rotation taking the canonical face to the face in `landmarks` (478 or 468, x, y, z pixels)."""
+    """3x3 rotation taking the canonical face to the face in `landmarks` (478 or 468, x, y, z pixels),
+    fitted orthographically (no camera model)."""
     canon = canonical_face()
     pts = np.asarray(landmarks, np.float64)[:468]
-    dst = np.stack([pts[:, 0], -pts[:, 1], -pts[:, 2]], axis=1)[canon.basis]
-    src = canon.vertices[canon.basis]
-    w = canon.weights / canon.weights.sum()
-    ms, md = (src * w[:, None]).sum(0), (dst * w[:, None]).sum(0)
-    u, _, vt = np.linalg.svd(((dst - md) * w[:, None]).T @ (src - ms))
-    d = np.eye(3)
-    d[2, 2] = np.sign(np.linalg.det(u @ vt))
-    return u @ d @ vt
+    dst = np.stack([pts[:, 0], -pts[:, 1], -pts[:, 2]])[:, canon.basis]
+    return _weighted_similarity(canon.vertices.T[:, canon.basis], dst, canon.weights)[1]
 
 
 FOV_Y_DEGREES = 63.0   # the face landmarker's perspective camera

@@ -135,12 +135,18 @@ def test_a_second_face_is_found_within_the_search_interval_without_detecting_eve
     assert len(runs) <= 32 // 7 + 2                                    # not on every frame
 
 
-def test_a_batch_runs_item_by_item_and_a_batchless_network_refuses_one():
+def test_a_batch_runs_item_by_item_or_spread_over_threads_and_a_batchless_network_refuses_one():
     runner = InterpreterRunner(read_task_member(LANDMARKS_MEMBER))
-    x = np.random.default_rng(0).random((2, 256, 256, 3), dtype=np.float32)
-    both = runner(x)
-    one = [runner(x[i:i + 1]) for i in range(2)]
-    assert np.array_equal(both[0], np.concatenate([one[0][0], one[1][0]]))
+    x = np.random.default_rng(0).random((3, 256, 256, 3), dtype=np.float32)
+    together = runner(x)
+    one = [runner(x[i:i + 1]) for i in range(3)]
+    assert np.array_equal(together[0], np.concatenate([o[0] for o in one]))
+    spread = InterpreterRunner(read_task_member(LANDMARKS_MEMBER), parallel=2)   # faces over two threads
+    try:
+        out = spread(x)
+        assert all(np.array_equal(a, b) for a, b in zip(out, together))      # same answers, same order
+    finally:
+        spread.close()
     blend = InterpreterRunner(read_task_member(BLENDSHAPES_MEMBER))
     with pytest.raises(ValueError, match="one item at a time"):
         blend(np.zeros((2, 146, 2), np.float32))

@@ -7,9 +7,10 @@ pipeline, reproduced in NumPy.
 Why it is the default, ahead of MediaPipe's own graph (the `litert` backend): the same networks cost
 about a fifth less CPU per frame this way, a third less in the product's 4-face setting, where
 MediaPipe's graph runs its detector on every frame (no graph scheduler, no thread hand-offs, no
-per-landmark Python objects; `livefuse bench faces` measures both side by side). Everything runs on the
-calling thread, so a stream costs one core's worth, predictable under load; and on clips with known motion
-its landmarks land closer to the truth (tests/test_interpreter.py states both).
+per-landmark Python objects; `livefuse bench faces` measures both side by side). With one face in view
+everything runs on the calling thread, so a stream costs one core's worth, predictable under load (several
+faces spread their landmark passes over the cores); and on clips with known motion its landmarks land
+closer to the truth (tests/test_interpreter.py states both).
 """
 
 from __future__ import annotations
@@ -24,24 +25,40 @@ from engines.cards import FACE_LANDMARKER, ModelError
 
 
 class InterpreterRunner:
-    """One network file in a LiteRT interpreter. The files take a batch of one, so a batch runs item by
-    item; outputs keep the file's shapes, joined along the leading batch axis of one where the file has it.
+    """One network file in LiteRT interpreters. The files take a batch of one, so a batch runs item by
+    item: on one interpreter in turn, or, with `parallel` > 1, spread over that many interpreters on
+    their own threads (LiteRT releases the GIL while it runs), which is what several faces in one frame
+    cost on a machine with cores to spare. Outputs keep the file's shapes, joined along the leading batch
+    axis of one where the file has it.
 
     NumPy in, NumPy out (`takes_numpy`): the tracking graph then never touches torch per frame, whose CPU
     thread pool would otherwise wake (and spin) for a few tiny tensor ops. A torch tensor in gives torch out."""
 
     takes_numpy = True
 
-    def __init__(self, model: bytes, threads: int = 1) -> None:
-        from ai_edge_litert.interpreter import Interpreter  # lazy: optional runtime
-
-        self._interp = Interpreter(model_content=model, num_threads=threads)
-        self._interp.allocate_tensors()
-        (inp,) = self._interp.get_input_details()
+    def __init__(self, model: bytes, threads: int = 1, parallel: int = 1) -> None:
+        self._model, self._threads = model, threads
+        self._interps = [self._make()]
+        self._parallel = max(1, int(parallel))
+        self._pool: Any = None
+        first = self._interps[0]
+        (inp,) = first.get_input_details()
         self._input, self.input_shape = inp["index"], tuple(int(v) for v in inp["shape"])
-        details = self._interp.get_output_details()
+        details = first.get_output_details()
         self._outputs = [d["index"] for d in details]
         self._batched = [len(d["shape"]) > 0 and int(d["shape"][0]) == 1 for d in details]
+
+    def _make(self) -> Any:
+        from ai_edge_litert.interpreter import Interpreter  # lazy: optional runtime
+
+        interp = Interpreter(model_content=self._model, num_threads=self._threads)
+        interp.allocate_tensors()
+        return interp
+
+    def _run_one(self, interp: Any, item: np.ndarray) -> list[np.ndarray]:
+        interp.set_tensor(self._input, item[None])
+        interp.invoke()
+        return [interp.get_tensor(i) for i in self._outputs]  # get_tensor copies
 
     def __call__(self, x: Any) -> list[Any]:
         as_torch = not isinstance(x, np.ndarray)
@@ -49,11 +66,10 @@ class InterpreterRunner:
         arr = np.ascontiguousarray(arr, np.float32).reshape((-1,) + self.input_shape[1:])
         if len(arr) != 1 and not all(self._batched):
             raise ValueError("this network's outputs have no batch axis; run one item at a time")
-        per_item = []
-        for item in arr:
-            self._interp.set_tensor(self._input, item[None])
-            self._interp.invoke()
-            per_item.append([self._interp.get_tensor(i) for i in self._outputs])  # get_tensor copies
+        if len(arr) > 1 and self._parallel > 1:
+            per_item = self._run_spread(arr)
+        else:
+            per_item = [self._run_one(self._interps[0], item) for item in arr]
         outs = per_item[0] if len(per_item) == 1 else [np.concatenate([p[k] for p in per_item])
                                                        for k in range(len(self._outputs))]
         if as_torch:
@@ -61,6 +77,25 @@ class InterpreterRunner:
 
             return [torch.from_numpy(o) for o in outs]
         return outs
+
+    def _run_spread(self, arr: np.ndarray) -> list[list[np.ndarray]]:
+        """Item i runs on interpreter i % k (k = min(parallel, items)); each interpreter's items in order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        k = min(self._parallel, len(arr))
+        while len(self._interps) < k:                 # made on first need: one face costs no extra memory
+            self._interps.append(self._make())
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._parallel, thread_name_prefix="litert")
+        jobs = [self._pool.submit(lambda j: [(i, self._run_one(self._interps[j], arr[i]))
+                                             for i in range(j, len(arr), k)], j) for j in range(k)]
+        results = dict(pair for job in jobs for pair in job.result())
+        return [results[i] for i in range(len(arr))]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
 
 class InterpreterBackend(Backend):
@@ -81,9 +116,14 @@ class InterpreterBackend(Backend):
         return None
 
     def network(self, member: str) -> Network:
-        from engines.torch_port.networks import _graph_bytes   # verified once by sha256, then cached
+        import os
 
-        return InterpreterRunner(_graph_bytes(member))
+        from engines.torch_port.networks import LANDMARKS_MEMBER, _graph_bytes   # verified by sha256, cached
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # several faces in a frame: their landmark passes spread over the cores (up to 4)
+        parallel = min(4, cores) if member == LANDMARKS_MEMBER else 1
+        return InterpreterRunner(_graph_bytes(member), parallel=parallel)
 
     def landmarker(self, config) -> Detector:
         from engines.torch_port.landmarker import TorchLandmarker

@@ -85,6 +85,9 @@ class TorchLandmarker:
         with self._lock:
             self._rois = []
             self._searched_ms = None
+            for runner in (self.detector.net, self.net.net, getattr(self.blendshapes, "net", None)):
+                if hasattr(runner, "close"):   # runners that hold threads (LiteRT's, spread over cores)
+                    runner.close()
 
 
 def _rect_box(r: RotatedRect) -> np.ndarray:

@@ -237,7 +237,7 @@ class TorchFaceDetector:
         """(N, 128, 128, 3) uint8 -> regressors (N, 896, 16), scores (N, 896) after the sigmoid."""
         if _takes_numpy(self.net):
             reg, cls = self.net(tensors.astype(np.float32) * np.float32(1.0 / 127.5) - np.float32(1.0))
-            return reg, _sigmoid(np.clip(cls, -100, 100)).reshape(cls.shape[0], -1)
+            return reg, _sigmoid(cls).reshape(cls.shape[0], -1)
         x = torch.as_tensor(tensors, device=self.device).float().div_(127.5).sub_(1.0)
         reg, cls = self.net(x)
         return reg.cpu().numpy(), torch.sigmoid(cls.clamp(-100, 100)).reshape(cls.shape[0], -1).cpu().numpy()

@@ -1,7 +1,7 @@
 """One RTCPeerConnection per client, bound to a Session: received video goes through the session's
 pipeline and comes back on the same connection; the data channel carries the control protocol. Received
-audio is relayed untouched to the session's WHEP viewers (never back to the sender, who would hear an
-echo of themselves)."""
+audio goes to the session's WHEP viewers, held back to stay in step with the processed video (never back
+to the sender, who would hear an echo of themselves)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from aiortc.contrib.media import MediaRelay
 from aiortc.mediastreams import MediaStreamTrack
 
 from streamer import protocol
+from streamer.audio import DelayedAudioTrack
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.pipeline import Pipeline
@@ -139,8 +140,11 @@ class PeerSession:
             self._spawn(pump(track, self._touch))
 
     def listen(self) -> MediaStreamTrack | None:
-        """A new listener's copy of the sender's audio (None until the sender's audio has arrived)."""
-        return self.audio_relay.subscribe(self.audio) if self.audio is not None else None
+        """A new listener's copy of the sender's audio, held back as long as the video spends in the
+        pipeline so that lips and words stay together (None until the sender's audio has arrived)."""
+        if self.audio is None:
+            return None
+        return DelayedAudioTrack(self.audio_relay.subscribe(self.audio), self.stats.delay_ms)
 
     def _on_frame(self, frame: Any) -> None:
         self.last_activity = time.monotonic()

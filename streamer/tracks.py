@@ -130,6 +130,12 @@ class StreamStats:
             self.metrics.frames_out.inc()
             self.metrics.latency.observe(delay / 1000.0)
 
+    def delay_ms(self) -> float | None:
+        """Median time the last 30 frames spent in the server (arrival -> processed), None before any."""
+        with self._lock:
+            delays = list(self._delays_ms)[-30:]
+        return statistics.median(delays) if delays else None
+
     def stage_error(self, stage: str) -> None:
         with self._lock:
             self.errors += 1

@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestServer
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from streamer.audio import DelayedAudioTrack
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from streamer.pipeline import Pipeline
@@ -160,6 +161,12 @@ async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astron
             assert len(heard) >= viewer.audio_rate // 4 > 0, f"viewer heard {len(heard)} samples"
             assert np.abs(heard).max() > 2000                                   # sound, not silence
             assert abs(dominant_hz(heard, viewer.audio_rate) - 440.0) < 10        # the sender's own tone
+            # held back by what the video spends in the server, so lips and words stay together
+            (watching,) = state.peers[sid].viewers.values()
+            (audio,) = [t.sender.track for t in watching.pc.getTransceivers() if t.kind == "audio"]
+            video_delay_ms = state.peers[sid].stats.delay_ms()
+            assert isinstance(audio, DelayedAudioTrack) and video_delay_ms is not None
+            assert abs(audio.delay_s * 1000 - video_delay_ms) < 25, (audio.delay_s, video_delay_ms)
     finally:
         await pc.close()
         await viewer.pc.close()

@@ -56,7 +56,7 @@ async def test_frames_leave_at_capture_time_plus_the_delay_and_queued_ones_are_n
     assert [c for _, c in sent] == pytest.approx([i * 0.02 for i in range(10)])
     for at, captured in sent:
         assert at >= captured + 0.120 - 0.003            # never early
-        assert at <= captured + 0.120 + 0.080            # and late only by the machine's scheduling
+        assert at <= captured + 0.120 + 0.250            # and late only by the machine's scheduling
     assert track.delay_s == pytest.approx(0.120)
 
 
@@ -82,7 +82,7 @@ async def test_no_video_yet_means_no_delay_and_stop_reaches_the_source():
     t0 = time.monotonic()
     sent = await _drain(track)
     assert len(sent) == 5 and track.delay_s == 0.0
-    assert time.monotonic() - t0 < 0.08 + 0.2                    # paced by capture time only
+    assert time.monotonic() - t0 < 0.35                          # paced by capture time only (80 ms)
     track.stop()
     assert source.readyState == "ended"
     await asyncio.sleep(0)

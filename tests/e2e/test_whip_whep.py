@@ -166,7 +166,7 @@ async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astron
             (audio,) = [t.sender.track for t in watching.pc.getTransceivers() if t.kind == "audio"]
             video_delay_ms = state.peers[sid].stats.delay_ms()
             assert isinstance(audio, DelayedAudioTrack) and video_delay_ms is not None
-            assert abs(audio.delay_s * 1000 - video_delay_ms) < 25, (audio.delay_s, video_delay_ms)
+            assert 0 < audio.delay_s < 0.4 and abs(audio.delay_s * 1000 - video_delay_ms) < 60, (audio.delay_s, video_delay_ms)
     finally:
         await pc.close()
         await viewer.pc.close()

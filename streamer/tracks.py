@@ -133,7 +133,10 @@ class StreamStats:
     def delay_ms(self) -> float | None:
         """Median time the last 30 frames spent in the server (arrival -> processed), None before any."""
         with self._lock:
-            delays = list(self._delays_ms)[-30:]
+            return self._recent_delay_ms()
+
+    def _recent_delay_ms(self) -> float | None:   # the caller holds the lock
+        delays = list(self._delays_ms)[-30:]
         return statistics.median(delays) if delays else None
 
     def stage_error(self, stage: str) -> None:
@@ -147,13 +150,13 @@ class StreamStats:
         with self._lock:
             fps_in = _rate(self._in_times, now, horizon_s)
             fps_out = _rate(self._out_times, now, horizon_s)
-            delays = list(self._delays_ms)[-30:]
+            delay = self._recent_delay_ms()
             stages = {k: round(statistics.fmean(list(v)[-30:]), 2) for k, v in self._stage_ms.items() if v}
             return {
                 "type": "stats",
                 "fps_in": round(fps_in, 1),
                 "fps_out": round(fps_out, 1),
-                "server_delay_ms": round(statistics.median(delays), 1) if delays else None,
+                "server_delay_ms": round(delay, 1) if delay is not None else None,
                 "stages_ms": stages,
                 "frames_in": self.frames_in,
                 "frames_out": self.frames_out,

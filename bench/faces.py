@@ -1,5 +1,6 @@
 """Face engines: landmarker ms per frame, wall and CPU (LiteRT's interpreter and MediaPipe's graph side by
-side, unpaced and paced at 30 fps; the torch port), jitter on a still noisy photo (raw vs smoothed RMS px)
+side, unpaced and paced at 30 fps, with every output and, as `<backend>_stream`, as the stream's face stage
+runs them: blendshapes off; the torch port), jitter on a still noisy photo (raw vs smoothed RMS px)
 and lag on a moving clip (px at a set speed).
 
     livefuse bench faces --json            # about a minute on 2 busy cores
@@ -103,24 +104,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     backends = {"litert": None}
     if not args.no_interpreter:
         backends["interpreter"] = select_backend(BackendSettings(preference=("interpreter",)))
-    def makers(max_faces: int) -> dict[str, Any]:
-        cfg = LandmarkerConfig(max_faces=max_faces)
-        return {name: (lambda b=b: MediaPipeLandmarker(cfg) if b is None else b.landmarker(cfg)) for name, b in backends.items()}
+    def makers(max_faces: int, stream_too: bool = False) -> dict[str, Any]:
+        """Each backend with every output (blendshapes too); with `stream_too`, also as the stream's face
+        stage runs it (`<backend>_stream`: blendshapes off, FaceStageConfig's default)."""
+        configs = {"": LandmarkerConfig(max_faces=max_faces)}
+        if stream_too:
+            configs["_stream"] = LandmarkerConfig(max_faces=max_faces, blendshapes=False)
+        return {name + suffix: (lambda b=b, cfg=cfg: MediaPipeLandmarker(cfg) if b is None else b.landmarker(cfg))
+                for suffix, cfg in configs.items() for name, b in backends.items()}
 
     for name, size, face in (("640x480", (640, 480), 160.0), ("1280x720", (1280, 720), 240.0)):
         frames = [_place(photo, size, face, dx=2.0 * np.sin(i / 5), noise=(2.0, rng))[0] for i in range(n)]
         for faces in (1, 4):
-            for backend, stats in _time_side_by_side(makers(faces), frames).items():
-                out[f"{backend}_{name}_{'1face' if faces == 1 else 'max4'}"] = stats
+            for key, stats in _time_side_by_side(makers(faces, stream_too=name == "640x480"), frames).items():
+                backend, _, suffix = key.partition("_")
+                out[f"{backend}_{name}_{'1face' if faces == 1 else 'max4'}{'_' + suffix if suffix else ''}"] = stats
         if name == "640x480":
-            for backend, stats in _time_side_by_side(makers(1), frames, pace_s=1 / 30 / len(backends)).items():
-                out[f"{backend}_{name}_1face_paced30"] = stats
+            paced = makers(1, stream_too=True)
+            for key, stats in _time_side_by_side(paced, frames, pace_s=1 / 30 / len(paced)).items():
+                backend, _, suffix = key.partition("_")
+                out[f"{backend}_{name}_1face_paced30{'_' + suffix if suffix else ''}"] = stats
             if args.repeats > 1:   # the machine's speed drifts from minute to minute: show each run's medians
-                runs = [_time_side_by_side(makers(1), frames) for _ in range(args.repeats)]
-                out[f"repeats_{name}_1face"] = {
-                    backend: [r[backend]["median_ms"] for r in runs] for backend in backends}
+                runs = [_time_side_by_side(makers(1, stream_too=True), frames) for _ in range(args.repeats)]
+                out[f"repeats_{name}_1face"] = {key: [r[key]["median_ms"] for r in runs] for key in runs[0]}
                 out[f"repeats_{name}_1face"]["best_median_ms"] = {
-                    backend: min(r[backend]["median_ms"] for r in runs) for backend in backends}
+                    key: min(r[key]["median_ms"] for r in runs) for key in runs[0]}
 
     # 2. the torch port on this machine's CPU (and CUDA when present)
     if not args.no_torch:

@@ -54,6 +54,10 @@ class LandmarkerConfig:
     # often (stream milliseconds), not on every frame. 0 = every frame, which MediaPipe's own graph (the
     # `litert` backend) always does; the tracking graph of the other backends honours it.
     search_interval_ms: float = 250.0
+    # the 52 blendshape scores (a second network, about 1 ms per face per frame on one core): on for
+    # `inspect`, source registration and the evals; off in the stream's face stage, whose later stages
+    # read none (MediaPipe's own `output_face_blendshapes` is off by default too)
+    blendshapes: bool = True
 
 
 class MediaPipeLandmarker:
@@ -76,7 +80,7 @@ class MediaPipeLandmarker:
             min_face_detection_confidence=config.min_detection_confidence,
             min_face_presence_confidence=config.min_presence_confidence,
             min_tracking_confidence=config.min_tracking_confidence,
-            output_face_blendshapes=True,
+            output_face_blendshapes=config.blendshapes,
             output_facial_transformation_matrixes=True,
         )
         self._landmarker = _defuse_del(vision.FaceLandmarker.create_from_options(options))

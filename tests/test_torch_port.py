@@ -16,8 +16,9 @@ import torch
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
 from engines.torch_port.geometry import canonical_face, face_transform, pose_from_landmarks
 from engines.torch_port.landmarker import TorchLandmarker
-from engines.torch_port.networks import (BLENDSHAPES_MEMBER, DETECTOR_MEMBER, TorchBlendshapes, TorchFaceDetector,
-                                         TorchLandmarkNet, crop, read_task_member, roi_from_landmarks, ssd_anchors)
+from engines.torch_port.networks import (BLENDSHAPES_MEMBER, DETECTOR_MEMBER, RotatedRect, TorchBlendshapes,
+                                         TorchFaceDetector, TorchLandmarkNet, crop, read_task_member,
+                                         roi_from_landmarks, ssd_anchors)
 from engines.torch_port.tflite_graph import UnsupportedModel, load_graph, parse_tflite
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
@@ -151,6 +152,22 @@ def test_batch_of_faces_equals_one_by_one(torch_net, astronaut, grace_hopper):
     assert np.abs(both[0] - both[1]).max() > 5.0  # two different faces really went through
 
 
+@pytest.mark.parametrize("rect", [RotatedRect(300, 200, 240, 240, 0.3), RotatedRect(20, 30, 300, 260, -0.5),
+                                  RotatedRect(-400, -400, 100, 100, 0.2), RotatedRect(256, 256, 700, 700, 0.1)],
+                         ids=["inside", "over the corner", "off the frame", "most of the frame"])
+def test_crop_from_a_copied_region_equals_the_crop_from_the_whole_frame(astronaut, rect):
+    """crop() warps from a copy of the region it reads (cache-friendly); edges must still replicate the
+    frame's own pixels and the pixels match a warp of the whole frame, up to fixed-point rounding."""
+    import cv2
+
+    out, m = crop(astronaut, rect, 256)
+    whole = cv2.warpAffine(astronaut, rect.matrix(256, 256), (256, 256), flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+    assert np.array_equal(m, rect.matrix(256, 256))
+    diff = np.abs(out.astype(int) - whole)
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-3, (diff.max(), (diff > 0).mean())
+
+
 def _landmarks(photo):
     lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
     try:
@@ -228,3 +245,18 @@ def test_video_mode_follows_a_moving_face_and_redetects_after_a_gap(astronaut):
     err = np.linalg.norm(seen[4][0].landmarks[:, :2] - predicted, axis=1)
     assert err.mean() < 1.5, err.mean()
     assert seen[6][0].landmarks[33, :2] == pytest.approx(seen[0][0].landmarks[33, :2], abs=1.0)
+
+
+def test_blendshapes_off_skips_their_network_and_keeps_the_rest(astronaut):
+    """The stream's setting: no blendshapes (and no blendshapes network loaded); landmarks, transform and
+    pose are the same as with them on."""
+    on = TorchLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
+    off = TorchLandmarker(LandmarkerConfig(max_faces=1, mode="image", blendshapes=False))
+    try:
+        (a,), (b,) = on.detect(astronaut), off.detect(astronaut)
+    finally:
+        on.close()
+        off.close()
+    assert off.blendshapes is None and b.blendshapes == {}
+    assert len(a.blendshapes) == 52 and a.blendshapes["eyeBlinkLeft"] >= 0.0
+    assert np.array_equal(a.landmarks, b.landmarks) and np.array_equal(a.transform, b.transform) and a.pose == b.pose

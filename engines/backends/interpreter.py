@@ -130,7 +130,7 @@ class InterpreterBackend(Backend):
         from engines.torch_port.networks import BLENDSHAPES_MEMBER
 
         return TorchLandmarker(config, "cpu", network_factory=self.network,
-                               blendshapes_graph=self.network(BLENDSHAPES_MEMBER))
+                               blendshapes_graph=self.network(BLENDSHAPES_MEMBER) if config.blendshapes else None)
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": "cpu", "precision": "fp32", "threads": 1}

@@ -81,46 +81,62 @@ def rotation_from_landmarks(landmarks: np.ndarray) -> np.ndarray:
     canon = canonical_face()
     pts = np.asarray(landmarks, np.float64)[:468]
     dst = np.stack([pts[:, 0], -pts[:, 1], -pts[:, 2]])[:, canon.basis]
-    return _weighted_similarity(canon.vertices.T[:, canon.basis], dst, canon.weights)[1]
+    return canonical_fit()(dst)[1]
 
 
 FOV_Y_DEGREES = 63.0   # the face landmarker's perspective camera
 NEAR = 1.0
 
 
-def _weighted_similarity(src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """(scale, R, t) with dst ~ scale R src + t for 3 x N point sets, weighted: MediaPipe's
-    SolveWeightedOrthogonalProblem (optimal rotation by SVD, then the optimal scale, then translation)."""
-    sw = np.sqrt(w)
-    ws, wt = src * sw, dst * sw
-    total = float(w.sum())
-    centre = (ws * sw).sum(axis=1, keepdims=True) / total
-    cws = ws - centre * sw
-    u, _, vt = np.linalg.svd(wt @ cws.T)
-    if np.linalg.det(u) * np.linalg.det(vt) < 0:
-        u[:, 2] *= -1
-    r = u @ vt
-    scale = float(((r @ cws) * wt).sum() / (cws * ws).sum())
-    t = ((wt - scale * (r @ ws)) * sw).sum(axis=1) / total
-    return scale, r, t
+@dataclass(frozen=True)
+class Procrustes:
+    """MediaPipe's SolveWeightedOrthogonalProblem (optimal rotation by SVD, then the optimal scale, then
+    the translation) against one fixed source point set. The source is always the canonical face, so
+    everything that depends on it alone is computed once: a fit is then one 3x3 SVD and a few products,
+    which matters three times per face per frame."""
+
+    weights: np.ndarray   # (N,) weights over their sum
+    centre: np.ndarray    # (3,) the source's weighted centre
+    cross: np.ndarray     # (N, 3): dst @ cross is the weighted cross-covariance of dst and the centred source
+    norm: float           # the centred source's weighted squared norm
+
+    @classmethod
+    def of(cls, src: np.ndarray, w: np.ndarray) -> "Procrustes":
+        """src: 3 x N points, w: N weights."""
+        total = float(w.sum())
+        centre = (src * w).sum(axis=1) / total
+        centred = src - centre[:, None]
+        return cls(w / total, centre, (centred * w).T.copy(), float((centred * centred * w).sum()))
+
+    def __call__(self, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """(scale, R, t) with dst ~ scale R src + t, for dst 3 x N."""
+        m = dst @ self.cross
+        u, _, vt = np.linalg.svd(m)
+        if np.linalg.det(u) * np.linalg.det(vt) < 0:
+            u[:, 2] *= -1
+        r = u @ vt
+        scale = float((r * m).sum() / self.norm)
+        return scale, r, dst @ self.weights - scale * (r @ self.centre)
+
+
+@lru_cache(maxsize=1)
+def canonical_fit() -> Procrustes:
+    canon = canonical_face()
+    return Procrustes.of(canon.vertices.T[:, canon.basis], canon.weights)
 
 
 def face_transform(landmarks: np.ndarray, frame_size: tuple[int, int]) -> np.ndarray:
     """4x4 transform taking the canonical face (cm) to the face in `landmarks` (frame pixels, z on the
     x scale) seen by MediaPipe's perspective camera, as its geometry pipeline computes it."""
-    canon = canonical_face()
+    canon, fit = canonical_face(), canonical_fit()
     w, h = frame_size
     pts = np.asarray(landmarks, np.float64)[:468]
     height = 2.0 * NEAR * np.tan(0.5 * np.radians(FOV_Y_DEGREES))
     width = w * height / h
-    screen = np.stack([pts[:, 0] / w * width - width / 2, (1.0 - pts[:, 1] / h) * height - height / 2,
-                       pts[:, 2] / w * width])
-    depth_offset = screen[2].mean()
-    src = canon.vertices.T[:, canon.basis]
-    wts = canon.weights
-
-    def scale_of(metric: np.ndarray) -> float:
-        return _weighted_similarity(src, metric[:, canon.basis], wts)[0]
+    depth_offset = float(pts[:, 2].mean()) / w * width      # over all 468 points, as MediaPipe takes it
+    b = pts[canon.basis]                                    # only the basis enters the fit
+    screen = np.stack([b[:, 0] / w * width - width / 2, (1.0 - b[:, 1] / h) * height - height / 2,
+                       b[:, 2] / w * width])
 
     def unproject(scale: float) -> np.ndarray:
         m = screen.copy()
@@ -130,9 +146,9 @@ def face_transform(landmarks: np.ndarray, frame_size: tuple[int, int]) -> np.nda
         return m
 
     first = screen * np.array([[1.0], [1.0], [-1.0]])
-    s1 = scale_of(first)                   # pass 1 on the projected points: z is only relative yet
-    s2 = scale_of(unproject(s1))           # pass 2 on points un-projected with that scale
-    scale, r, t = _weighted_similarity(src, unproject(s1 * s2)[:, canon.basis], wts)
+    s1 = fit(first)[0]                     # pass 1 on the projected points: z is only relative yet
+    s2 = fit(unproject(s1))[0]             # pass 2 on points un-projected with that scale
+    scale, r, t = fit(unproject(s1 * s2))
     m = np.eye(4)
     m[:3, :3] = scale * r
     m[:3, 3] = t

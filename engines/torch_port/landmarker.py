@@ -25,17 +25,18 @@ from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_
 
 class TorchLandmarker:
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
-                 network_factory: Callable[[str], Callable] | None = None, blendshapes: bool = True,
+                 network_factory: Callable[[str], Callable] | None = None,
                  blendshapes_graph: Callable | None = None) -> None:
         """network_factory(member) -> runner: how the detector and landmark networks run (default: the torch
-        modules); blendshapes_graph: how the blendshapes network runs (default: its exact torch port)."""
+        modules); blendshapes_graph: how the blendshapes network runs (default: its exact torch port), used
+        while `config.blendshapes` is on."""
         self.config = config
         self.device = torch.device(device)
         make = network_factory or (lambda member: None)
         self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
         self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
-        self.blendshapes = TorchBlendshapes(self.device, graph=blendshapes_graph) if blendshapes else None
+        self.blendshapes = TorchBlendshapes(self.device, graph=blendshapes_graph) if config.blendshapes else None
         self._rois: list[RotatedRect] = []
         self._searched_ms: float | None = None   # stream time of the last detector run
         self._lock = threading.Lock()

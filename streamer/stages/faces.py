@@ -23,7 +23,8 @@ VIDEO_TIME_BASE = 1.0 / 90000.0   # aiortc's video clock, the default when a fra
 
 @dataclass(frozen=True, slots=True)
 class FaceStageConfig:
-    landmarker: LandmarkerConfig = field(default_factory=LandmarkerConfig)
+    # no stream stage reads blendshapes, so the stream skips their network (about 1 ms per face per frame)
+    landmarker: LandmarkerConfig = field(default_factory=lambda: LandmarkerConfig(blendshapes=False))
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)

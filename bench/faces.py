@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=150.0, help="lag clip speed in px per second (default 150)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch port timings")
     parser.add_argument("--no-interpreter", action="store_true", help="skip LiteRT's interpreter (the `interpreter` backend)")
+    parser.add_argument("--int8", action="store_true",
+                        help="also time a dynamic-range int8 copy of the landmark net against the shipped one, with the landmark difference")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run the 640x480 one-face timing this many more times, side by side, and list each run's medians")
 
@@ -74,6 +76,38 @@ def _time_side_by_side(makers: dict[str, Any], frames: list[np.ndarray], pace_s:
             d.close()
     return {n: {**_stats(wall[n]), "cpu_median_ms": round(float(np.median(cpu[n])), 2),
                 "cpu_p95_ms": round(float(np.percentile(cpu[n], 95)), 2)} for n in dets}
+
+
+def _int8_side_by_side(backend: Any, photo: np.ndarray, rng: np.random.Generator, n: int) -> dict[str, Any]:
+    """The interpreter backend with its landmark net as shipped and as a dynamic-range int8 copy
+    (bench/_int8.py), the stream's setting, frame by frame on one clip: ms each, and how far the int8
+    landmarks land from the shipped net's (mean and worst frame, mean px over the 478)."""
+    from bench._int8 import dynamic_int8_copy
+    from engines.backends.interpreter import InterpreterRunner
+    from engines.faces import LandmarkerConfig
+    from engines.torch_port.landmarker import TorchLandmarker
+    from engines.torch_port.networks import LANDMARKS_MEMBER, _graph_bytes
+
+    cfg = LandmarkerConfig(max_faces=1, blendshapes=False)
+    int8_net = dynamic_int8_copy(_graph_bytes(LANDMARKS_MEMBER))
+    frames = [_place(photo, (640, 480), 160.0, dx=2.0 * np.sin(i / 5), noise=(2.0, rng))[0] for i in range(n)]
+    makers = {"shipped": lambda: backend.landmarker(cfg),
+              "int8": lambda: TorchLandmarker(cfg, "cpu", network_factory=lambda member: InterpreterRunner(int8_net)
+                                              if member == LANDMARKS_MEMBER else backend.network(member))}
+    out = _time_side_by_side(makers, frames)
+    dets = {name: make() for name, make in makers.items()}
+    err = []
+    try:
+        for i, f in enumerate(frames):
+            a, b = (dets[name].detect(f, i * 33) for name in ("shipped", "int8"))
+            if a and b:
+                err.append(float(np.linalg.norm(a[0].landmarks[:, :2] - b[0].landmarks[:, :2], axis=1).mean()))
+    finally:
+        for d in dets.values():
+            d.close()
+    out["int8_vs_shipped_px"] = {"mean": round(float(np.mean(err)), 3), "worst_frame": round(float(np.max(err)), 3),
+                                 "frames": len(err)}
+    return out
 
 
 def _rms_jitter(track: np.ndarray) -> float:
@@ -129,6 +163,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out[f"repeats_{name}_1face"] = {key: [r[key]["median_ms"] for r in runs] for key in runs[0]}
                 out[f"repeats_{name}_1face"]["best_median_ms"] = {
                     key: min(r[key]["median_ms"] for r in runs) for key in runs[0]}
+
+    if args.int8 and "interpreter" in backends:
+        out["int8_landmark_net_640x480_1face"] = _int8_side_by_side(backends["interpreter"], photo, rng, n)
 
     # 2. the torch port on this machine's CPU (and CUDA when present)
     if not args.no_torch:

@@ -163,6 +163,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out[f"repeats_{name}_1face"] = {key: [r[key]["median_ms"] for r in runs] for key in runs[0]}
                 out[f"repeats_{name}_1face"]["best_median_ms"] = {
                     key: min(r[key]["median_ms"] for r in runs) for key in runs[0]}
+                if "interpreter_stream" in runs[0]:   # the robust figure on a drifting machine: each run's ratio
+                    out[f"repeats_{name}_1face"]["ratio_interpreter_stream_to_litert"] = [
+                        round(r["interpreter_stream"]["median_ms"] / r["litert"]["median_ms"], 3) for r in runs]
 
     if args.int8 and "interpreter" in backends:
         out["int8_landmark_net_640x480_1face"] = _int8_side_by_side(backends["interpreter"], photo, rng, n)

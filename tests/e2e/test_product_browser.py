@@ -158,6 +158,13 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                 await page.click("#edits-panel summary")
                 await page.fill("#edit-lip_tint", "50")
                 await wait_for(lambda: peer.session.controls.edits.get("lip_tint") == 0.5, 5, "the lip_tint slider")
+                # the open panel is taller than the window: scrolled down to its last button, the output
+                # video is still in full view (the videos are sticky), so a slider's effect can be watched
+                await page.locator("#edits-reset").scroll_into_view_if_needed()
+                view = await page.evaluate("""(() => { const r = document.getElementById('remote').getBoundingClientRect();
+                    return {top: r.top, bottom: r.bottom, height: innerHeight, scrolled: scrollY}; })()""")
+                assert view["scrolled"] > 0 and 0 <= view["top"] and view["bottom"] <= view["height"], view
+                await page.evaluate("window.scrollTo(0, 0)")
                 fused_before = observed.fused
                 await wait_for(lambda: observed.fused >= fused_before + 15, 20, "fused frames")
                 await asyncio.sleep(1.0)  # the prompt's blend is over and the browser shows recent frames

@@ -40,6 +40,9 @@ class ServerConfig:
     vcam_height: int = 720
     vcam_fps: float = 30.0
     vcam_backend: str = ""                # pyvirtualcam backend name ("" = the platform's)
+    # WHEP viewers' audio leaves as long after capture as the video spends in the server, so the session's
+    # stream keeps the sender's own audio/video timing (`livefuse bench lipsync` measures it in Chromium)
+    hold_audio: bool = True
 
     def __post_init__(self) -> None:
         if self.codec not in CODECS:
@@ -101,6 +104,12 @@ def _parse(name: str, type_name: str, raw: str) -> Any:
             return int(raw)
         if type_name.startswith("float"):
             return float(raw)
+        if type_name.startswith("bool"):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
         if type_name.startswith("tuple"):
             return tuple(s.strip() for s in raw.split(",") if s.strip())
         if name == "codec":

@@ -141,10 +141,12 @@ class PeerSession:
 
     def listen(self) -> MediaStreamTrack | None:
         """A new listener's copy of the sender's audio, held back as long as the video spends in the
-        pipeline so that lips and words stay together (None until the sender's audio has arrived)."""
+        pipeline so that lips and words stay together (None until the sender's audio has arrived);
+        as it arrives with `config.hold_audio` off."""
         if self.audio is None:
             return None
-        return DelayedAudioTrack(self.audio_relay.subscribe(self.audio), self.stats.delay_ms)
+        copy = self.audio_relay.subscribe(self.audio)
+        return DelayedAudioTrack(copy, self.stats.delay_ms) if self.config.hold_audio else copy
 
     def _on_frame(self, frame: Any) -> None:
         self.last_activity = time.monotonic()

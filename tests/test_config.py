@@ -47,3 +47,11 @@ def test_overlap_setting(monkeypatch):
     assert ServerConfig.from_env({"LIVEFUSE_OVERLAP": "off"}).overlap == "off"
     with pytest.raises(ValueError, match="overlap"):
         ServerConfig(overlap="sometimes")
+
+
+def test_hold_audio_reads_yes_and_no_from_the_environment():
+    assert ServerConfig().hold_audio is True
+    assert ServerConfig.from_env({"LIVEFUSE_HOLD_AUDIO": "off"}).hold_audio is False
+    assert ServerConfig.from_env({"LIVEFUSE_HOLD_AUDIO": "1"}).hold_audio is True
+    with pytest.raises(ValueError, match="LIVEFUSE_HOLD_AUDIO"):
+        ServerConfig.from_env({"LIVEFUSE_HOLD_AUDIO": "maybe"})

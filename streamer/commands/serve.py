@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--vcam", nargs="?", const="auto",
                    help="feed a virtual camera (v4l2loopback / OBS) from the oldest live session; optional device path")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
+    g.add_argument("--no-hold-audio", dest="hold_audio", action="store_false", default=None,
+                   help="send WHEP viewers the sender's audio as it arrives, not held back by the video's server delay")
     add_product_arguments(parser)
 
 
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "vcam", "overlap")}
+        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
@@ -124,10 +125,11 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
         await server.close()
 
 
-async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astronaut):
+@pytest.mark.parametrize("hold_audio", [True, False], ids=["audio held back", "audio as it arrives"])
+async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astronaut, hold_audio):
     """OBS offers send-only video and audio: nothing comes back on its connection; the processed video and
-    the sender's own sound are on WHEP."""
-    app = create_app(ServerConfig(), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    the sender's own sound are on WHEP (held back by the video's server delay unless `hold_audio` is off)."""
+    app = create_app(ServerConfig(hold_audio=hold_audio), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")
@@ -165,7 +167,11 @@ async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astron
             (watching,) = state.peers[sid].viewers.values()
             (audio,) = [t.sender.track for t in watching.pc.getTransceivers() if t.kind == "audio"]
             video_delay_ms = state.peers[sid].stats.delay_ms()
-            assert isinstance(audio, DelayedAudioTrack) and video_delay_ms is not None
+            assert video_delay_ms is not None
+            if not hold_audio:
+                assert not isinstance(audio, DelayedAudioTrack)
+                return
+            assert isinstance(audio, DelayedAudioTrack)
             assert 0 < audio.delay_s < 0.4 and abs(audio.delay_s * 1000 - video_delay_ms) < 60, (audio.delay_s, video_delay_ms)
     finally:
         await pc.close()

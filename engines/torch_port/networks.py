@@ -55,9 +55,13 @@ class RotatedRect:
     height: float
     rotation: float = 0.0
 
-    def matrix(self, out_w: int, out_h: int) -> np.ndarray:
+    def corners(self) -> np.ndarray:
+        """(4, 2) float32 corners in frame pixels, in OpenCV's boxPoints order."""
+        return cv2.boxPoints(((self.cx, self.cy), (self.width, self.height), math.degrees(self.rotation)))
+
+    def matrix(self, out_w: int, out_h: int, corners: np.ndarray | None = None) -> np.ndarray:
         """2x3 affine taking frame pixels to tensor pixels (corners to corners, as MediaPipe does)."""
-        box = cv2.boxPoints(((self.cx, self.cy), (self.width, self.height), math.degrees(self.rotation)))
+        box = self.corners() if corners is None else corners
         dst = np.array([[0, out_h], [0, 0], [out_w, 0]], np.float32)
         return cv2.getAffineTransform(box[:3].astype(np.float32), dst)
 
@@ -94,19 +98,19 @@ def crop(image: np.ndarray, rect: RotatedRect, size: int, border: int = cv2.BORD
     margin) is first copied out in order, and the warp reads that copy: 0.2 ms. The region is clipped to
     the frame, so replicated edges stay the frame's own; the only change is the shifted matrix's
     fixed-point rounding (a few pixels one level apart)."""
-    m = rect.matrix(size, size)
-    src, x0, y0 = _region(image, rect)
+    corners = rect.corners()
+    m = rect.matrix(size, size, corners)
+    src, x0, y0 = _region(image, corners)
     shifted = m.copy()
     shifted[:, 2] += m[:, 0] * x0 + m[:, 1] * y0      # frame pixels -> the region's pixels -> the crop
     out = cv2.warpAffine(src, shifted, (size, size), flags=cv2.INTER_LINEAR, borderMode=border, borderValue=0)
     return out, m
 
 
-def _region(image: np.ndarray, rect: RotatedRect, margin: int = 2) -> tuple[np.ndarray, int, int]:
-    """(pixels, x0, y0): the part of the frame a crop of `rect` reads, copied, and its top-left corner;
-    the frame itself at (0, 0) when the rectangle lies off it (edges then replicate from the whole frame)
-    or covers most of it."""
-    box = cv2.boxPoints(((rect.cx, rect.cy), (rect.width, rect.height), math.degrees(rect.rotation)))
+def _region(image: np.ndarray, box: np.ndarray, margin: int = 2) -> tuple[np.ndarray, int, int]:
+    """(pixels, x0, y0): the part of the frame a crop with these corners reads, copied, and its top-left
+    corner; the frame itself at (0, 0) when the rectangle lies off it (edges then replicate from the whole
+    frame) or covers most of it."""
     h, w = image.shape[:2]
     x0 = max(int(math.floor(float(box[:, 0].min()))) - margin, 0)
     y0 = max(int(math.floor(float(box[:, 1].min()))) - margin, 0)

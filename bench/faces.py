@@ -110,6 +110,50 @@ def _int8_side_by_side(backend: Any, photo: np.ndarray, rng: np.random.Generator
     return out
 
 
+def _streams(device: str, frames: list[np.ndarray], streams: int, share: bool) -> dict[str, Any]:
+    """`streams` landmarkers on the torch backend, each on its own thread and frames (one face each, as
+    sessions would be), with the landmark network shared across them (batched) or each its own: total
+    frames a second, and each call's ms."""
+    import threading
+
+    from engines.backends import BackendSettings, select_backend
+    from engines.faces import LandmarkerConfig
+
+    backend = select_backend(BackendSettings(preference=("torch",), device=device, share_across_streams=share,
+                                             max_batch=max(streams, 1)))
+    cfg = LandmarkerConfig(max_faces=1, blendshapes=False)
+    dets = [backend.landmarker(cfg) for _ in range(streams)]
+    runner = dets[0].net.net
+    ms: list[float] = []
+    lock = threading.Lock()
+
+    def work(d):
+        for i, f in enumerate(frames):
+            t0 = time.perf_counter()
+            d.detect(f, 1000 + i * 33)
+            with lock:
+                ms.append((time.perf_counter() - t0) * 1000)
+
+    try:
+        for d in dets:                 # warm up, and the first (detector) frame, outside the timing
+            d.detect(frames[0], 0)
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=work, args=(d,)) for d in dets]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+    finally:
+        stats = getattr(runner, "stats", None)
+        for d in dets:
+            d.close()
+    out = {**_stats(ms), "frames_per_s": round(len(ms) / wall, 1)}
+    if stats is not None:
+        out["batches"] = stats.as_dict()
+    return out
+
+
 def _rms_jitter(track: np.ndarray) -> float:
     return float(np.sqrt(((track - track.mean(axis=0)) ** 2).sum(axis=-1).mean()))
 
@@ -179,6 +223,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["torch_cpu_640x480_1face"] = _time_side_by_side(
             {"torch": lambda: TorchLandmarker(LandmarkerConfig(max_faces=1))}, frames)["torch"]
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        # several streams on one runtime: the landmark network shared and batched across them, or not;
+        # alternating, twice, since the machine drifts
+        for dev in devices:
+            n_streams = 4 if dev == "cpu" else 16
+            for round_ in range(2):
+                for share in (True, False):
+                    out[f"torch_{dev}_{n_streams}streams_{'shared' if share else 'own'}_run{round_ + 1}"] = \
+                        _streams(dev, frames[:10] if dev == "cpu" else frames, n_streams, share)
         crops = np.stack([np.asarray(frames[0][100:356, 180:436])] * 32)
         for dev in devices:
             net = TorchLandmarkNet(dev)

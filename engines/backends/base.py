@@ -21,13 +21,16 @@ class BackendSettings:
     """preference: tried in order; the first that can run here wins, and each skip is logged with why.
     device: for torch / tensorrt: "auto" (CUDA when present), "cpu", "cuda", "cuda:N".
     precision: fp16 halves the GPU cost; the CPU always runs fp32.
-    engine_cache: folder for built TensorRT engines ("" = ~/.cache/livefuse/tensorrt)."""
+    engine_cache: folder for built TensorRT engines ("" = ~/.cache/livefuse/tensorrt).
+    share_across_streams: torch: one landmark network for every stream in the process, calls that arrive
+    together run as one batch of up to max_batch crops (engines/batching.py); for a GPU serving many streams."""
 
     preference: tuple[str, ...] = ("interpreter", "litert", "torch")
     device: str = "auto"
     precision: Literal["fp32", "fp16"] = "fp32"
     engine_cache: str = ""
     max_batch: int = 16
+    share_across_streams: bool = False
 
 
 class Detector(Protocol):

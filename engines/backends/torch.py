@@ -36,6 +36,18 @@ class TorchBackend(Backend):
         self.device = resolve_device(settings.device)
 
     def network(self, member: str) -> Network:
+        from engines.torch_port.networks import LANDMARKS_MEMBER
+
+        if self.settings.share_across_streams and member == LANDMARKS_MEMBER:
+            from engines.batching import SharedBatchRunner, shared_runner
+
+            s = self.settings
+            return shared_runner(("torch", member, self.device, s.precision, s.max_batch),
+                                 lambda forget: SharedBatchRunner(self._own_network(member), self.device,
+                                                                  max_batch=s.max_batch, on_last_close=forget))
+        return self._own_network(member)
+
+    def _own_network(self, member: str) -> Network:
         import torch
 
         from engines.torch_port.networks import load_network

@@ -1,0 +1,183 @@
+"""One landmark network shared by every stream in the process: calls that arrive together run as one batch.
+
+Each session's face stage runs on its own worker thread and asks for its faces' landmarks once a frame.
+On a GPU, one batch of 8 or 32 crops costs little more than one crop, so a shared runner gathers the
+calls that arrive within `window_ms` of the first (up to `max_batch` crops), runs them as one batch and
+hands each caller its own rows. On CUDA the batch goes through a pinned host buffer and its own stream,
+so the copy in and out overlaps nothing else's work on the default stream. A call waits at most the
+window plus one batch; a failing batch fails each of its callers with the error, and the runner goes on.
+
+Runners are shared by key through `shared_runner(key, make)` and counted: the last `close()` stops the
+worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass
+class BatchStats:
+    calls: int = 0
+    batches: int = 0
+    items: int = 0
+    largest: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"calls": self.calls, "batches": self.batches, "items": self.items, "largest_batch": self.largest,
+                "mean_batch": round(self.items / self.batches, 2) if self.batches else 0.0}
+
+
+@dataclass
+class _Request:
+    x: np.ndarray
+    done: Future = field(default_factory=Future)
+
+
+class SharedBatchRunner:
+    """A runner of `net` (a torch module taking an NHWC float batch, giving outputs in the file's order)
+    that many landmarkers call at once. NumPy in and out (`takes_numpy`), like LiteRT's runner."""
+
+    takes_numpy = True
+
+    def __init__(self, net: Callable[[Any], list[Any]], device: str = "cpu", max_batch: int = 32,
+                 window_ms: float = 2.0, on_last_close: Callable[[], None] | None = None) -> None:
+        import torch
+
+        self._net, self._device = net, torch.device(device)
+        self._max_batch, self._window_s = max(1, int(max_batch)), max(0.0, window_ms) / 1000.0
+        self._cuda = self._device.type == "cuda"
+        self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
+        self._pinned: Any = None
+        self._queue: list[_Request] = []
+        self._cv = threading.Condition()
+        self._users = 1
+        self._closed = False
+        self._on_last_close = on_last_close
+        self.stats = BatchStats()
+        self._thread = threading.Thread(target=self._serve, name="landmark-batcher", daemon=True)
+        self._thread.start()
+
+    def acquire(self) -> "SharedBatchRunner":
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("this shared runner is closed")
+            self._users += 1
+        return self
+
+    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
+        req = _Request(np.ascontiguousarray(x, np.float32))
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("this shared runner is closed")
+            self._queue.append(req)
+            self.stats.calls += 1
+            self._cv.notify_all()
+        return req.done.result()
+
+    def close(self) -> None:
+        """One user fewer; the last one stops the worker (calls still queued fail, none hang)."""
+        with self._cv:
+            self._users -= 1
+            if self._users > 0 or self._closed:
+                return
+            self._closed = True
+            self._cv.notify_all()
+        self._thread.join(timeout=5.0)
+        if self._on_last_close is not None:
+            self._on_last_close()
+
+    def _take_batch(self) -> list[_Request] | None:
+        """The first waiting call, and whatever arrives within the window after it (up to max_batch crops)."""
+        import time
+
+        with self._cv:
+            while not self._queue and not self._closed:
+                self._cv.wait()
+            if self._closed:
+                for req in self._queue:
+                    req.done.set_exception(RuntimeError("the shared landmark runner was closed"))
+                self._queue.clear()
+                return None
+            deadline = time.monotonic() + self._window_s
+            while sum(len(r.x) for r in self._queue) < self._max_batch and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+            batch, n = [], 0
+            while self._queue and (not batch or n + len(self._queue[0].x) <= self._max_batch):
+                req = self._queue.pop(0)
+                batch.append(req)
+                n += len(req.x)
+            return batch
+
+    def _serve(self) -> None:
+        while True:
+            batch = self._take_batch()
+            if batch is None:
+                return
+            try:
+                outs = self._run(np.concatenate([r.x for r in batch]))
+            except BaseException as exc:   # every caller learns why; the next batch runs as usual
+                for req in batch:
+                    req.done.set_exception(exc)
+                continue
+            start = 0
+            for req in batch:
+                n = len(req.x)
+                req.done.set_result([o[start:start + n] for o in outs])
+                start += n
+            with self._cv:
+                self.stats.batches += 1
+                self.stats.items += start
+                self.stats.largest = max(self.stats.largest, start)
+
+    def _run(self, x: np.ndarray) -> list[np.ndarray]:
+        import torch
+
+        with torch.inference_mode():
+            host = torch.from_numpy(x)
+            if not self._cuda:
+                return [o.numpy() for o in self._net(host)]
+            if self._pinned is None or self._pinned.shape[0] < len(x) or self._pinned.shape[1:] != host.shape[1:]:
+                self._pinned = torch.empty((max(len(x), self._max_batch),) + tuple(host.shape[1:]),
+                                           dtype=torch.float32, pin_memory=True)
+            staged = self._pinned[: len(x)]
+            staged.copy_(host)
+            with torch.cuda.stream(self._stream):
+                outs = [o.to("cpu", non_blocking=True) for o in self._net(staged.to(self._device, non_blocking=True))]
+            self._stream.synchronize()
+            return [o.numpy() for o in outs]
+
+
+_SHARED: dict[tuple, SharedBatchRunner] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_runner(key: tuple, make: Callable[[Callable[[], None]], SharedBatchRunner]) -> SharedBatchRunner:
+    """The live runner for `key`, one more user counted; else `make(forget)` builds it (`forget` takes it
+    out of the table once its last user closes it)."""
+    with _SHARED_LOCK:
+        runner = _SHARED.get(key)
+        if runner is not None:
+            try:
+                return runner.acquire()
+            except RuntimeError:   # closed a moment ago: make a new one
+                pass
+
+        def forget() -> None:
+            with _SHARED_LOCK:
+                if _SHARED.get(key) is runner_box[0]:
+                    del _SHARED[key]
+
+        runner_box: list[SharedBatchRunner] = []
+        runner = make(forget)
+        runner_box.append(runner)
+        _SHARED[key] = runner
+        return runner

@@ -37,6 +37,8 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", help="comma-separated subset of faces,fusion,edits,watermark (watermark is required)")
     p.add_argument("--face-backend", help="face runtimes in order of preference, e.g. tensorrt,torch,litert (default interpreter,litert,torch)")
     p.add_argument("--device", help="device for the torch/tensorrt face runtimes: auto, cpu, cuda, cuda:N (default auto)")
+    p.add_argument("--batch-streams", action="store_true",
+                   help="torch face runtime: one landmark network for all sessions, their crops batched together (for a GPU)")
     p.add_argument("--encoder", help="local transformers folder for prompts (default: the bundled MiniLM)")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
@@ -77,6 +79,8 @@ def product_config(args: argparse.Namespace, host: str):
         backend = replace(backend, preference=tuple(b.strip() for b in args.face_backend.split(",") if b.strip()))
     if getattr(args, "device", None):
         backend = replace(backend, device=args.device)
+    if getattr(args, "batch_streams", False):
+        backend = replace(backend, share_across_streams=True)
     if backend != config.faces.backend:
         config = replace(config, faces=replace(config.faces, backend=backend))
     return config

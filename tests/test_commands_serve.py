@@ -1,0 +1,26 @@
+"""`livefuse serve` options reach the configuration they name."""
+
+from __future__ import annotations
+
+import argparse
+
+from streamer.commands.serve import add_arguments, product_config
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_face_runtime_options_reach_the_backend_settings():
+    backend = product_config(_args("--face-backend", "torch,interpreter", "--device", "cuda", "--batch-streams"),
+                             "127.0.0.1").faces.backend
+    assert backend.preference == ("torch", "interpreter") and backend.device == "cuda" and backend.share_across_streams
+    default = product_config(_args(), "127.0.0.1").faces.backend
+    assert not default.share_across_streams and default.preference[0] == "interpreter"
+
+
+def test_hold_audio_is_on_unless_turned_off():
+    assert _args().hold_audio is None                 # not given: ServerConfig's default (on) or the environment
+    assert _args("--no-hold-audio").hold_audio is False

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="claps watched per case (default 30)")
     parser.add_argument("--stage-ms", type=float, default=60.0,
                         help="the server's slow stage, ms a frame (default 60: under the 67 ms a 15 fps frame lasts)")
+    parser.add_argument("--fps", type=int, default=15, help="the sender's frame rate (default 15)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma list of {', '.join(CASES)}")
     parser.add_argument("--browser", default=None, help="Chromium binary (default: chromium on PATH)")
 
@@ -62,7 +63,7 @@ async def _watch(browser: str, url: str, path: str, seconds: float) -> list[floa
     return skews_ms(claps["video"], claps["audio"])
 
 
-async def _direct(browser: str, seconds: float) -> dict[str, Any]:
+async def _direct(browser: str, seconds: float, fps: int) -> dict[str, Any]:
     """The clapper answering the browser's offer itself: no server in between."""
     from aiohttp import web
     from aiohttp.test_utils import TestServer
@@ -78,7 +79,7 @@ async def _direct(browser: str, seconds: float) -> dict[str, Any]:
         pcs.append(pc)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=await request.text(), type="offer"))
         for t in pc.getTransceivers():
-            t.sender.replaceTrack(FlashTrack(clapper) if t.kind == "video" else BeepTrack(clapper))
+            t.sender.replaceTrack(FlashTrack(clapper, fps=fps) if t.kind == "video" else BeepTrack(clapper))
             t.direction = "sendonly"
         with gathering_on(LOOPBACK_ADDRESSES):
             await pc.setLocalDescription(await pc.createAnswer())
@@ -97,7 +98,7 @@ async def _direct(browser: str, seconds: float) -> dict[str, Any]:
         await server.close()
 
 
-async def _through_server(browser: str, seconds: float, stage_ms: float, hold_audio: bool) -> dict[str, Any]:
+async def _through_server(browser: str, seconds: float, stage_ms: float, hold_audio: bool, fps: int) -> dict[str, Any]:
     """The clapper as a send-only WHIP client (as OBS is), the browser a WHEP viewer of that session."""
     import aiohttp
     from aiohttp.test_utils import TestServer
@@ -117,7 +118,7 @@ async def _through_server(browser: str, seconds: float, stage_ms: float, hold_au
     await server.start_server()
     clapper = Clapper()
     pc = RTCPeerConnection(rtc_configuration(loopback=True))
-    pc.addTransceiver(FlashTrack(clapper), direction="sendonly")
+    pc.addTransceiver(FlashTrack(clapper, fps=fps), direction="sendonly")
     pc.addTransceiver(BeepTrack(clapper), direction="sendonly")
     try:
         with gathering_on(LOOPBACK_ADDRESSES):
@@ -152,13 +153,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unknown = set(cases) - set(CASES)
     if unknown:
         raise SystemExit(f"unknown cases {sorted(unknown)}; choose from {', '.join(CASES)}")
-    out: dict[str, Any] = {"benchmark": "lipsync", "seconds": args.seconds, "stage_ms": args.stage_ms,
+    out: dict[str, Any] = {"benchmark": "lipsync", "seconds": args.seconds, "stage_ms": args.stage_ms, "fps": args.fps,
                            "skew": "flash shown minus beep played, ms; below zero: picture first"}
     for case in cases:
         if case == "direct":
-            out[case] = asyncio.run(_direct(browser, args.seconds))
+            out[case] = asyncio.run(_direct(browser, args.seconds, args.fps))
         else:
-            out[case] = asyncio.run(_through_server(browser, args.seconds, args.stage_ms, hold_audio=case == "held"))
+            out[case] = asyncio.run(_through_server(browser, args.seconds, args.stage_ms, hold_audio=case == "held",
+                                                    fps=args.fps))
     # Chromium's own A/V sync keeps moving the skew over the first half minute in every case, so each case
     # is compared with the reference clap by clap (the k-th clap of each run), then the median taken
     if "direct" in out:

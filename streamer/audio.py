@@ -17,6 +17,11 @@ from typing import Callable
 from aiortc.mediastreams import MediaStreamTrack
 
 
+# aiortc's audio receiver (rtcrtpreceiver.py: JitterBuffer(capacity=16, prefetch=4)) hands each audio frame
+# on only once four more have arrived behind it
+AIORTC_AUDIO_PREFETCH = 4
+
+
 class DelayedAudioTrack(MediaStreamTrack):
     """`source`'s frames, each sent `delay_ms()` after its capture time (None: no video yet, no delay).
 
@@ -26,10 +31,16 @@ class DelayedAudioTrack(MediaStreamTrack):
     kind = "audio"
 
     def __init__(self, source: MediaStreamTrack, delay_ms: Callable[[], float | None], *,
+                 video_wait_ms: Callable[[], float | None] = lambda: None, audio_wait_frames: int = 0,
                  max_delay_ms: float = 400.0, smoothing_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+        """`video_wait_ms()` and `audio_wait_frames`: how long each stream waited before the server saw
+        it, which the hold evens out too (aiortc's receiver hands a video frame on when the next one
+        starts, one frame interval, and an audio frame once `AIORTC_AUDIO_PREFETCH` more are behind it)."""
         super().__init__()
         self._source = source
         self._delay_ms = delay_ms
+        self._video_wait_ms = video_wait_ms
+        self._audio_wait_frames = audio_wait_frames
         self._max_s = max_delay_ms / 1000.0
         self._smoothing_s = smoothing_s
         self._clock = clock
@@ -44,8 +55,10 @@ class DelayedAudioTrack(MediaStreamTrack):
     async def recv(self):
         frame = await self._source.recv()
         now = self._clock()
-        target = min(max((self._delay_ms() or 0.0) / 1000.0, 0.0), self._max_s)
         step = (frame.samples / frame.sample_rate) if frame.sample_rate else 0.02
+        video = self._delay_ms()
+        hold_s = 0.0 if video is None else (video + (self._video_wait_ms() or 0.0)) / 1000.0 - self._audio_wait_frames * step
+        target = min(max(hold_s, 0.0), self._max_s)
         if self._delay_s is None:
             self._delay_s = target
         else:

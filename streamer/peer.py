@@ -17,7 +17,7 @@ from aiortc.contrib.media import MediaRelay
 from aiortc.mediastreams import MediaStreamTrack
 
 from streamer import protocol
-from streamer.audio import DelayedAudioTrack
+from streamer.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.pipeline import Pipeline
@@ -146,7 +146,10 @@ class PeerSession:
         if self.audio is None:
             return None
         copy = self.audio_relay.subscribe(self.audio)
-        return DelayedAudioTrack(copy, self.stats.delay_ms) if self.config.hold_audio else copy
+        if not self.config.hold_audio:
+            return copy
+        return DelayedAudioTrack(copy, self.stats.delay_ms, video_wait_ms=self.stats.frame_interval_ms,
+                                 audio_wait_frames=AIORTC_AUDIO_PREFETCH)
 
     def _on_frame(self, frame: Any) -> None:
         self.last_activity = time.monotonic()

@@ -85,8 +85,9 @@ class StreamStats:
     """What the client sees once a second and /metrics sees always. Written by the reader, the worker
     and the sender; read by the stats loop."""
 
-    def __init__(self, metrics: Any = None, window: int = 120) -> None:
+    def __init__(self, metrics: Any = None, window: int = 120, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self.metrics = metrics
         self.frames_in = 0
         self.frames_out = 0
@@ -100,7 +101,7 @@ class StreamStats:
         self._window = window
 
     def frame_in(self, dropped: bool) -> None:
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             self.frames_in += 1
             self.dropped += dropped
@@ -119,7 +120,7 @@ class StreamStats:
                 self.metrics.stage.labels(name).observe(ms / 1000.0)
 
     def frame_out(self, arrived: float, size: tuple[int, int]) -> None:
-        now = time.monotonic()
+        now = self._clock()
         delay = (now - arrived) * 1000.0
         with self._lock:
             self.frames_out += 1
@@ -139,6 +140,14 @@ class StreamStats:
         delays = list(self._delays_ms)[-30:]
         return statistics.median(delays) if delays else None
 
+    def frame_interval_ms(self) -> float | None:
+        """Median time between the last 30 frames' arrivals, None before two."""
+        with self._lock:
+            times = list(self._in_times)[-31:]
+        if len(times) < 2:
+            return None
+        return statistics.median(b - a for a, b in zip(times, times[1:])) * 1000.0
+
     def stage_error(self, stage: str) -> None:
         with self._lock:
             self.errors += 1
@@ -146,7 +155,7 @@ class StreamStats:
             self.metrics.stage_errors.labels(stage).inc()
 
     def snapshot(self, horizon_s: float = 2.0) -> dict[str, Any]:
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             fps_in = _rate(self._in_times, now, horizon_s)
             fps_out = _rate(self._out_times, now, horizon_s)

@@ -86,3 +86,23 @@ async def test_no_video_yet_means_no_delay_and_stop_reaches_the_source():
     track.stop()
     assert source.readyState == "ended"
     await asyncio.sleep(0)
+
+
+async def test_the_hold_evens_out_what_each_stream_waited_before_the_server_saw_it():
+    """aiortc hands video on a frame interval late and audio four frames late: audio that already waited
+    47 ms longer than the video (80 against 33) is held that much less, and never below zero."""
+    track = DelayedAudioTrack(QueuedSource(3), lambda: 120.0, video_wait_ms=lambda: 33.0, audio_wait_frames=4)
+    await _drain(track)
+    assert track.delay_s == pytest.approx(0.120 + 0.033 - 0.080)
+    fast = DelayedAudioTrack(QueuedSource(3), lambda: 5.0, video_wait_ms=lambda: 33.0, audio_wait_frames=4)
+    await _drain(fast)
+    assert fast.delay_s == 0.0
+
+
+def test_frame_interval_is_the_median_gap_between_arrivals():
+    clock = iter([10.0, 10.033, 10.066, 10.2, 10.233])      # one late frame among 30 fps arrivals
+    stats = StreamStats(clock=lambda: next(clock))
+    assert stats.frame_interval_ms() is None
+    for _ in range(5):
+        stats.frame_in(dropped=False)
+    assert stats.frame_interval_ms() == pytest.approx(33.0)

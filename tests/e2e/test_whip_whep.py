@@ -21,7 +21,7 @@ from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 import numpy as np
 
-from tests.streaming_helpers import InvertBelowCode, ToneTrack, dominant_hz
+from tests.streaming_helpers import InvertBelowCode, Sleep, ToneTrack, dominant_hz
 
 
 class Viewer:
@@ -128,8 +128,10 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
 @pytest.mark.parametrize("hold_audio", [True, False], ids=["audio held back", "audio as it arrives"])
 async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astronaut, hold_audio):
     """OBS offers send-only video and audio: nothing comes back on its connection; the processed video and
-    the sender's own sound are on WHEP (held back by the video's server delay unless `hold_audio` is off)."""
-    app = create_app(ServerConfig(hold_audio=hold_audio), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    the sender's own sound are on WHEP (held back by the video's server delay unless `hold_audio` is off;
+    a 100 ms stage makes that delay one to measure)."""
+    app = create_app(ServerConfig(hold_audio=hold_audio),
+                     Services(make_pipeline=lambda s: Pipeline([InvertBelowCode(), Sleep(100)])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")
@@ -163,16 +165,25 @@ async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astron
             assert len(heard) >= viewer.audio_rate // 4 > 0, f"viewer heard {len(heard)} samples"
             assert np.abs(heard).max() > 2000                                   # sound, not silence
             assert abs(dominant_hz(heard, viewer.audio_rate) - 440.0) < 10        # the sender's own tone
-            # held back by what the video spends in the server, so lips and words stay together
+            # held back by what the video spends in the server, less what the audio already waited in
+            # aiortc's receiver beyond the video's (4 audio frames against one video frame interval)
             (watching,) = state.peers[sid].viewers.values()
             (audio,) = [t.sender.track for t in watching.pc.getTransceivers() if t.kind == "audio"]
-            video_delay_ms = state.peers[sid].stats.delay_ms()
-            assert video_delay_ms is not None
+            stats = state.peers[sid].stats
+            video_delay_ms = stats.delay_ms()
+            assert video_delay_ms is not None and video_delay_ms > 90
             if not hold_audio:
                 assert not isinstance(audio, DelayedAudioTrack)
                 return
             assert isinstance(audio, DelayedAudioTrack)
-            assert 0 < audio.delay_s < 0.4 and abs(audio.delay_s * 1000 - video_delay_ms) < 60, (audio.delay_s, video_delay_ms)
+
+            def expected_ms() -> float:
+                return stats.delay_ms() + stats.frame_interval_ms() - 4 * 20
+
+            settle = time.monotonic() + 10                  # the hold follows the video's over 2 s
+            while abs(audio.delay_s * 1000 - expected_ms()) > 25 and time.monotonic() < settle:
+                await asyncio.sleep(0.2)
+            assert 0.02 < audio.delay_s < 0.4 and abs(audio.delay_s * 1000 - expected_ms()) < 25, (audio.delay_s, expected_ms())
     finally:
         await pc.close()
         await viewer.pc.close()

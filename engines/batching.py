@@ -164,20 +164,18 @@ def shared_runner(key: tuple, make: Callable[[Callable[[], None]], SharedBatchRu
     """The live runner for `key`, one more user counted; else `make(forget)` builds it (`forget` takes it
     out of the table once its last user closes it)."""
     with _SHARED_LOCK:
-        runner = _SHARED.get(key)
-        if runner is not None:
+        live = _SHARED.get(key)
+        if live is not None:
             try:
-                return runner.acquire()
+                return live.acquire()
             except RuntimeError:   # closed a moment ago: make a new one
                 pass
 
         def forget() -> None:
             with _SHARED_LOCK:
-                if _SHARED.get(key) is runner_box[0]:
+                if _SHARED.get(key) is made:
                     del _SHARED[key]
 
-        runner_box: list[SharedBatchRunner] = []
-        runner = make(forget)
-        runner_box.append(runner)
-        _SHARED[key] = runner
-        return runner
+        made = make(forget)
+        _SHARED[key] = made
+        return made

@@ -90,7 +90,7 @@ def use_overlapped_worker(log: TimingLog) -> None:
     class LoggedWorker(OverlappedFrameWorker):
         def finished(self, state: FrameState) -> None:
             super().finished(state)
-            log.add(state.timings, state.extras.get("front_cpu_ms", 0.0) + state.extras.get("back_cpu_ms", 0.0))
+            log.add(state.timings, state.cpu_ms)
 
     streamer.peer.FrameWorker = LoggedWorker
 

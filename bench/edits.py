@@ -137,7 +137,7 @@ def prompt_switch(switches: int) -> dict:
         for i in range(switches):
             session = Session()
             stage = EditsStage(cache)
-            frame = lambda: stage(FrameState(image=img.copy(), faces=[face]), session).extras["edits"]  # noqa: E731
+            frame = lambda: stage(FrameState(image=img.copy(), faces=[face]), session.frame_context()).edits  # noqa: E731
             frame()
             # uncached: a prompt never seen
             text = f"{prompts[i % len(prompts)]} {'please ' * i}".strip()

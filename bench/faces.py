@@ -260,7 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             state = stage(FrameState(image=noisy, pts=i * 3000), None)
             if state.faces:
                 f = state.faces[0]
-                raw.append(state.extras["raw_landmarks"][f.track_id][:, :2])
+                raw.append(state.raw_landmarks[f.track_id][:, :2])
                 smooth.append(f.landmarks[:, :2])
     finally:
         stage.close()
@@ -288,7 +288,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             truth = ref_lms + np.array([dx, 0.0])
             f = state.faces[0]
             lag_smooth.append(float(np.linalg.norm(f.landmarks[:, :2] - truth, axis=1).mean()))
-            lag_raw.append(float(np.linalg.norm(state.extras["raw_landmarks"][f.track_id][:, :2] - truth, axis=1).mean()))
+            lag_raw.append(float(np.linalg.norm(state.raw_landmarks[f.track_id][:, :2] - truth, axis=1).mean()))
             along.append(float((truth[:, 0] - f.landmarks[:, 0]).mean()))
     finally:
         stage.close()

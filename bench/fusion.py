@@ -55,14 +55,14 @@ def _time_cases(cases: dict, image, faces, session, frames: int, warmup: int, sy
 
         stage._geometry = timed_geometry
         for _ in range(warmup):
-            stage(FrameState(image=image, faces=list(faces)), session)
+            stage(FrameState(image=image, faces=list(faces)), session.frame_context())
         geo_ms[name].clear()
     wall: dict[str, list[float]] = {k: [] for k in cases}
     cpu: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(frames):
         for name, stage in cases.items():
             t0, c0 = time.perf_counter(), time.thread_time()
-            st = stage(FrameState(image=image, faces=list(faces)), session)
+            st = stage(FrameState(image=image, faces=list(faces)), session.frame_context())
             if sync is not None:
                 sync(st.image)
             cpu[name].append((time.thread_time() - c0) * 1000)
@@ -98,8 +98,7 @@ def run(args) -> dict:
     if len(faces) != 1:
         raise RuntimeError(f"expected one face in the bench frame, found {len(faces)}")
     session = Session()
-    session.sources[source.id] = source
-    session.update(source_id=source.id)
+    session.add_source(source.id, source)
     fw = faces[0].bbox[2] - faces[0].bbox[0]
     out: dict = {"frame": f"{args.width}x{args.height}", "face_width_px": round(float(fw), 1), "frames": args.frames,
                  "threads": 1, "note": "landmarks excluded; cpu = this thread's CPU time"}

@@ -74,7 +74,7 @@ def run(args) -> dict[str, Any]:
                 ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> RGB ...
                 frame = frame_to_rgb(decoded)
                 tb0 = time.perf_counter()
-                state = FrameState(image=frame, pts=n * 3000, extras={"time_base": tb})
+                state = FrameState(image=frame, pts=n * 3000, time_base=tb)
                 t0, c0 = time.perf_counter(), time.thread_time()
                 state = c["pipe"](state, c["session"])
                 t1, c1 = time.perf_counter(), time.thread_time()
@@ -91,7 +91,7 @@ def run(args) -> dict[str, Any]:
                 c["cpu"].append((c1 - c0) * 1000.0)
                 c["convert"].append((t2 - t1) * 1000.0)
                 c["faces"].append(len(state.faces))
-                c["fused"] = c.get("fused", 0) + bool(state.extras.get("fusion"))
+                c["fused"] = c.get("fused", 0) + bool(state.fused)
     finally:
         for c in cases.values():
             c["pipe"].close()

@@ -21,8 +21,8 @@ from typing import Any
 from av import VideoFrame
 
 from streamer.frames import frame_to_rgb, rgb_to_frame
-from streamer.pipeline import FrameState, Pipeline
-from streamer.session import Session
+from streamer.pipeline import VIDEO_TIME_BASE, FrameState, Pipeline
+from streamer.session import FrameContext, Session
 from streamer.tracks import FrameSlot, FrameWorker, StreamStats
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class OverlappedFrameWorker(FrameWorker):
     def __init__(self, session: Session, pipeline: Pipeline, stats: StreamStats, name: str = "", split: int = 1) -> None:
         super().__init__(session, pipeline, stats, name)
         self.split = split
-        self.middle: FrameSlot[tuple[VideoFrame, float, FrameState]] = FrameSlot()
+        self.middle: FrameSlot[tuple[VideoFrame, float, FrameState, FrameContext]] = FrameSlot()
         self._front_thread = threading.Thread(target=self._run_front, name=f"livefuse-front-{name or session.id}", daemon=True)
 
     def _halves(self) -> tuple[Pipeline, Pipeline]:
@@ -61,7 +61,8 @@ class OverlappedFrameWorker(FrameWorker):
     def _run_front(self) -> None:
         def handle(item: tuple[VideoFrame, float]) -> None:
             frame, arrived = item
-            if self.middle.put((frame, arrived, self.front_half(frame))):
+            context = self.session.frame_context()   # both halves of a frame see the same controls
+            if self.middle.put((frame, arrived, self.front_half(frame, context), context)):
                 _count_drop(self.stats)
 
         try:
@@ -69,12 +70,12 @@ class OverlappedFrameWorker(FrameWorker):
         finally:
             self.middle.close()
 
-    def front_half(self, frame: VideoFrame) -> FrameState:
+    def front_half(self, frame: VideoFrame, context: FrameContext) -> FrameState:
         image = frame_to_rgb(frame)
-        state = FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base})
+        state = FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
         c0 = time.thread_time()
-        state = self._front(state, self.session)
-        state.extras["front_cpu_ms"] = (time.thread_time() - c0) * 1000.0
+        state = self._front(state, context)
+        state.cpu_ms += (time.thread_time() - c0) * 1000.0
         return state
 
     # -- back: the other stages -> yuv420p -> the encoders ------------------------------------------
@@ -82,7 +83,7 @@ class OverlappedFrameWorker(FrameWorker):
         if not self._overlap:
             return super()._run()
         try:
-            self._drain(self.middle, lambda item: self._emit(self.back_half(item[0], item[2]), item[1]))
+            self._drain(self.middle, lambda item: self._emit(self.back_half(item[0], item[2], item[3]), item[1]))
         finally:
             self.outbox.close()
             self._stop.set()               # the front must be done with its stages before they close
@@ -93,10 +94,10 @@ class OverlappedFrameWorker(FrameWorker):
             except Exception:
                 log.exception("closing pipeline")
 
-    def back_half(self, frame: VideoFrame, state: FrameState) -> VideoFrame:
+    def back_half(self, frame: VideoFrame, state: FrameState, context: FrameContext) -> VideoFrame:
         c0 = time.thread_time()
-        state = self._back(state, self.session)
-        state.extras["back_cpu_ms"] = (time.thread_time() - c0) * 1000.0
+        state = self._back(state, context)
+        state.cpu_ms += (time.thread_time() - c0) * 1000.0
         self.finished(state)
         result = state.image
         return rgb_to_frame(result, frame)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.faces import Face
-    from streamer.session import Session
+    from streamer.session import FrameContext
+
+VIDEO_TIME_BASE = Fraction(1, 90000)   # seconds per pts tick of RTP video, the default when a frame names none
 
 log = logging.getLogger(__name__)
 
@@ -19,24 +22,35 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class FrameState:
     """What travels through the stages: the pixels (H x W x 3 uint8 RGB, or a torch tensor on the GPU
-    path), the frame's timestamp, the faces found so far and per-stage timings in milliseconds."""
+    path), the frame's timestamp (`pts` ticks of `time_base` seconds), what each stage found or did, and
+    per-stage timings in milliseconds. Each field has one writer, named beside it."""
 
     image: Any
     pts: int = 0
-    faces: list["Face"] = field(default_factory=list)
+    time_base: Fraction = VIDEO_TIME_BASE
+    faces: list["Face"] = field(default_factory=list)                 # faces: tracked, smoothed
+    raw_landmarks: dict[int, np.ndarray] = field(default_factory=dict)  # faces: track id -> unsmoothed
+    fused: list[dict[str, Any]] = field(default_factory=list)        # fusion: track, source, weight per face
+    edits: dict[str, float] = field(default_factory=dict)            # edits: the edits applied, by name
+    watermark: str | None = None                                     # watermark: the payload, hex
     timings: dict[str, float] = field(default_factory=dict)
+    cpu_ms: float = 0.0                                              # the worker: thread CPU time of the stages
     errors: dict[str, str] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return float(self.pts * self.time_base)
 
 
 class Stage(Protocol):
     """One step of the pipeline. A stage instance belongs to one session's pipeline, so it may keep that
     stream's state (trackers, smoothing, colour statistics); models shared between sessions are passed
-    into its constructor."""
+    into its constructor. `context` is the frame's read-only view of its session (controls, sources,
+    the client's event hook), the same for every stage of one frame."""
 
     name: str
 
-    def __call__(self, state: FrameState, session: "Session") -> FrameState: ...
+    def __call__(self, state: FrameState, context: "FrameContext") -> FrameState: ...
 
 
 StageErrorHook = Callable[[str, BaseException], None]
@@ -54,11 +68,11 @@ class Pipeline:
     def names(self) -> list[str]:
         return [s.name for s in self.stages]
 
-    def __call__(self, state: FrameState, session: "Session") -> FrameState:
+    def __call__(self, state: FrameState, context: "FrameContext") -> FrameState:
         for stage in self.stages:
             t0 = time.perf_counter()
             try:
-                out = stage(state, session)
+                out = stage(state, context)
             except Exception as exc:  # a stage failure must not freeze the stream
                 state.errors[stage.name] = f"{type(exc).__name__}: {exc}"
                 log.warning("stage %s failed: %s", stage.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))

@@ -42,8 +42,7 @@ def default_register_source(session: Session, image_rgb: np.ndarray, form: Mappi
     source_id = form.get("source_id") or uuid.uuid4().hex[:12]
     if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
         raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
-    session.sources[source_id] = image_rgb
-    session.update(source_id=source_id)
+    session.add_source(source_id, image_rgb)
     h, w = image_rgb.shape[:2]
     return {"source_id": source_id, "width": w, "height": h}
 

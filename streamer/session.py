@@ -1,7 +1,8 @@
-"""Per-client state: what the client asked for (controls), its source faces, and how its stream is doing.
+"""Per-client state: what the client asked for (controls) and its source faces.
 
-The frame worker reads `session.controls` once per frame; the control path replaces it atomically with
-`session.update(...)`, so a frame never sees half of a change.
+The control path replaces the controls and the source table atomically (`update`, `add_source`); the
+frame worker takes one `FrameContext` per frame (`frame_context()`), so every stage of a frame sees the
+same version of both and a frame never mixes two.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.sources import SourceFace
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,23 @@ class Controls:
 
 
 EventSink = Callable[[dict[str, Any]], None]
+_NO_SOURCES: Mapping[str, "SourceFace"] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class FrameContext:
+    """What one frame needs from its session, read once: the stages of a frame share it."""
+
+    session_id: str
+    controls: Controls
+    sources: Mapping[str, "SourceFace"]      # source id -> registered source face (read-only)
+    notify: EventSink                        # tell the client (errors, what a prompt was understood as)
+
+
+def frame_context(controls: Controls = Controls(), sources: Mapping[str, "SourceFace"] = _NO_SOURCES,
+                  session_id: str = "", notify: EventSink | None = None) -> FrameContext:
+    """A context outside any session (`livefuse inspect`, tests, benchmarks); events go nowhere."""
+    return FrameContext(session_id, controls, MappingProxyType(dict(sources)), notify or (lambda event: None))
 
 
 class Session:
@@ -44,8 +65,7 @@ class Session:
         self.created = time.time()
         self._controls = Controls()
         self._lock = threading.Lock()
-        self.sources: dict[str, Any] = {}     # source id -> registered source face
-        self.condition: Any = None            # the prompt's current condition (set by the prompt path)
+        self._sources: Mapping[str, "SourceFace"] = _NO_SOURCES
         self._events: deque[dict[str, Any]] = deque(maxlen=256)
         self._event_sink: EventSink | None = None
         self.closed = threading.Event()
@@ -54,6 +74,29 @@ class Session:
     @property
     def controls(self) -> Controls:
         return self._controls
+
+    @property
+    def sources(self) -> Mapping[str, "SourceFace"]:
+        """Source id -> registered source face, read-only; replaced whole by `add_source`/`clear_sources`."""
+        return self._sources
+
+    def add_source(self, source_id: str, source: "SourceFace", *, activate: bool = True) -> None:
+        """Register a source face; `activate` makes it the active one in the same step."""
+        with self._lock:
+            self._sources = MappingProxyType({**self._sources, source_id: source})
+            if activate:
+                self._controls = replace(self._controls, source_id=source_id)
+
+    def clear_sources(self) -> int:
+        """Drop every source face; returns how many there were."""
+        with self._lock:
+            count, self._sources = len(self._sources), _NO_SOURCES
+            return count
+
+    def frame_context(self) -> FrameContext:
+        """One consistent view of the controls and sources for the frame about to run."""
+        with self._lock:
+            return FrameContext(self.id, self._controls, self._sources, self.notify)
 
     def update(self, **changes: Any) -> Controls:
         if "edits" in changes:

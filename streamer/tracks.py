@@ -19,7 +19,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import VideoFrame
 
 from streamer.frames import frame_to_rgb, rgb_to_frame
-from streamer.pipeline import FrameState, Pipeline
+from streamer.pipeline import VIDEO_TIME_BASE, FrameState, Pipeline
 from streamer.session import Session
 
 log = logging.getLogger(__name__)
@@ -336,8 +336,8 @@ class FrameWorker:
             self.stats.processed(FrameState(image=None, pts=frame.pts or 0))
             return frame
         image = frame_to_rgb(frame)
-        state = FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base})
-        state = self.pipeline(state, self.session)
+        state = FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
+        state = self.pipeline(state, self.session.frame_context())
         self.stats.processed(state)
         for stage in state.errors:
             self.stats.stage_error(stage)

@@ -30,7 +30,7 @@ def product(tmp_path_factory):
 def run_clip(product, session, frames):
     pipeline = product.make_pipeline(session)
     try:
-        return [pipeline(FrameState(image=f.copy(), pts=i * 3000, extras={"time_base": 1 / 90000}), session)
+        return [pipeline(FrameState(image=f.copy(), pts=i * 3000), session.frame_context())
                 for i, f in enumerate(frames)], pipeline.names
     finally:
         pipeline.close()
@@ -54,9 +54,9 @@ def test_fused_edited_and_marked(product, astronaut, grace_hopper):
     x0, y0, x1, y1 = (int(v) for v in last.faces[0].bbox)
     far[max(0, y0 - 60):y1 + 60, max(0, x0 - 60):x1 + 60] = False
     assert wm.psnr(last.image[far], src[far]) > 38   # elsewhere only the invisible watermark
-    assert last.extras["edits"]                      # the prompt reached the renderer by the last frame
+    assert last.edits                      # the prompt reached the renderer by the last frame
     det = wm.extract(last.image, wm.make_key())
-    assert det.payload is not None and f"{det.payload:016x}" == last.extras["watermark"]
+    assert det.payload is not None and f"{det.payload:016x}" == last.watermark
 
 
 def test_gates_refuse_and_keep_the_previous_state(product, astronaut, face_free_images):

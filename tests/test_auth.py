@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from streamer.safety.auth import (REQUEST_SLOT, AccessPolicy, AuthError, TokenStore, auth_middleware, is_loopback,
                                   ssl_context, token_id_of)
+from engines.sources import SourceRegistry
 from streamer.safety.privacy import purge_session
 from streamer.session import Session
 
@@ -163,14 +164,12 @@ def test_tls_context(tmp_path):
     assert ctx.minimum_version.name == "TLSv1_2"
 
 
-def test_session_data_purged_at_end():
+def test_session_data_purged_at_end(astronaut):
     records = []
     s = Session("s-purge")
-    s.sources["a"] = {"image": np.zeros((4, 4, 3), np.uint8), "embedding": np.ones(128)}
-    s.condition = np.ones(512)
-    s.update(prompt="a slight smile", source_id="a")
-    held = s.sources["a"]
+    s.add_source("a", SourceRegistry().register(astronaut))
+    s.update(prompt="a slight smile")
     dropped = purge_session(s, audit=lambda e, **f: records.append((e, f)))
-    assert dropped == {"sources": 1} and s.sources == {} and held == {}
-    assert s.condition is None and s.controls.prompt == "" and s.controls.source_id is None
+    assert dropped == {"sources": 1} and s.sources == {}
+    assert s.controls.prompt == "" and s.controls.source_id is None
     assert s.closed.is_set() and records == [("session_purged", {"session": "s-purge", "sources": 1})]

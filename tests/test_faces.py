@@ -85,7 +85,7 @@ def test_mirror_flips_yaw_and_roll(astronaut, reference):
 def run_clip(stage, frames, fps=30.0):
     session, out = Session(), []
     for i, frame in enumerate(frames):
-        state = stage(FrameState(image=frame, pts=int(i * 90000 / fps)), session)
+        state = stage(FrameState(image=frame, pts=int(i * 90000 / fps)), session.frame_context())
         out.append(state.faces)
     return out
 
@@ -124,7 +124,7 @@ def test_stage_failure_passes_the_frame_through(astronaut):
     errors = []
     try:
         pipe = Pipeline([stage], on_error=lambda name, exc: errors.append(name))
-        state = pipe(FrameState(image=np.zeros((4, 4), np.uint8)), Session())
+        state = pipe(FrameState(image=np.zeros((4, 4), np.uint8)), Session().frame_context())
     finally:
         stage.close()
     assert errors == ["faces"] and "faces" in state.errors and state.faces == []

@@ -53,13 +53,13 @@ def hopper_frame(grace_hopper):
 def session_with(*srcs, **controls) -> Session:
     s = Session()
     for src in srcs:
-        s.sources[src.id] = src
+        s.add_source(src.id, src, activate=False)
     s.update(source_id=srcs[0].id if srcs else None, **controls)
     return s
 
 
 def run(stage, img, faces, session):
-    return stage(FrameState(image=img, faces=list(faces)), session).image
+    return stage(FrameState(image=img, faces=list(faces)), session.frame_context()).image
 
 
 def face_region(img_shape, face, dilate_px=0):
@@ -159,7 +159,7 @@ def test_several_faces_take_their_own_sources(sources, astronaut, grace_hopper):
     assert np.abs(out[left].astype(int) - pair[left]).mean() > 8
     assert np.abs(out[right].astype(int) - pair[right]).mean() > 8
     only_left = Session()
-    only_left.sources[h.id] = h
+    only_left.add_source(h.id, h, activate=False)
     only_left.update(face_sources={1: h.id})              # no default source: the right face stays live
     out2 = run(FusionStage(), pair, faces, only_left)
     assert np.array_equal(out2[right], pair[right])
@@ -186,7 +186,7 @@ def test_torch_path_matches_numpy(sources, hopper_frame):
     img, faces = hopper_frame
     sess = session_with(sources["astronaut"])
     a = run(FusionStage(), img, faces, sess)
-    t = FusionStage()(FrameState(image=torch.from_numpy(img), faces=list(faces)), sess).image
+    t = FusionStage()(FrameState(image=torch.from_numpy(img), faces=list(faces)), sess.frame_context()).image
     assert isinstance(t, torch.Tensor)
     diff = np.abs(t.numpy().astype(int) - a)
     assert diff.mean() < 0.2 and np.percentile(diff, 99.9) <= 4
@@ -197,7 +197,7 @@ def test_a_failing_source_passes_the_frame_through(sources, hopper_frame):
     broken = dataclasses.replace(sources["astronaut"], lab_levels=())
     sess = session_with(broken)
     errors = []
-    out = Pipeline([FusionStage()], on_error=lambda name, exc: errors.append(name))(FrameState(image=img, faces=list(faces)), sess)
+    out = Pipeline([FusionStage()], on_error=lambda name, exc: errors.append(name))(FrameState(image=img, faces=list(faces)), sess.frame_context())
     assert errors == ["fusion"] and "fusion" in out.errors
     assert np.array_equal(out.image, img)
 
@@ -251,8 +251,8 @@ def test_a_face_walking_out_of_frame_fades_and_never_fails(sources, hopper_frame
     try:
         for k, dx in enumerate(range(0, 360, 40)):
             moved = cv2.warpAffine(img, np.float32([[1, 0, dx], [0, 1, 0]]), (640, 480))
-            st = pipe(FrameState(image=moved, faces=lm.detect(moved, 33 * k)), sess)
-            fused = st.extras.get("fusion") or []
+            st = pipe(FrameState(image=moved, faces=lm.detect(moved, 33 * k)), sess.frame_context())
+            fused = st.fused or []
             weights.append(fused[0]["weight"] if fused else 0.0)
     finally:
         lm.close()

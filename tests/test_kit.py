@@ -33,8 +33,8 @@ def test_kit_wires_one_audit_trail(tmp_path, astronaut, grace_hopper):
     with pytest.raises(SourceRefused):
         kit.sources.register(session, grace_hopper, {"consent": "true"})
     pipe = Pipeline([kit.watermark_stage()])
-    out = pipe(FrameState(image=moving_clip(astronaut, n=1)[0]), session)
-    assert out.extras["watermark"]
+    out = pipe(FrameState(image=moving_clip(astronaut, n=1)[0]), session.frame_context())
+    assert out.watermark
     pipe.close()
     kit.close()
     events = [json.loads(line)["event"] for _, _, line in iter_records(cfg.audit_path)]

@@ -37,8 +37,7 @@ def _clip(photo: np.ndarray, n: int, size=(318, 238)) -> list[VideoFrame]:
 def _session(astronaut: np.ndarray) -> Session:
     src = SourceRegistry().register(astronaut)
     s = Session("overlap")
-    s.sources[src.id] = src
-    s.update(source_id=src.id)
+    s.add_source(src.id, src)
     return s
 
 
@@ -89,13 +88,14 @@ class _Gate:
 
     def __init__(self, name: str, wait: threading.Event | None = None, signal: threading.Event | None = None) -> None:
         self.name, self.wait, self.signal, self.calls = name, wait, signal, 0
+        self.overlapped: dict[int, bool] = {}   # pts -> did the front start the next frame meanwhile
 
     def __call__(self, state, session):
         self.calls += 1
         if self.signal is not None and self.calls == 2:
             self.signal.set()               # the front has started frame 2
         if self.wait is not None and self.calls == 1:
-            state.extras["overlapped"] = self.wait.wait(10)
+            self.overlapped[state.pts] = self.wait.wait(10)
         return state
 
 
@@ -105,7 +105,7 @@ def test_front_stage_runs_on_the_next_frame_while_the_back_finishes(grace_hopper
     front, back = _Gate("front", signal=second_started), _Gate("back", wait=second_started)
     seen: list[bool] = []
     worker = OverlappedFrameWorker(Session("gate"), Pipeline([front, back]), StreamStats())
-    worker.finished = lambda state: seen.append(state.extras.get("overlapped", True))
+    worker.finished = lambda state: seen.append(back.overlapped.get(state.pts, True))
     worker.start()
     try:
         worker.submit(frames[0])
@@ -157,7 +157,7 @@ async def test_real_peers_get_their_frames_back_in_order_through_the_overlapped_
     monkeypatch.setattr(streamer.peer, "FrameWorker", OverlappedFrameWorker)
     bg = clip_background(astronaut, 320, 240)
     front, back = InvertBelowCode(), _Gate("mark")
-    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([front, back])), Session())
+    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([front, back])), Session().frame_context())
     assert isinstance(server.worker, OverlappedFrameWorker)
     client = ProbeClient(ClipTrack(bg, fps=30, frames=60), keep_images=100)
     await client.accept((await server.accept((await client.offer()).sdp)).sdp)

@@ -37,7 +37,7 @@ class Closeable:
 
 def test_stages_run_in_order_and_are_timed(astronaut):
     pipe = Pipeline([Invert(), Invert()])
-    state = pipe(FrameState(image=astronaut.copy(), pts=3000), Session())
+    state = pipe(FrameState(image=astronaut.copy(), pts=3000), Session().frame_context())
     assert np.array_equal(state.image, astronaut)
     assert set(state.timings) == {"invert"} and state.timings["invert"] >= 0
     assert state.pts == 3000
@@ -47,7 +47,7 @@ def test_failing_stage_passes_frame_on_and_reports():
     errors = []
     img = np.full((4, 6, 3), 7, np.uint8)
     pipe = Pipeline([Invert(), Explode(), Invert()], on_error=lambda name, exc: errors.append((name, str(exc))))
-    state = pipe(FrameState(image=img), Session())
+    state = pipe(FrameState(image=img), Session().frame_context())
     assert errors == [("explode", "model fell over")]
     assert "explode" in state.errors and "model fell over" in state.errors["explode"]
     assert "explode" in state.timings  # the failure is timed like any stage

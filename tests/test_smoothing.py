@@ -28,7 +28,7 @@ def noisy_still(astronaut):
         for i in range(40):
             state = stage(FrameState(image=add_noise(frame, 8.0, rng), pts=i * 3000), None)
             face = state.faces[0]
-            raw.append(state.extras["raw_landmarks"][face.track_id][:, :2])
+            raw.append(state.raw_landmarks[face.track_id][:, :2])
             smooth.append(face.landmarks[:, :2])
     finally:
         stage.close()

@@ -39,7 +39,7 @@ class Events(list):
 
 
 def _run(pipe, session, image, face):
-    return pipe(FrameState(image=image.copy(), faces=[face]), session)
+    return pipe(FrameState(image=image.copy(), faces=[face]), session.frame_context())
 
 
 class SlowModel:
@@ -63,15 +63,15 @@ def test_new_prompt_keeps_old_edits_then_blends(model, astronaut, face):
         session.update(prompt="a big grin")
         first = _run(pipe, session, astronaut, face)
         assert np.array_equal(first.image, astronaut)          # still encoding: the frame passes unchanged
-        assert first.extras["edits"]["smile"] == 0.0 and "edits" not in first.errors
+        assert first.edits["smile"] == 0.0 and "edits" not in first.errors
         slow.gate.set()
         cache.wait("a big grin", timeout=10)
-        smiles = [_run(pipe, session, astronaut, face).extras["edits"]["smile"] for _ in range(6)]
+        smiles = [_run(pipe, session, astronaut, face).edits["smile"] for _ in range(6)]
         assert smiles[0] > 0 and all(b >= a for a, b in zip(smiles, smiles[1:]))
         assert smiles[3] == pytest.approx(smiles[-1]) and smiles[-1] > 0.5
         prompt_events = [e for e in events if e["type"] == "prompt"]
         assert prompt_events[-1]["understood"]["smile"] > 0.5 and prompt_events[-1]["cached"] is False
-        assert session.condition is not None and session.condition.edits["smile"] > 0.5
+        assert cache.get("a big grin").edits["smile"] > 0.5
     finally:
         cache.close()
 
@@ -85,7 +85,7 @@ def test_cached_prompt_is_visible_on_the_next_frame(model, astronaut, face):
     _run(pipe, session, astronaut, face)
     session.update(prompt="smoky eyes")
     out = _run(pipe, session, astronaut, face)
-    assert out.extras["edits"]["eye_makeup"] > 0.1 and not np.array_equal(out.image, astronaut)
+    assert out.edits["eye_makeup"] > 0.1 and not np.array_equal(out.image, astronaut)
     assert events[-1]["type"] == "prompt" and events[-1]["cached"] is True
     cache.close()
 
@@ -96,7 +96,7 @@ def test_sliders_add_to_the_prompt_and_clip(model, astronaut, face):
     session = Session()
     session.update(prompt="a big grin", edits={"smile": 0.8, "brightness": -0.5, "teleport": 1.0, "blush": "lots"})
     pipe = Pipeline([EditsStage(cache, EditsStageConfig(blend_frames=1))])
-    edits = _run(pipe, session, astronaut, face).extras["edits"]
+    edits = _run(pipe, session, astronaut, face).edits
     assert edits["smile"] == 1.0 and edits["brightness"] == pytest.approx(-0.5, abs=0.1) and "teleport" not in edits
     assert combine({"smile": 0.5}, {"smile": float("nan")})["smile"] == 0.5
     cache.close()
@@ -109,7 +109,7 @@ def test_sliders_work_and_prompts_are_reported_unavailable_without_a_model(astro
     session.update(prompt="a big grin", edits={"brightness": 0.6})
     for _ in range(3):
         out = _run(pipe, session, astronaut, face)
-    assert not np.array_equal(out.image, astronaut) and out.extras["edits"]["smile"] == 0
+    assert not np.array_equal(out.image, astronaut) and out.edits["smile"] == 0
     errors = [e for e in events if e["type"] == "error"]
     assert len(errors) == 1 and "livefuse calibrate --encoder" in errors[0]["message"]
 
@@ -129,14 +129,14 @@ def test_failing_prompt_keeps_the_previous_condition(model, astronaut, face):
     session.set_event_sink(events)
     pipe = Pipeline([EditsStage(cache, EditsStageConfig(blend_frames=1))])
     session.update(prompt="red lips")
-    before = _run(pipe, session, astronaut, face).extras["edits"]["lip_tint"]
+    before = _run(pipe, session, astronaut, face).edits["lip_tint"]
     session.update(prompt="explode now")
     deadline = time.time() + 10
     while not any(e["type"] == "error" for e in events) and time.time() < deadline:
         out = _run(pipe, session, astronaut, face)
         time.sleep(0.01)
     out = _run(pipe, session, astronaut, face)
-    assert out.extras["edits"]["lip_tint"] == pytest.approx(before) and before > 0.3
+    assert out.edits["lip_tint"] == pytest.approx(before) and before > 0.3
     assert any(e["type"] == "error" and "out of memory" in e["message"] for e in events)
     cache.close()
 
@@ -166,10 +166,10 @@ def test_empty_prompt_returns_to_no_edits_and_no_faces_pass_through(model, astro
     session.update(prompt="")
     for _ in range(3):
         out = _run(pipe, session, astronaut, face)
-    assert np.array_equal(out.image, astronaut) and all(v == 0 for v in out.extras["edits"].values())
+    assert np.array_equal(out.image, astronaut) and all(v == 0 for v in out.edits.values())
     session.update(prompt="red lips")
     for _ in range(3):
-        no_face = pipe(FrameState(image=astronaut.copy(), faces=[]), session)
+        no_face = pipe(FrameState(image=astronaut.copy(), faces=[]), session.frame_context())
     assert np.array_equal(no_face.image, astronaut)
     cache.close()
 
@@ -180,6 +180,6 @@ def test_torch_frames_go_through_the_torch_twin(model, astronaut, face):
     session = Session()
     session.update(edits={"lip_tint": 0.8, "smile": 0.5})
     stage = EditsStage(None)
-    out_t = stage(FrameState(image=torch.from_numpy(astronaut.copy()), faces=[face]), session).image
-    out_n = stage(FrameState(image=astronaut.copy(), faces=[face]), session).image
+    out_t = stage(FrameState(image=torch.from_numpy(astronaut.copy()), faces=[face]), session.frame_context()).image
+    out_n = stage(FrameState(image=astronaut.copy(), faces=[face]), session.frame_context()).image
     assert isinstance(out_t, torch.Tensor) and np.abs(out_t.numpy().astype(int) - out_n).max() <= 2

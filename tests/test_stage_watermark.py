@@ -43,22 +43,22 @@ def test_stage_marks_frames_and_turns_the_bucket_off_the_frame_path(astronaut):
     session = Session("s-wm")
     pipe = Pipeline([stage])
     frame = moving_clip(astronaut, n=1)[0]
-    out = pipe(FrameState(image=frame.copy()), session)
+    out = pipe(FrameState(image=frame.copy()), session.frame_context())
     first = stage.policy.payload("s-wm", clock.t)
-    assert out.extras["watermark"] == f"{first:016x}" and not out.errors
+    assert out.watermark == f"{first:016x}" and not out.errors
     assert wm.psnr(out.image, frame) >= 40
     assert wm.extract(out.image, stage.key).payload == first
     clock.t += 60
     second = stage.policy.payload("s-wm", clock.t)
     t0 = time.perf_counter()
-    out = pipe(FrameState(image=frame.copy()), session)
+    out = pipe(FrameState(image=frame.copy()), session.frame_context())
     assert (time.perf_counter() - t0) < 0.5 * 1.0  # no blocking build: the old pattern marks meanwhile
-    assert out.extras["watermark"] == f"{first:016x}"
+    assert out.watermark == f"{first:016x}"
     deadline = time.time() + 10
-    while out.extras["watermark"] != f"{second:016x}" and time.time() < deadline:
+    while out.watermark != f"{second:016x}" and time.time() < deadline:
         time.sleep(0.02)
-        out = pipe(FrameState(image=frame.copy()), session)
-    assert out.extras["watermark"] == f"{second:016x}"
+        out = pipe(FrameState(image=frame.copy()), session.frame_context())
+    assert out.watermark == f"{second:016x}"
     assert wm.extract(out.image, stage.key).payload == second
     assert seen == [first, second]
     pipe.close()
@@ -67,8 +67,8 @@ def test_stage_marks_frames_and_turns_the_bucket_off_the_frame_path(astronaut):
 def test_torch_frames_are_marked_the_same(grace_hopper):
     clock = Clock(1_800_000_000.0)
     frame = moving_clip(grace_hopper, n=1, size=(318, 238))[0]
-    np_out = WatermarkStage(WatermarkPolicy(), clock=clock)(FrameState(image=frame.copy()), Session("t"))
-    t_out = WatermarkStage(WatermarkPolicy(), clock=clock)(FrameState(image=torch.from_numpy(frame.copy())), Session("t"))
+    np_out = WatermarkStage(WatermarkPolicy(), clock=clock)(FrameState(image=frame.copy()), Session("t").frame_context())
+    t_out = WatermarkStage(WatermarkPolicy(), clock=clock)(FrameState(image=torch.from_numpy(frame.copy())), Session("t").frame_context())
     assert isinstance(t_out.image, torch.Tensor)
     assert np.array_equal(t_out.image.numpy(), np_out.image)
 
@@ -81,5 +81,5 @@ def test_disabling_is_explicit_logged_and_audited(astronaut, caplog):
     assert not policy.enabled and "DISABLED" in caplog.text
     assert records == [("watermark_disabled", {"server_id": 0, "reason": "lab test"})]
     frame = moving_clip(astronaut, n=1)[0]
-    out = WatermarkStage(policy)(FrameState(image=frame.copy()), Session())
-    assert np.array_equal(out.image, frame) and "watermark" not in out.extras
+    out = WatermarkStage(policy)(FrameState(image=frame.copy()), Session().frame_context())
+    assert np.array_equal(out.image, frame) and out.watermark is None

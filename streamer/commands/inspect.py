@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -55,6 +56,7 @@ def inspect_source(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from engines.smoothing import SmoothingConfig
     from engines.tracking import FaceTracker
     from streamer.pipeline import FrameState
+    from streamer.session import frame_context
     from streamer.stages.faces import FaceStage, FaceStageConfig
 
     path = Path(args.source)
@@ -95,7 +97,7 @@ def inspect_source(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
                 if index >= args.max_frames:
                     break
                 h, w = rgb.shape[:2]
-                state = stage(FrameState(image=rgb, pts=int(round(t * 1000)), extras={"time_base": 0.001}), None)
+                state = stage(FrameState(image=rgb, pts=int(round(t * 1000)), time_base=Fraction(1, 1000)), frame_context())
                 frames.append(_frame_json(index, t * 1000.0, rgb, state.faces, embedder, not args.no_landmarks))
                 wanted = args.frame if args.frame is not None else (index if state.faces and drawn is None else None)
                 if drawn is None and wanted == index:

@@ -58,7 +58,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
     from tqdm import tqdm
 
     from streamer.frames import frame_to_rgb, rgb_to_frame
-    from streamer.pipeline import FrameState
+    from streamer.pipeline import VIDEO_TIME_BASE, FrameState
     from streamer.server import DEMO_SOURCE
     from streamer.services import decode_image
     from streamer.session import Session
@@ -110,7 +110,8 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
                     continue
                 for frame in packet.decode():
                     image = frame_to_rgb(frame)
-                    state = pipeline(FrameState(image=image, pts=frame.pts or 0, extras={"time_base": frame.time_base}), session)
+                    state = pipeline(FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE),
+                                     session.frame_context())
                     errors += len(state.errors)
                     out = rgb_to_frame(state.image)
                     out.pts, out.time_base = frames, 1 / fractions.Fraction(rate)

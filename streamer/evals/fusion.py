@@ -192,8 +192,7 @@ def run(args) -> dict:
         centre = ((f0.bbox[0] + f0.bbox[2]) / 2, (f0.bbox[1] + f0.bbox[3]) / 2)
         frames = [("still", base)] + motion_clip(base, centre, fw, args.clip_frames)
         session = Session()
-        session.sources[src.id] = src
-        session.update(source_id=src.id)
+        session.add_source(src.id, src)
         stage = FusionStage(config)
         half_stage = FusionStage(config)
         lm_in, lm_out = MediaPipeLandmarker(), MediaPipeLandmarker()
@@ -205,9 +204,9 @@ def run(args) -> dict:
                 continue
             face = max(faces, key=lambda f: f.bbox[2] - f.bbox[0])
             session.update(strength=1.0)
-            out = stage(FrameState(image=img, faces=[face]), session).image
+            out = stage(FrameState(image=img, faces=[face]), session.frame_context()).image
             session.update(strength=0.5)
-            half = half_stage(FrameState(image=img, faces=[face]), session).image
+            half = half_stage(FrameState(image=img, faces=[face]), session.frame_context()).image
             of = lm_out.detect(out, 33 * k)
             if not of:
                 rec["miss"].append(f"{src_name}->{tgt_name} frame {k} ({kind}): no face found in output")
@@ -245,8 +244,7 @@ def run(args) -> dict:
     src = sources["astronaut"]
     base = frame640(photos["hopper"])
     session = Session()
-    session.sources[src.id] = src
-    session.update(source_id=src.id)
+    session.add_source(src.id, src)
     stage = FusionStage(config)
     lm = MediaPipeLandmarker()
     outs, ins, area = [], [], None
@@ -259,7 +257,7 @@ def run(args) -> dict:
             from kernels.numpy.masks import region_mask
 
             area = region_mask(base.shape[:2], faces[0].landmarks, ["face_oval"]) > 0.5
-        outs.append(stage(FrameState(image=noisy, faces=faces), session).image.astype(np.float32).mean(axis=2))
+        outs.append(stage(FrameState(image=noisy, faces=faces), session.frame_context()).image.astype(np.float32).mean(axis=2))
         ins.append(noisy.astype(np.float32).mean(axis=2))
     lm.close()
     flicker_out = float(np.std(np.stack(outs), axis=0)[area].mean())

@@ -181,8 +181,7 @@ class SourceGate:
         source_id = str(form.get("source_id") or source.id)
         if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
             raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
-        session.sources[source_id] = source
-        session.update(source_id=source_id)
+        session.add_source(source_id, source)
         self._record("source_registered", **base, source_id=source_id, face_index=source.face_index)
         out = {"source_id": source_id, **{k: v for k, v in source.summary().items() if k != "id"}}
         if "embedding_sha256" in base:

@@ -1,4 +1,4 @@
-"""Session data is purged when a session ends: source faces, embeddings, prompt condition, controls.
+"""Session data is purged when a session ends: source faces, embeddings, controls (the prompt among them).
 
 Nothing a client sent (source images, frames) is written to disk by the safety layer; recording is
 the file sink's job and only when explicitly enabled. Call `purge_session` from the session's close path.
@@ -14,12 +14,7 @@ from streamer.session import Controls
 
 def purge_session(session: Any, audit: Callable[..., None] | None = None) -> dict[str, int]:
     """Drop everything the session holds about a face or a prompt; returns what was dropped."""
-    dropped = {"sources": len(session.sources)}
-    for value in list(session.sources.values()):
-        if isinstance(value, dict):
-            value.clear()
-    session.sources.clear()
-    session.condition = None
+    dropped = {"sources": session.clear_sources()}
     defaults = Controls()
     session.update(**{f.name: getattr(defaults, f.name) for f in fields(Controls)})  # one atomic reset
     session.closed.set()

@@ -80,11 +80,11 @@ def resolve_policy(
     return WatermarkPolicy(enabled=True, server_id=server_id, bucket_seconds=bucket_seconds)
 
 
-def payload_recorder(audit: Callable[..., None], bucket_seconds: int = 60) -> Callable[[Any, int], None]:
+def payload_recorder(audit: Callable[..., None], bucket_seconds: int = 60) -> Callable[[str, int], None]:
     """A `WatermarkStage(on_payload=...)` hook that writes each session's new payload to the audit log,
     so a payload found by `livefuse verify` leads back to its session."""
 
-    def record(session: Any, payload: int) -> None:
-        audit("watermark", session=session.id, payload=f"{payload:016x}", **parse_payload(payload, bucket_seconds))
+    def record(session_id: str, payload: int) -> None:
+        audit("watermark", session=session_id, payload=f"{payload:016x}", **parse_payload(payload, bucket_seconds))
 
     return record

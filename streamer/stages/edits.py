@@ -23,7 +23,7 @@ from kernels.numpy.edits import render_edits as render_numpy
 if TYPE_CHECKING:  # pragma: no cover
     from streamer.pipeline import FrameState
     from streamer.prompts import PromptCache
-    from streamer.session import Session
+    from streamer.session import FrameContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,6 @@ class EditsStage:
         self._wanted: str | None = None          # normalised prompt the client asked for last
         self._waiting = False                    # its condition is not ready yet
         self._asked_at_once = False              # was it cached when first asked for
-        self._active: Condition | None = None    # the condition being blended to / applied
         self._from = {n: 0.0 for n in EDIT_NAMES}
         self._to = dict(self._from)
         self._step = 0
@@ -68,7 +67,7 @@ class EditsStage:
         self.last_edits: dict[str, float] = dict(self._from)
 
     # -- prompt following -------------------------------------------------------------------------
-    def _follow(self, prompt: str, session: "Session") -> None:
+    def _follow(self, prompt: str, context: "FrameContext") -> None:
         try:
             key = normalise_prompt(prompt)
         except TypeError:
@@ -76,7 +75,7 @@ class EditsStage:
         if self.cache is None:
             if key and not self._told_unavailable:
                 self._told_unavailable = True
-                session.notify({"type": "error", "stage": self.name, "message": f"prompts are unavailable: {self.unavailable}"})
+                context.notify({"type": "error", "stage": self.name, "message": f"prompts are unavailable: {self.unavailable}"})
             return
         if key != self._wanted:
             self._wanted = key
@@ -87,20 +86,18 @@ class EditsStage:
         cond = self.cache.get(key)
         if cond is not None:
             self._waiting = False
-            self._start(cond, session, cached=self._asked_at_once)
+            self._start(cond, context, cached=self._asked_at_once)
             return
         self._asked_at_once = False
         err = self.cache.error(key)
         if err is not None:
             self._waiting = False  # keep the previous condition; tell the client once
-            session.notify({"type": "error", "stage": self.name, "message": f"prompt not understood, keeping the previous one: {err}"})
+            context.notify({"type": "error", "stage": self.name, "message": f"prompt not understood, keeping the previous one: {err}"})
 
-    def _start(self, cond: Condition, session: "Session", cached: bool) -> None:
+    def _start(self, cond: Condition, context: "FrameContext", cached: bool) -> None:
         self._from = self.current()
         self._to = {n: float(cond.edits.get(n, 0.0)) for n in EDIT_NAMES}
         self._step = 0
-        self._active = cond
-        session.condition = cond
         event: dict[str, Any] = {
             "type": "prompt", "text": cond.text[:500], "understood": cond.summary(self.config.report_threshold),
             "encoder": cond.encoder, "cached": cached, "encode_ms": round(cond.encode_ms, 1),
@@ -112,7 +109,7 @@ class EditsStage:
             event["message"] = f"prompt cut to the encoder's limit of {cond.token_limit} tokens"
         if cond.unknown:
             event["unknown"] = "".join(dict.fromkeys(cond.unknown))[:100]
-        session.notify(event)
+        context.notify(event)
 
     def current(self) -> dict[str, float]:
         """The prompt's edits at this point of the blend."""
@@ -121,14 +118,14 @@ class EditsStage:
         return {k: (1 - a) * self._from[k] + a * self._to[k] for k in EDIT_NAMES}
 
     # -- the frame --------------------------------------------------------------------------------
-    def __call__(self, state: "FrameState", session: "Session") -> "FrameState":
-        controls = session.controls
-        self._follow(controls.prompt, session)
+    def __call__(self, state: "FrameState", context: "FrameContext") -> "FrameState":
+        controls = context.controls
+        self._follow(controls.prompt, context)
         if self._step < self.config.blend_frames:
             self._step += 1
         edits = combine(self.current(), controls.edits)
         self.last_edits = edits
-        state.extras["edits"] = edits
+        state.edits = edits
         if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
             return state
         faces = [f.landmarks for f in state.faces]

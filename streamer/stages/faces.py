@@ -2,7 +2,7 @@
 
 One FaceStage per session (the landmarker runs in VIDEO mode, which follows one stream). Later stages
 read `state.faces`; each face carries a stable `track_id`, smoothed landmarks (pixels) and the bbox of
-the smoothed landmarks; the raw landmarks stay in `state.extras["raw_landmarks"][track_id]`.
+the smoothed landmarks; the raw landmarks stay in `state.raw_landmarks[track_id]`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from engines.smoothing import OneEuroLandmarks, SmoothingConfig
 from engines.tracking import FaceTracker, TrackerConfig
 from streamer.pipeline import FrameState
 
-VIDEO_TIME_BASE = 1.0 / 90000.0   # aiortc's video clock, the default when a frame carries no time base
-
 
 @dataclass(frozen=True, slots=True)
 class FaceStageConfig:
@@ -28,7 +26,6 @@ class FaceStageConfig:
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)
-    time_base: float = VIDEO_TIME_BASE   # seconds per pts tick, unless state.extras["time_base"] says
 
 
 class FaceStage:
@@ -47,10 +44,9 @@ class FaceStage:
         self.tracker = FaceTracker(config.tracker)
         self._smoothers: dict[int, OneEuroLandmarks] = {}
 
-    def __call__(self, state: FrameState, session: Any = None) -> FrameState:
+    def __call__(self, state: FrameState, context: Any = None) -> FrameState:
         image = _as_numpy_rgb(state.image)
-        time_base = float(state.extras.get("time_base", self.config.time_base))
-        t = state.pts * time_base
+        t = state.seconds
         faces = self.tracker.update(self.detector.detect(image, int(round(t * 1000.0))))
         for tid in self.tracker.dropped:
             self._smoothers.pop(tid, None)
@@ -65,7 +61,7 @@ class FaceStage:
             lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
             out.append(replace(face, landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))))
         state.faces = out
-        state.extras["raw_landmarks"] = raw
+        state.raw_landmarks = raw
         return state
 
     def close(self) -> None:

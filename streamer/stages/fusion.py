@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Mapping
 
 import cv2
 import numpy as np
@@ -25,6 +25,7 @@ from engines.sources import SourceFace
 from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
 from kernels.numpy.masks import polygon_mask
 from streamer.pipeline import FrameState
+from streamer.session import FrameContext
 
 
 NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
@@ -161,7 +162,7 @@ class FusionStage:
         self._np = _np_ops()
 
     # -- source choice -------------------------------------------------------------------------------
-    def source_for(self, face: Any, controls: Any, sources: dict[str, Any], image: Any = None) -> SourceFace | None:
+    def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None) -> SourceFace | None:
         """By track (`Controls.face_sources`), else by reference identity (the router), else the one source
         for all (`Controls.source_id`)."""
         sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
@@ -174,12 +175,11 @@ class FusionStage:
             sid = self._routes[face.track_id]
         if sid is None:
             sid = controls.source_id
-        src = sources.get(sid) if sid is not None else None
-        return src if isinstance(src, SourceFace) else None
+        return sources.get(sid) if sid is not None else None
 
     # -- per frame -----------------------------------------------------------------------------------
-    def __call__(self, state: FrameState, session: Any) -> FrameState:
-        controls = session.controls
+    def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
+        controls = context.controls
         strength = float(min(max(controls.strength, 0.0), 1.0))
         if not controls.enabled or strength <= 0.0 or not state.faces:
             return state
@@ -190,7 +190,7 @@ class FusionStage:
         out = None
         fused = []
         for i, face in enumerate(state.faces):
-            src = self.source_for(face, controls, session.sources, image)
+            src = self.source_for(face, controls, context.sources, image)
             if src is None:
                 continue
             weight = strength * face_weight(face, (h, w), self.config)
@@ -206,7 +206,7 @@ class FusionStage:
             fused.append({"track_id": face.track_id, "source_id": src.id, "weight": round(weight, 3)})
         if out is not None:
             state.image = out
-        state.extras["fusion"] = fused
+        state.fused = fused
         return state
 
     def _geometry(self, face: Any, src: SourceFace, weight: float, controls: Any,

@@ -16,9 +16,10 @@ import numpy as np
 
 from kernels.numpy import watermark as np_wm
 from streamer.pipeline import FrameState
+from streamer.session import FrameContext
 from streamer.safety.watermark import WatermarkPolicy
 
-PayloadHook = Callable[[Any, int], None]  # (session, payload) whenever a session starts a new payload
+PayloadHook = Callable[[str, int], None]  # (session id, payload) whenever a session starts a new payload
 
 
 class _Spec(NamedTuple):
@@ -41,27 +42,27 @@ class WatermarkStage:
         self._pending: tuple[_Spec, Future] | None = None
         self._pool: ThreadPoolExecutor | None = None
 
-    def __call__(self, state: FrameState, session: Any) -> FrameState:
+    def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
         if not self.policy.enabled:
             return state
         image = state.image
         device = None if isinstance(image, np.ndarray) else str(image.device)
-        spec = _Spec(tuple(image.shape[:2]), self.policy.payload(session.id, self.clock()), device)
-        payload, pattern = self._pattern_for(spec, session)
+        spec = _Spec(tuple(image.shape[:2]), self.policy.payload(context.session_id, self.clock()), device)
+        payload, pattern = self._pattern_for(spec, context.session_id)
         if device is None:
             state.image = np_wm.embed(image, pattern)
         else:
             from kernels.torch import watermark as torch_wm  # torch only when frames are tensors
 
             state.image = torch_wm.embed(image, pattern)
-        state.extras["watermark"] = f"{payload:016x}"
+        state.watermark = f"{payload:016x}"
         return state
 
-    def _pattern_for(self, spec: _Spec, session: Any) -> tuple[int, Any]:
+    def _pattern_for(self, spec: _Spec, session_id: str) -> tuple[int, Any]:
         if self._pending is not None and self._pending[1].done():
             done_spec, future = self._pending
             self._pending = None
-            self._adopt(done_spec, future.result(), session)
+            self._adopt(done_spec, future.result(), session_id)
         if self._spec == spec:
             return spec.payload, self._pattern
         same_geometry = self._spec is not None and (self._spec.shape, self._spec.device) == (spec.shape, spec.device)
@@ -69,14 +70,14 @@ class WatermarkStage:
             if self._pending is None or self._pending[0] != spec:
                 self._pending = (spec, self._executor().submit(self._build, spec))
             return self._spec.payload, self._pattern  # type: ignore[union-attr]
-        self._adopt(spec, self._build(spec), session)
+        self._adopt(spec, self._build(spec), session_id)
         return spec.payload, self._pattern
 
-    def _adopt(self, spec: _Spec, pattern: Any, session: Any) -> None:
+    def _adopt(self, spec: _Spec, pattern: Any, session_id: str) -> None:
         changed = self._spec is None or self._spec.payload != spec.payload
         self._spec, self._pattern = spec, pattern
         if changed and self.on_payload is not None:
-            self.on_payload(session, spec.payload)
+            self.on_payload(session_id, spec.payload)
 
     def _build(self, spec: _Spec) -> Any:
         if spec.device is None:

@@ -57,11 +57,11 @@ class ObservedPipeline(Pipeline):
         with self.lock:
             self.frames += 1
             self.with_face += bool(state.faces)
-            self.fused += bool(state.extras.get("fusion"))
+            self.fused += bool(state.fused)
             self.last = {
-                "faces": len(state.faces), "fusion": list(state.extras.get("fusion") or []),
-                "watermark": state.extras.get("watermark"), "errors": dict(state.errors),
-                "edits": dict(state.extras.get("edits") or {}),
+                "faces": len(state.faces), "fusion": list(state.fused or []),
+                "watermark": state.watermark, "errors": dict(state.errors),
+                "edits": dict(state.edits or {}),
                 "landmarks": state.faces[0].landmarks[:, :2].copy() if state.faces else None,
             }
         return state

@@ -121,6 +121,7 @@ def main() -> None:
     p.add_argument("--face-backend", default=None, help="face runtimes in order of preference (default: the product's)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    from streamer.encoder_bitrates import set_encoder_bitrates
     from streamer.threads import ThreadConfig, apply_thread_config
 
     apply_thread_config(ThreadConfig(cv2=a.cv2_threads, torch=a.torch_threads))
@@ -128,8 +129,9 @@ def main() -> None:
     if a.overlap:
         use_overlapped_worker(log)
     # overlap="off": the worker is chosen above (logged variants), never by the host's core count
-    app = create_app(ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off"),
-                     build_services(a.pipeline, a.delay_ms, log, a.face_backend))
+    config = ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off")
+    set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
+    app = create_app(config, build_services(a.pipeline, a.delay_ms, log, a.face_backend))
 
     async def timings(request: web.Request) -> web.Response:
         q = request.query

@@ -55,6 +55,8 @@ class SourceConfig:
     max_pixels: int = 40_000_000
     max_bytes: int = 25 << 20
     max_faces: int = 4
+    formats: tuple[str, ...] = ("JPEG", "PNG", "WEBP")   # what a photo may arrive as (PIL's names)
+    min_side: int = 32               # a narrower image holds no usable face
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +91,7 @@ def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray
     if not isinstance(data, np.ndarray) and len(data) > config.max_bytes:
         raise SourceRefused("too_large", f"image file is {len(data)} bytes; the limit is {config.max_bytes}")
     try:
-        return load_image(data, max_pixels=config.max_pixels)
+        return load_image(data, max_pixels=config.max_pixels, min_side=config.min_side, formats=config.formats)
     except ImageError as exc:
         raise SourceRefused(exc.reason, str(exc)) from None
 

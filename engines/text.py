@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -27,6 +28,8 @@ import torch
 
 from engines import glossary as zh_glossary
 from engines.cards import MINILM_L6, ModelCard
+
+log = logging.getLogger(__name__)
 
 CONDITION_DIM = 512
 # The renderer's controls, each in [-1, 1] with 0 = no change (kernels/numpy/edits.py documents them).
@@ -266,7 +269,9 @@ def artifact_path_for(encoder_id: str) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Condition:
-    """What one prompt was understood as: the condition vector and the edits the head reads from it."""
+    """What one prompt was understood as, the one reading every consumer shares: the normalised text,
+    its clauses, their pooled encoder embeddings (the policy filter compares these with its examples),
+    the condition vector and the edits the head reads from it."""
 
     text: str                       # normalised prompt (the cache key)
     encoder_text: str               # what the encoder saw (after the Chinese glossary)
@@ -278,6 +283,9 @@ class Condition:
     unknown: tuple[str, ...] = ()   # characters the glossary could not translate (dropped)
     encode_ms: float = 0.0
     token_limit: int = 0            # the encoder's limit per clause (what `truncated` refers to)
+    clauses: tuple[str, ...] = ()   # the wishes the encoder saw, one by one (see `clauses`)
+    # pooled encoder embeddings [len(clauses) (+1: the whole prompt, when it has several clauses), H]
+    embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32), repr=False)
 
     @property
     def norm(self) -> float:
@@ -319,21 +327,24 @@ class PromptModel:
         """Each prompt is split into clauses (see `clauses`); every clause goes encoder -> projector -> head,
         the prompt's edits are the clipped sum over its clauses and its condition the mean of theirs. So
         "no heavy makeup, a little blush" negates only the makeup, and three wishes are three wishes
-        rather than one blurred average."""
+        rather than one blurred average. A prompt of several clauses is also encoded whole, in the same
+        batch, so a reader of `Condition.embeddings` sees both the parts and their sum."""
+        t_start = time.perf_counter()
         prepared = [self.prepare(t) for t in texts]
         parts = [clauses(enc_text) for _, enc_text, _ in prepared]
         stems = {c: negation_stem(c) for p in parts for c in p}
-        flat = list(dict.fromkeys([c for p in parts for c in p] + [s for s in stems.values() if s]))
+        wholes = [enc_text for (_, enc_text, _), p in zip(prepared, parts) if len(p) > 1]
+        flat = list(dict.fromkeys([c for p in parts for c in p] + [s for s in stems.values() if s] + wholes))
         out: list[Condition] = []
         if flat:
-            t0 = time.perf_counter()
             enc = self.encoder.encode(flat)
             with torch.inference_mode():
                 c = self.projector(torch.from_numpy(enc.pooled))
                 e = self.head(c)
-            ms = (time.perf_counter() - t0) * 1000.0 / len(texts)
             c_np, e_np = c.numpy().astype(np.float32), e.numpy().astype(np.float64)
+            pooled = np.asarray(enc.pooled, np.float32)
             index = {t: i for i, t in enumerate(flat)}
+        ms = (time.perf_counter() - t_start) * 1000.0 / max(len(texts), 1)
         for (norm, enc_text, unknown), p in zip(prepared, parts):
             if not p:
                 out.append(empty_condition(self.id, self.edit_names))
@@ -341,11 +352,13 @@ class PromptModel:
             rows = [index[c] for c in p]
             per = [gate_negated(e_np[index[c]], e_np[index[stems[c]]]) if stems[c] else e_np[index[c]] for c in p]
             edits = np.clip(np.sum(per, axis=0), -1.0, 1.0)
+            embedded = rows + ([index[enc_text]] if len(p) > 1 else [])
             out.append(Condition(
                 text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
                 edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
                 truncated=any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
-                unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length))
+                unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length,
+                clauses=tuple(p), embeddings=pooled[embedded]))
         return out
 
 
@@ -401,8 +414,12 @@ def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, ar
 def _artifact_encoder(path: Path) -> str | None:
     from safetensors import safe_open
 
+    from safetensors import SafetensorError
+
     try:
         with safe_open(str(path), framework="pt") as f:
             return (f.metadata() or {}).get("encoder_id")
-    except Exception:
+    except (OSError, SafetensorError) as exc:
+        # a file that is not an artifact is not a candidate; say so, so a corrupt one is not a mystery
+        log.warning("skipping %s as a calibration artifact: %s", path, exc)
         return None

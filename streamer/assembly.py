@@ -1,5 +1,6 @@
-"""Puts the product together: the shared models, one pipeline per session, and the service hooks the
-server and `livefuse process` call. The one place that knows which stage follows which.
+"""The composition root: the one place that builds the product (shared models, safety parts, one pipeline
+per session) and hands the server and `livefuse process` their hooks (`Product.services()`). It alone
+knows which stage follows which and which part gets which.
 
 Per frame:  faces (detect + track + smooth) -> fusion (source identity) -> edits (prompt + sliders)
             -> watermark (always last, so every output frame carries it).
@@ -17,20 +18,28 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathlib import Path
+
+from engines.sources import SourceConfig, SourceRegistry
 from streamer.pipeline import Pipeline
-from streamer.safety.auth import REQUEST_SLOT, token_id_of
+from streamer.safety.audit import AuditConfig, AuditLog
+from streamer.safety.auth import REQUEST_SLOT, AccessPolicy, TokenStore, token_id_of
+from streamer.safety.denylist import IdentityDenylist, SourceGate
+from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy, Understand
 from streamer.safety.kit import SafetyConfig, SafetyKit
 from streamer.safety.privacy import purge_session
+from streamer.safety.watermark import payload_recorder, resolve_policy
 from streamer.services import Services
 from streamer.session import Session
 from streamer.stages.edits import EditsStage, EditsStageConfig
 from streamer.stages.faces import FaceStage, FaceStageConfig
 from streamer.stages.fusion import FusionConfig, FusionStage
-from engines.sources import SourceConfig, SourceRegistry
+from streamer.stages.watermark import WatermarkStage
 
 log = logging.getLogger(__name__)
 
 STAGE_NAMES = ("faces", "fusion", "edits", "watermark")
+PROMPT_READ_TIMEOUT_S = 10.0   # how long a prompt change waits for its reading before terms alone decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +116,11 @@ class Product:
                 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
 
                 cache = self.prompts
-                encoder = cache.model.encoder if cache is not None else None
                 landmarker = MediaPipeLandmarker(LandmarkerConfig(mode="image")) if self.config.safety.denylist_dir else None
-                self._kit = SafetyKit.build(self.config.safety, encoder=encoder, registry=self.registry,
-                                            landmarker=landmarker)
+                self._kit = build_safety(
+                    self.config.safety, model=cache.model if cache is not None else None, registry=self.registry,
+                    landmarker=landmarker,
+                    understand=(lambda text: cache.wait(text, PROMPT_READ_TIMEOUT_S)) if cache is not None else None)
             return self._kit
 
     # --- per session --------------------------------------------------------------------------------
@@ -127,7 +137,7 @@ class Product:
                 cache = self.prompts
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error))
             elif name == "watermark":
-                stages.append(self.safety.watermark_stage())
+                stages.append(watermark_stage(self.safety))
         return Pipeline(stages)
 
     def register_source(self, session: Session, image_rgb: Any, form: Any) -> dict[str, Any]:
@@ -135,12 +145,9 @@ class Product:
         return self.safety.sources.register(session, image_rgb, form)
 
     def set_prompt(self, session: Session, text: str) -> dict[str, Any]:
-        """The policy filter first; an allowed prompt starts encoding at once so the stage finds it ready."""
-        result = self.safety.prompts.set_prompt(session, text)
-        cache = self.prompts
-        if result.get("allowed") and cache is not None:
-            cache.get(text)
-        return result
+        """The prompt is read once, through the cache (the edits stage then finds it ready), and the
+        policy filter decides on that reading."""
+        return self.safety.prompts.set_prompt(session, text)
 
     def session_started(self, session: Session, request: Any) -> None:
         slot = request.get(REQUEST_SLOT) if hasattr(request, "get") else None
@@ -177,3 +184,30 @@ class Product:
             startup=self.warm_up,
             shutdown=self.close,
         )
+
+
+def build_safety(config: SafetyConfig, *, model: Any, registry: SourceRegistry, landmarker: Any,
+                 understand: Understand | None = None) -> SafetyKit:
+    """Every safety part from its settings, all writing to one audit log. `model` is the prompt model
+    whose encoder embeds the policy's examples (None: terms and patterns only); `registry` the product's
+    SourceRegistry (with its identity embedder); `landmarker` reads the denylist's reference photos."""
+    key = Path(config.audit_key_file).read_bytes().strip() if config.audit_key_file else None
+    audit = AuditLog(AuditConfig(config.audit_path, key=key))
+    policy = resolve_policy(disable=config.disable_watermark, server_id=config.server_id,
+                            reason=config.disable_reason, audit=audit)
+    prompts = PromptGate(PromptFilter(PromptPolicy.load(config.policy_path), model), audit=audit, understand=understand)
+    deny = IdentityDenylist(config.denylist_dir, registry.embedder, landmarker) if config.denylist_dir else None
+    sources = SourceGate(registry, deny, audit=audit)
+    tokens = TokenStore.load(config.tokens_file) if config.tokens_file else TokenStore()
+    access = AccessPolicy.for_host(config.host, allowed_origins=tuple(config.allowed_origins))
+    return SafetyKit(config, audit, policy, prompts, sources, tokens, access)
+
+
+def watermark_stage(kit: SafetyKit) -> WatermarkStage:
+    """One per session pipeline, last; each new payload goes to the audit log."""
+    return WatermarkStage(kit.watermark, on_payload=payload_recorder(kit.audit, kit.watermark.bucket_seconds))
+
+
+def build_services(config: ProductConfig | None = None) -> Services:
+    """What `livefuse serve` and `livefuse process` run with: the real product's hooks."""
+    return Product(config or ProductConfig()).services()

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Callable, Protocol, Sequence
 
 from engines.text import Condition, empty_condition, normalise_prompt
@@ -77,14 +78,18 @@ class PromptCache:
             return self._failed.get(self.key(text))
 
     def wait(self, text: str, timeout: float | None = None) -> Condition | None:
-        """Blocking get, for the CLI and tests; never call it on the frame path."""
+        """Blocking get, up to `timeout` s (None: the reading is not ready or failed); for the control
+        path, the CLI and tests, never the frame path."""
         cond = self.get(text)
         if cond is not None:
             return cond
         with self._lock:
             fut = self._pending.get(self.key(text))
         if fut is not None:
-            fut.result(timeout)
+            try:
+                fut.result(timeout)
+            except TimeoutError:
+                return None
         with self._lock:
             return self._items.get(self.key(text))
 
@@ -99,9 +104,8 @@ class PromptCache:
                 self._failed[key] = f"{type(exc).__name__}: {exc}"
                 self._pending.pop(key, None)
             return
-        ms = (time.perf_counter() - t0) * 1000.0
-        if cond.encode_ms == 0.0:
-            object.__setattr__(cond, "encode_ms", ms)
+        if cond.encode_ms == 0.0:   # a model that does not time itself: the cache's own clock
+            cond = replace(cond, encode_ms=(time.perf_counter() - t0) * 1000.0)
         with self._lock:
             self._items[key] = cond
             self._items.move_to_end(key)

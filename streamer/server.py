@@ -16,9 +16,11 @@ from typing import Any
 from aiohttp import web
 
 from streamer.config import ServerConfig
+from streamer.encoder_bitrates import check_encoder_bitrates
 from streamer.metrics import Metrics
 from streamer.peer import BadOffer, PeerSession
-from streamer.services import Services, SourceRefused, decode_image
+from engines.sources import SourceConfig, SourceRefused, decode_image
+from streamer.services import Services
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
 
@@ -49,6 +51,7 @@ class LiveFuseServer:
         self._pending = 0
         self.started = time.time()
         self.camera = None
+        self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
         if config.vcam:
             from streamer.sinks.vcam import CameraFeed
 
@@ -189,7 +192,7 @@ class LiveFuseServer:
         data, form = await read_image_upload(request, self.config.max_source_bytes)
         loop = asyncio.get_running_loop()
         try:  # decoding and face work off the event loop
-            image = await loop.run_in_executor(None, lambda: decode_image(data, max_pixels=self.config.max_source_pixels))
+            image = await loop.run_in_executor(None, decode_image, data, self.upload_limits)
             result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
         except SourceRefused as exc:
             self.metrics.refused.labels("source").inc()
@@ -269,16 +272,6 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
     return data, form
 
 
-def apply_bitrate_bounds(config: ServerConfig) -> None:
-    """aiortc keeps its encoder bounds as module constants; the server owns the process, so it sets them."""
-    from aiortc.codecs import h264, vpx
-
-    for mod in (vpx, h264):
-        mod.MIN_BITRATE = config.min_bitrate
-        mod.MAX_BITRATE = config.max_bitrate
-        mod.DEFAULT_BITRATE = max(config.min_bitrate, min(mod.DEFAULT_BITRATE, config.max_bitrate))
-
-
 SERVER_KEY = web.AppKey("livefuse", LiveFuseServer)
 WARMUP_KEY = web.AppKey("livefuse_warmup", asyncio.Future)
 
@@ -286,7 +279,7 @@ WARMUP_KEY = web.AppKey("livefuse_warmup", asyncio.Future)
 def create_app(config: ServerConfig | None = None, services: Services | None = None) -> web.Application:
     config = config or ServerConfig()
     services = services or Services()
-    apply_bitrate_bounds(config)
+    check_encoder_bitrates(config.min_bitrate, config.max_bitrate)   # a process setting: see encoder_bitrates
     server = LiveFuseServer(config, services)
     # the largest body any route takes; each route enforces its own, smaller limit
     app = web.Application(client_max_size=max(config.max_sdp_bytes, config.max_source_bytes) + 64 * 1024,

@@ -1,87 +1,70 @@
-"""The injectable parts of the server: the lead swaps these for the real face pipeline, source
-registration, prompt path, auth and audit log without touching the network code."""
+"""The hooks the server calls into the product: the one seam between the network code and what runs on
+the frames. `streamer.assembly.Product.services()` fills them with the real product; each default here
+is neutral (no stages, no source registration, the prompt stored as given, loopback clients only, audit
+events to the log), so the server runs and is tested without any model."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from engines.images import ImageError, load_image
 from engines.sources import SourceRefused
 from streamer.pipeline import Pipeline
+from streamer.safety.auth import is_loopback
 from streamer.session import Session
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("livefuse.audit")
 
-ACCEPTED_IMAGE_FORMATS = ("JPEG", "PNG", "WEBP")
 
-
-def decode_image(data: bytes, *, max_pixels: int) -> np.ndarray:
-    """Bytes from the client -> H x W x 3 uint8 RGB, refusing what is not a small real image.
-    The pixel count is checked from the header before the image is decoded."""
-    try:
-        image = load_image(data, max_pixels=max_pixels, min_side=32, formats=ACCEPTED_IMAGE_FORMATS)
-    except ImageError as exc:
-        raise SourceRefused(exc.reason, str(exc)) from None
-    return image
-
-
-def default_make_pipeline(session: Session) -> Pipeline:
-    """No stages until the face stages are wired in: frames pass through untouched."""
+def no_stages(session: Session) -> Pipeline:
     return Pipeline([])
 
 
-def default_register_source(session: Session, image_rgb: np.ndarray, form: Mapping[str, str]) -> dict[str, Any]:
-    """Keep the decoded image as the session's source and make it the active one."""
-    source_id = form.get("source_id") or uuid.uuid4().hex[:12]
-    if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
-        raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
-    session.add_source(source_id, image_rgb)
-    h, w = image_rgb.shape[:2]
-    return {"source_id": source_id, "width": w, "height": h}
+def no_sources(session: Session, image_rgb: np.ndarray, form: Mapping[str, str]) -> dict[str, Any]:
+    raise SourceRefused("unavailable", "this server takes no source faces")
 
 
-def default_set_prompt(session: Session, text: str) -> dict[str, Any]:
+def store_prompt(session: Session, text: str) -> dict[str, Any]:
     session.update(prompt=text)
     return {"prompt": text}
 
 
-def default_authorize(request: Any) -> str | None:
-    """Open to loopback clients only; anything else needs a real authorize hook."""
-    remote = getattr(request, "remote", None) or ""
-    try:
-        return "loopback" if ipaddress.ip_address(remote).is_loopback else None
-    except ValueError:
-        return None
+def loopback_only(request: Any) -> str | None:
+    return "loopback" if is_loopback(getattr(request, "remote", None) or "") else None
 
 
-def default_audit(event: str, **fields: Any) -> None:
+def log_event(event: str, **fields: Any) -> None:
     audit_log.info("%s %s", event, " ".join(f"{k}={v!r}" for k, v in sorted(fields.items())))
+
+
+def _nothing(*args: Any) -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    make_pipeline: Callable[[Session], Pipeline] = default_make_pipeline
-    register_source: Callable[[Session, np.ndarray, Mapping[str, str]], dict[str, Any]] = default_register_source
-    set_prompt: Callable[[Session, str], dict[str, Any]] = default_set_prompt
-    authorize: Callable[[Any], str | None] = default_authorize
-    audit: Callable[..., None] = default_audit
-    middlewares: tuple[Any, ...] = ()                                  # aiohttp middlewares (auth)
-    session_started: Callable[[Session, Any], None] = lambda session, request: None
-    session_ended: Callable[[Session], None] = lambda session: None    # after its pipeline stopped
-    startup: Callable[[], None] = lambda: None                         # load shared models before the first client
-    shutdown: Callable[[], None] = lambda: None                        # the server is stopping
-    extras: Mapping[str, Any] = field(default_factory=dict)
-
-
-def default_services(product_config: Any = None) -> Services:
-    """What `livefuse serve` and `livefuse process` run with: the real product (streamer.assembly)."""
-    from streamer.assembly import Product, ProductConfig
-
-    return Product(product_config or ProductConfig()).services()
+    make_pipeline: Callable[[Session], Pipeline] = no_stages
+    """A new session's stages; called in an executor (it may load models)."""
+    register_source: Callable[[Session, np.ndarray, Mapping[str, str]], dict[str, Any]] = no_sources
+    """An uploaded photo (decoded RGB) and its form fields -> the reply; raises SourceRefused. Runs in an
+    executor."""
+    set_prompt: Callable[[Session, str], dict[str, Any]] = store_prompt
+    """A prompt from the client -> the reply (the hook decides and applies it). Runs off the event loop."""
+    authorize: Callable[[Any], str | None] = loopback_only
+    """A request -> the principal it acts for (token id, "loopback"), or None: 401."""
+    audit: Callable[..., None] = log_event
+    """One audit record: `audit(event, **fields)`."""
+    middlewares: tuple[Any, ...] = ()
+    """aiohttp middlewares for every route (token checks, origin checks)."""
+    session_started: Callable[[Session, Any], None] = _nothing
+    """A session (and the request that opened it) is about to stream."""
+    session_ended: Callable[[Session], None] = _nothing
+    """A session's pipeline has stopped: drop what the product holds for it. Runs in an executor."""
+    startup: Callable[[], None] = _nothing
+    """Load shared models before the first client; runs in an executor at server start."""
+    shutdown: Callable[[], None] = _nothing
+    """The server is stopping."""

@@ -69,3 +69,19 @@ def dominant_hz(samples: np.ndarray, rate: int) -> float:
     x = samples.astype(np.float64) - samples.mean()
     spectrum = np.abs(np.fft.rfft(x * np.hanning(len(x))))
     return float(np.fft.rfftfreq(len(x), 1.0 / rate)[int(np.argmax(spectrum))])
+
+
+def keep_decoded(received: list):
+    """A register_source hook that records the decoded photo it is handed and registers it as the
+    session's source (no consent or policy: those are the product's, tested in test_assembly)."""
+    from engines.sources import SourceRegistry
+
+    registry = SourceRegistry()
+
+    def register(session, image, form):
+        received.append(image)
+        session.add_source(form.get("source_id") or f"s{len(received)}", registry.register(image))
+        h, w = image.shape[:2]
+        return {"source_id": session.controls.source_id, "width": w, "height": h}
+
+    return register

@@ -12,15 +12,15 @@ from streamer.session import Session
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from engines.text import TextEncoder
+def model():
+    from engines.text import load_prompt_model
 
-    return TextEncoder()
+    return load_prompt_model()
 
 
 @pytest.fixture(scope="module")
-def full(encoder):
-    return PromptFilter(PromptPolicy.load(), encoder)
+def full(model):
+    return PromptFilter(PromptPolicy.load(), model)
 
 
 REFUSED = {

@@ -1,4 +1,4 @@
-"""The safety kit as the server would build it: everything lands in one audit log that verifies."""
+"""The safety parts as the product builds them: everything lands in one audit log that verifies."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from PIL import Image
 
 from streamer.pipeline import FrameState, Pipeline
 from streamer.safety.audit import iter_records, verify
-from streamer.safety.kit import SafetyConfig, SafetyKit
+from streamer.assembly import build_safety, watermark_stage
+from streamer.safety.kit import SafetyConfig
 from streamer.session import Session
 from tests.watermark_clips import moving_clip
 
@@ -24,7 +25,7 @@ def test_kit_wires_one_audit_trail(tmp_path, astronaut, grace_hopper):
     cfg = SafetyConfig(host="0.0.0.0", audit_path=str(tmp_path / "audit.jsonl"), denylist_dir=str(deny), server_id=9)
     from engines.sources import SourceRefused, SourceRegistry
 
-    kit = SafetyKit.build(cfg, encoder=None, registry=SourceRegistry(embedder=IdentityEmbedder()), landmarker=MediaPipeLandmarker())
+    kit = build_safety(cfg, model=None, registry=SourceRegistry(embedder=IdentityEmbedder()), landmarker=MediaPipeLandmarker())
     assert kit.access.require_tokens and kit.watermark.enabled
     session = Session("kit-session")
     kit.prompts.set_prompt(session, "a slight smile")
@@ -32,7 +33,7 @@ def test_kit_wires_one_audit_trail(tmp_path, astronaut, grace_hopper):
     kit.sources.register(session, astronaut, {"consent": "true"})
     with pytest.raises(SourceRefused):
         kit.sources.register(session, grace_hopper, {"consent": "true"})
-    pipe = Pipeline([kit.watermark_stage()])
+    pipe = Pipeline([watermark_stage(kit)])
     out = pipe(FrameState(image=moving_clip(astronaut, n=1)[0]), session.frame_context())
     assert out.watermark
     pipe.close()

@@ -13,6 +13,7 @@ from streamer.config import ServerConfig
 from streamer.probe import ClipTrack, ProbeClient, clip_background
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
+from tests.streaming_helpers import keep_decoded
 
 
 @pytest.fixture
@@ -50,7 +51,8 @@ async def test_health_and_metrics(served):
 
 
 async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):
-    url, http, state = await served()
+    received: list = []
+    url, http, state = await served(services=Services(register_source=keep_decoded(received)))
     client = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=90))
     try:
         body = await client.connect_http(url, http)
@@ -66,7 +68,7 @@ async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):
             assert await r.json() == {"source_id": "grace", "width": 512, "height": 600}
         peer = state.peers[sid]
         assert peer.session.controls.source_id == "grace"
-        assert peer.session.sources["grace"].shape == (600, 512, 3)
+        assert received[0].shape == (600, 512, 3) and "grace" in peer.session.sources
         # raw body works too
         async with http.post(f"{url}/sessions/{sid}/source", data=jpeg(astronaut), headers={"Content-Type": "image/jpeg"}) as r:
             assert r.status == 200

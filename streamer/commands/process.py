@@ -32,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamer.commands.serve import product_config
-    from streamer.services import SourceRefused, default_services
+    from engines.sources import SourceRefused
+    from streamer.assembly import build_services
 
-    services = default_services(product_config(args, "127.0.0.1"))
+    services = build_services(product_config(args, "127.0.0.1"))
     try:
         summary = process_file(args.input, args.output, services, source=args.source, prompt=args.prompt,
                                strength=args.strength, codec=args.codec, crf=args.crf,
@@ -60,7 +61,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
     from streamer.frames import frame_to_rgb, rgb_to_frame
     from streamer.pipeline import VIDEO_TIME_BASE, FrameState
     from streamer.server import DEMO_SOURCE
-    from streamer.services import decode_image
+    from engines.sources import decode_image
     from streamer.session import Session
     from streamer.sinks.file import VideoFileSettings, VideoFileWriter
 
@@ -78,7 +79,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
         if not path.is_file():
             raise FileNotFoundError(f"no source image {path}")
         form = {"source_id": "source", "consent": "true" if (consent or source == "demo") else ""}
-        services.register_source(session, decode_image(path.read_bytes(), max_pixels=4096 * 4096), form)
+        services.register_source(session, decode_image(path.read_bytes()), form)
     if prompt:
         decision = services.set_prompt(session, prompt)
         if decision.get("allowed") is False:

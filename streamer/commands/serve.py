@@ -93,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from aiohttp import web
 
+    from streamer.assembly import build_services
     from streamer.config import ServerConfig
+    from streamer.encoder_bitrates import set_encoder_bitrates
     from streamer.server import create_app, ssl_context
-    from streamer.services import default_services
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
@@ -108,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if not config.loopback and not getattr(args, "tokens_file", None):
         raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
                          "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")
-    app = create_app(config, default_services(product_config(args, config.host)))
+    set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
+    app = create_app(config, build_services(product_config(args, config.host)))
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)

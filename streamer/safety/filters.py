@@ -3,8 +3,11 @@ public people, sexual content, minors, hate), by terms in English and Chinese an
 similarity to each category's examples.
 
 An embedding match must beat both the policy's threshold and the nearest *allowed* example by a margin,
-so near-misses such as "professional look" or "look a bit younger" pass. The bundled encoder is
-English-only: Chinese prompts are matched by terms (and by patterns such as ages).
+so near-misses such as "professional look" or "look a bit younger" pass. The filter reads no prompt
+itself: it takes the prompt's one reading (`engines.text.Condition`: normalised text, clauses, their
+pooled embeddings) that the prompt cache also keeps for the edits stage, so a prompt is encoded once.
+Clauses the encoder saw in a script it does not know (Chinese the glossary left untranslated) are
+matched by terms and patterns only.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from engines.text import normalise_prompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.text import Condition, PromptModel
+
 DEFAULT_POLICY = Path(__file__).with_name("policy.json")
-_CLAUSE = re.compile(r"[,;.!?\n，；。！？、]+")
 
 
 class PolicyError(ValueError):
@@ -55,8 +61,8 @@ class PromptPolicy:
                 Category(
                     name=str(c["name"]),
                     reason=str(c.get("reason") or f"{c['name']} is not allowed"),
-                    terms_en=tuple(_norm(t) for t in c.get("terms_en", ())),
-                    terms_zh=tuple(_norm(t) for t in c.get("terms_zh", ())),
+                    terms_en=tuple(normalise_prompt(t) for t in c.get("terms_en", ())),
+                    terms_zh=tuple(normalise_prompt(t) for t in c.get("terms_zh", ())),
                     patterns=tuple(c.get("patterns_en", ())) + tuple(c.get("patterns_zh", ())),
                     examples=tuple(c.get("examples", ())),
                 )
@@ -69,7 +75,7 @@ class PromptPolicy:
             return cls(
                 categories=cats,
                 allowed_examples=tuple(raw.get("allowed_examples", ())),
-                allow_terms=tuple(_norm(t) for t in raw.get("allow_terms", ())),
+                allow_terms=tuple(normalise_prompt(t) for t in raw.get("allow_terms", ())),
                 threshold=float(sim.get("threshold", 0.58)),
                 margin=float(sim.get("margin", 0.05)),
                 source=str(p),
@@ -94,21 +100,18 @@ class PromptDecision:
                 "matched": self.matched, "score": round(self.score, 3)}
 
 
-def _norm(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
-
-
 def _has_cjk(s: str) -> bool:
     return any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in s)
 
 
 class PromptFilter:
-    """`check(text)` -> PromptDecision. `encoder` (an `engines.text.TextEncoder`) is optional: without it
-    only terms and patterns are matched."""
+    """`check(text, reading)` -> PromptDecision. `model` (an `engines.text.PromptModel`) is optional:
+    without it only terms and patterns are matched. Its encoder embeds the policy's examples once."""
 
-    def __init__(self, policy: PromptPolicy | None = None, encoder: Any = None) -> None:
+    def __init__(self, policy: PromptPolicy | None = None, model: "PromptModel | None" = None) -> None:
         self.policy = policy or PromptPolicy.load()
-        self.encoder = encoder
+        self.model = model
+        self.encoder = model.encoder if model is not None else None
         self._term_res = [
             (c, [(t, re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)")) for t in c.terms_en])
             for c in self.policy.categories
@@ -116,7 +119,7 @@ class PromptFilter:
         self._patterns = [(c, [re.compile(p, re.IGNORECASE) for p in c.patterns]) for c in self.policy.categories]
         self._examples: list[tuple[Category, np.ndarray, tuple[str, ...]]] = []
         self._allowed: np.ndarray | None = None
-        if encoder is not None:
+        if self.encoder is not None:
             for c in self.policy.categories:
                 if c.examples:
                     self._examples.append((c, self._embed(c.examples), c.examples))
@@ -124,11 +127,12 @@ class PromptFilter:
                 self._allowed = self._embed(self.policy.allowed_examples)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        v = np.asarray(self.encoder.encode(list(texts)).pooled, np.float32)
-        return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
+        return _unit(np.asarray(self.encoder.encode(list(texts)).pooled, np.float32))  # type: ignore[union-attr]
 
-    def check(self, text: str) -> PromptDecision:
-        norm = _norm(text)
+    def check(self, text: str, reading: "Condition | None" = None) -> PromptDecision:
+        """`reading` is the prompt's Condition (from the prompt cache); without one the filter's model
+        reads the prompt here (the CLI and tests)."""
+        norm = normalise_prompt(text)
         for allow in self.policy.allow_terms:
             norm = norm.replace(allow, " ")
         compact = norm.replace(" ", "")
@@ -146,13 +150,13 @@ class PromptFilter:
                     return PromptDecision(False, cat.name, cat.reason, "pattern", m.group(0))
         if not self._examples or not norm.strip():
             return PromptDecision(True)
-        clauses = [c.strip() for c in _CLAUSE.split(norm) if c.strip() and not _has_cjk(c)]
-        if not clauses:
+        if reading is None:
+            reading = self.model.encode([text])[0]  # type: ignore[union-attr]
+        e = _readable_embeddings(reading)
+        if not len(e):
             return PromptDecision(True)
-        if len(clauses) > 1:
-            clauses.append(norm)
-        e = self._embed(clauses)
-        allow = (e @ self._allowed.T).max(axis=1) if self._allowed is not None else np.zeros(len(clauses))
+        e = _unit(e)
+        allow = (e @ self._allowed.T).max(axis=1) if self._allowed is not None else np.zeros(len(e))
         best: PromptDecision | None = None
         for cat, ex, names in self._examples:
             sims = e @ ex.T
@@ -163,23 +167,43 @@ class PromptFilter:
         return best or PromptDecision(True)
 
 
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
+
+
+def _readable_embeddings(reading: "Condition") -> np.ndarray:
+    """The rows of the reading's embeddings (its clauses, then the whole prompt) whose text the encoder
+    could read: a clause still in Chinese after the glossary says nothing to an English encoder."""
+    texts = list(reading.clauses) + ([reading.encoder_text] if len(reading.clauses) > 1 else [])
+    keep = [i for i, t in enumerate(texts[: len(reading.embeddings)]) if not _has_cjk(t)]
+    return np.asarray(reading.embeddings, np.float32)[keep]
+
+
+Understand = Callable[[str], "Condition | None"]   # prompt text -> its reading (None: none could be made)
+
+
 class PromptGate:
     """The prompt path's front door: a refused prompt is answered with the reason, audited, and the stream
     keeps its previous prompt. Fits a `set_prompt(session, text) -> dict` hook; `apply` does the real
-    update (default: `session.update(prompt=text)`). `check` encodes text, so call it off the event loop."""
+    update (default: `session.update(prompt=text)`). `understand` gives the prompt's one reading (the
+    product passes the prompt cache's blocking lookup, so the edits stage finds it ready); it blocks,
+    so call `set_prompt` off the event loop."""
 
     def __init__(self, filter: PromptFilter, audit: Callable[..., None] | None = None,
-                 apply: Callable[[Any, str], dict[str, Any]] | None = None, max_length: int = 500) -> None:
+                 apply: Callable[[Any, str], dict[str, Any]] | None = None, max_length: int = 500,
+                 understand: Understand | None = None) -> None:
         self.filter = filter
         self.audit = audit
         self.apply = apply
         self.max_length = max_length
+        self.understand = understand
 
     def set_prompt(self, session: Any, text: str) -> dict[str, Any]:
         if len(text) > self.max_length:
             decision = PromptDecision(False, "length", f"prompt is longer than {self.max_length} characters")
         else:
-            decision = self.filter.check(text)
+            reading = self.understand(text) if self.understand is not None else None
+            decision = self.filter.check(text, reading)
         if self.audit is not None:
             self.audit("prompt", session=session.id, text=text[: self.max_length], **decision.as_dict())
         if not decision.allowed:

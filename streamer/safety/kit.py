@@ -1,18 +1,15 @@
-"""One place that builds the safety parts from server settings, for the lead to wire into the server:
-audit log, watermark policy + stage factory, prompt gate, source gate, token store + middleware."""
+"""The safety parts one server runs with, and their settings. `streamer.assembly.build_safety` makes
+them; the server reaches them through the product's hooks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from streamer.safety.audit import AuditConfig, AuditLog, default_audit_path
+from streamer.safety.audit import AuditLog, default_audit_path
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware
-from streamer.safety.denylist import IdentityDenylist, SourceGate
-from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy
-from streamer.safety.watermark import WatermarkPolicy, payload_recorder, resolve_policy
-from streamer.stages.watermark import WatermarkStage
+from streamer.safety.denylist import SourceGate
+from streamer.safety.filters import PromptGate
+from streamer.safety.watermark import WatermarkPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +26,7 @@ class SafetyConfig:
     allowed_origins: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class SafetyKit:
     config: SafetyConfig
     audit: AuditLog
@@ -38,29 +35,9 @@ class SafetyKit:
     sources: SourceGate
     tokens: TokenStore
     access: AccessPolicy
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, config: SafetyConfig, *, encoder: Any, registry: Any, landmarker: Any) -> "SafetyKit":
-        """`registry` is the product's SourceRegistry (with its identity embedder); `landmarker` reads the
-        denylist's reference photos."""
-        key = Path(config.audit_key_file).read_bytes().strip() if config.audit_key_file else None
-        audit = AuditLog(AuditConfig(config.audit_path, key=key))
-        policy = resolve_policy(disable=config.disable_watermark, server_id=config.server_id,
-                                reason=config.disable_reason, audit=audit)
-        prompts = PromptGate(PromptFilter(PromptPolicy.load(config.policy_path), encoder), audit=audit)
-        deny = IdentityDenylist(config.denylist_dir, registry.embedder, landmarker) if config.denylist_dir else None
-        sources = SourceGate(registry, deny, audit=audit)
-        tokens = TokenStore.load(config.tokens_file) if config.tokens_file else TokenStore()
-        access = AccessPolicy.for_host(config.host, allowed_origins=tuple(config.allowed_origins))
-        return cls(config, audit, policy, prompts, sources, tokens, access)
 
     def middleware(self):
         return auth_middleware(self.tokens, self.access)
-
-    def watermark_stage(self) -> WatermarkStage:
-        """One per session pipeline, last."""
-        return WatermarkStage(self.watermark, on_payload=payload_recorder(self.audit, self.watermark.bucket_seconds))
 
     def close(self) -> None:
         self.audit.close()

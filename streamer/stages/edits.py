@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from engines.text import EDIT_NAMES, Condition, normalise_prompt
+from engines.text import EDIT_NAMES, Condition
 from kernels.numpy.edits import EditConfig
 from kernels.numpy.edits import render_edits as render_numpy
 
@@ -57,7 +57,7 @@ class EditsStage:
         self.cache = cache
         self.config = config
         self.unavailable = unavailable
-        self._wanted: str | None = None          # normalised prompt the client asked for last
+        self._wanted: str | None = None          # the prompt the client asked for last, as sent
         self._waiting = False                    # its condition is not ready yet
         self._asked_at_once = False              # was it cached when first asked for
         self._from = {n: 0.0 for n in EDIT_NAMES}
@@ -68,28 +68,24 @@ class EditsStage:
 
     # -- prompt following -------------------------------------------------------------------------
     def _follow(self, prompt: str, context: "FrameContext") -> None:
-        try:
-            key = normalise_prompt(prompt)
-        except TypeError:
-            key = ""
         if self.cache is None:
-            if key and not self._told_unavailable:
+            if prompt and not self._told_unavailable:
                 self._told_unavailable = True
                 context.notify({"type": "error", "stage": self.name, "message": f"prompts are unavailable: {self.unavailable}"})
             return
-        if key != self._wanted:
-            self._wanted = key
+        if prompt != self._wanted:        # the cache normalises; the frame path compares the text as sent
+            self._wanted = prompt
             self._waiting = True
             self._asked_at_once = True
         if not self._waiting:
             return
-        cond = self.cache.get(key)
+        cond = self.cache.get(prompt)
         if cond is not None:
             self._waiting = False
             self._start(cond, context, cached=self._asked_at_once)
             return
         self._asked_at_once = False
-        err = self.cache.error(key)
+        err = self.cache.error(prompt)
         if err is not None:
             self._waiting = False  # keep the previous condition; tell the client once
             context.notify({"type": "error", "stage": self.name, "message": f"prompt not understood, keeping the previous one: {err}"})

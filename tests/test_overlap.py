@@ -157,7 +157,7 @@ async def test_real_peers_get_their_frames_back_in_order_through_the_overlapped_
     monkeypatch.setattr(streamer.peer, "FrameWorker", OverlappedFrameWorker)
     bg = clip_background(astronaut, 320, 240)
     front, back = InvertBelowCode(), _Gate("mark")
-    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([front, back])), Session().frame_context())
+    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([front, back])), Session())
     assert isinstance(server.worker, OverlappedFrameWorker)
     client = ProbeClient(ClipTrack(bg, fps=30, frames=60), keep_images=100)
     await client.accept((await server.accept((await client.offer()).sdp)).sdp)

@@ -27,7 +27,7 @@ from tests.streaming_helpers import Boom, InvertBelowCode
 
 async def connected(astronaut, stages=(), config=None, frames=300):
     config = config or ServerConfig(stats_interval_s=0.3)
-    server = PeerSession(config, Services(make_pipeline=lambda s: Pipeline(list(stages))), Session().frame_context())
+    server = PeerSession(config, Services(make_pipeline=lambda s: Pipeline(list(stages))), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=frames))
     answer = await server.accept((await client.offer()).sdp)
     await client.accept(answer.sdp)
@@ -161,7 +161,7 @@ def test_mdns_candidates_are_stripped_and_real_ones_kept():
 
 async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
     """A browser-style offer: an unresolvable mDNS candidate first, the loopback one after it."""
-    server = PeerSession(ServerConfig(), Services(), Session().frame_context())
+    server = PeerSession(ServerConfig(), Services(), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=200))
     offer = await client.offer()
     lines = offer.sdp.split("\r\n")
@@ -177,7 +177,7 @@ async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
 
 
 async def test_an_event_raised_before_the_channel_opens_is_delivered(astronaut):
-    server = PeerSession(ServerConfig(), Services(), Session().frame_context())
+    server = PeerSession(ServerConfig(), Services(), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=100))
     try:
         answer = await server.accept((await client.offer()).sdp)

@@ -20,8 +20,8 @@ from typing import Any
 
 from av import VideoFrame
 
-from streamer.frames import frame_to_rgb, rgb_to_frame
-from streamer.pipeline import VIDEO_TIME_BASE, FrameState, Pipeline
+from streamer.media.convert import frame_to_state, state_to_frame
+from streamer.pipeline import FrameState, Pipeline
 from streamer.session import FrameContext, Session
 from streamer.tracks import FrameSlot, FrameWorker, StreamStats
 
@@ -71,8 +71,7 @@ class OverlappedFrameWorker(FrameWorker):
             self.middle.close()
 
     def front_half(self, frame: VideoFrame, context: FrameContext) -> FrameState:
-        image = frame_to_rgb(frame)
-        state = FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
+        state = frame_to_state(frame)
         c0 = time.thread_time()
         state = self._front(state, context)
         state.cpu_ms += (time.thread_time() - c0) * 1000.0
@@ -99,8 +98,7 @@ class OverlappedFrameWorker(FrameWorker):
         state = self._back(state, context)
         state.cpu_ms += (time.thread_time() - c0) * 1000.0
         self.finished(state)
-        result = state.image
-        return rgb_to_frame(result, frame)
+        return state_to_frame(state, frame)
 
     def finished(self, state: FrameState) -> None:
         """A frame has been through every stage (its timings hold all of them)."""

@@ -18,8 +18,8 @@ from typing import Any, Callable, Generic, TypeVar
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import VideoFrame
 
-from streamer.frames import frame_to_rgb, rgb_to_frame
-from streamer.pipeline import VIDEO_TIME_BASE, FrameState, Pipeline
+from streamer.media.convert import frame_to_state, state_to_frame
+from streamer.pipeline import FrameState, Pipeline
 from streamer.session import Session
 
 log = logging.getLogger(__name__)
@@ -335,15 +335,12 @@ class FrameWorker:
         if not self.pipeline.stages:  # nothing to run: hand the decoded frame on without a colour round trip
             self.stats.processed(FrameState(image=None, pts=frame.pts or 0))
             return frame
-        image = frame_to_rgb(frame)
-        state = FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
-        state = self.pipeline(state, self.session.frame_context())
+        state = self.pipeline(frame_to_state(frame), self.session.frame_context())
         self.stats.processed(state)
         for stage in state.errors:
             self.stats.stage_error(stage)
-        result = state.image
         # to the encoders' pixel format here, once, in this thread (not in each encoder)
-        return rgb_to_frame(result, frame)
+        return state_to_frame(state, frame)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()

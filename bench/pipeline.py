@@ -128,7 +128,8 @@ def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: floa
     from bench._product import build_product, moving_face, prepare_session
     from streamer.overlap import OverlappedFrameWorker
     from streamer.session import Session
-    from streamer.tracks import FrameWorker, StreamStats
+    from streamer.media.stats import StreamStats
+    from streamer.tracks import FrameWorker
 
     product = build_product()
     workers = {"plain": FrameWorker, "overlapped": OverlappedFrameWorker}

@@ -16,14 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from av import VideoFrame
 
 from streamer.media.convert import frame_to_state, state_to_frame
 from streamer.pipeline import FrameState, Pipeline
 from streamer.session import FrameContext, Session
-from streamer.tracks import FrameSlot, FrameWorker, StreamStats
+from streamer.media.slot import FrameSlot
+from streamer.media.stats import StreamStats
+from streamer.tracks import FrameWorker
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class OverlappedFrameWorker(FrameWorker):
             frame, arrived = item
             context = self.session.frame_context()   # both halves of a frame see the same controls
             if self.middle.put((frame, arrived, self.front_half(frame, context), context)):
-                _count_drop(self.stats)
+                self.stats.frame_dropped()
 
         try:
             self._drain(self.inbox, handle)
@@ -112,11 +113,3 @@ class OverlappedFrameWorker(FrameWorker):
         if self._front_thread.is_alive() and threading.current_thread() is not self._front_thread:
             self._front_thread.join(timeout)
 
-
-def _count_drop(stats: Any) -> None:
-    """A frame the front finished but the back never took: a drop like any other (StreamStats has no
-    public counter for drops after the inbox, so this adds to the same one under its lock)."""
-    with stats._lock:
-        stats.dropped += 1
-    if stats.metrics is not None:
-        stats.metrics.dropped.inc()

@@ -23,7 +23,9 @@ from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, st
 from streamer.pipeline import Pipeline
 from streamer.services import Services
 from streamer.session import Session
-from streamer.tracks import FrameWorker, FusedTrack, StreamStats, pump
+from streamer.media.stats import StreamStats
+from streamer.media.tracks import FusedTrack, pump
+from streamer.tracks import FrameWorker
 
 __all__ = ["PeerSession", "BadOffer", "answer_offer", "new_peer_connection"]
 

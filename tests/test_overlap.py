@@ -17,7 +17,8 @@ from streamer.pipeline import Pipeline
 from streamer.session import Session
 from streamer.stages.faces import FaceStage
 from streamer.stages.fusion import FusionStage
-from streamer.tracks import FrameWorker, StreamStats
+from streamer.media.stats import StreamStats
+from streamer.tracks import FrameWorker
 
 
 def _clip(photo: np.ndarray, n: int, size=(318, 238)) -> list[VideoFrame]:

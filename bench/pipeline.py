@@ -126,10 +126,10 @@ def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: floa
     from av import VideoFrame
 
     from bench._product import build_product, moving_face, prepare_session
-    from streamer.overlap import OverlappedFrameWorker
-    from streamer.session import Session
+    from streamer.media.overlap import OverlappedFrameWorker
     from streamer.media.stats import StreamStats
-    from streamer.tracks import FrameWorker
+    from streamer.media.worker import FrameWorker
+    from streamer.session import Session
 
     product = build_product()
     workers = {"plain": FrameWorker, "overlapped": OverlappedFrameWorker}

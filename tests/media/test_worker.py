@@ -1,18 +1,20 @@
 """The worker runs the pipeline off the event loop, newest frame first, keeping each frame's pts, time
-base and size."""
+base and size; every failure of a frame (a stage's, a conversion's) reaches its one error hook and the
+stats once, and the stream goes on."""
 
 from __future__ import annotations
 
 import time
 
+import numpy as np
 from av import VideoFrame
 
 from streamer.media.stats import StreamStats
 from streamer.pipeline import Pipeline
 from streamer.probe import CODE_ROWS_PX, read_index
 from streamer.session import Session
-from streamer.tracks import FrameWorker
-from tests.streaming_helpers import InvertBelowCode, Sleep, indexed_frame, mean_abs
+from streamer.media.worker import CONVERSION, FrameWorker
+from tests.streaming_helpers import Boom, InvertBelowCode, Sleep, indexed_frame, mean_abs
 
 
 def _collect(worker: FrameWorker) -> list[VideoFrame]:
@@ -66,3 +68,67 @@ def test_worker_keeps_pts_and_odd_size_through_a_real_stage():
     assert (out.pts, out.time_base, out.width, out.height) == (src.pts, src.time_base, 318, 238)
     a, b = src.to_ndarray(format="rgb24"), out.to_ndarray(format="rgb24")
     assert mean_abs(255 - a[2 * CODE_ROWS_PX:], b[2 * CODE_ROWS_PX:]) < 3
+
+
+class GreyOn:
+    """Hands back a one-channel picture on the frames named: one the encoders' conversion cannot take."""
+
+    name = "grey"
+
+    def __init__(self, *pts: int) -> None:
+        self.pts = set(pts)
+
+    def __call__(self, state, session):
+        if state.pts in self.pts:
+            state.image = np.ascontiguousarray(state.image[..., 0])
+        return state
+
+
+def _run_one_by_one(worker: FrameWorker, frames: list[VideoFrame], reported: list) -> list[VideoFrame]:
+    """Submit each frame once the last one came out or failed, so nothing is dropped."""
+    outs = _collect(worker)
+    worker.start()
+    try:
+        for f in frames:
+            done = len(outs) + len(reported)
+            worker.submit(f)
+            deadline = time.monotonic() + 5
+            while len(outs) + len(reported) == done and time.monotonic() < deadline:
+                time.sleep(0.005)
+    finally:
+        worker.stop()
+    return outs
+
+
+def test_a_conversion_failure_reaches_the_error_hook_and_the_stats_and_the_stream_goes_on():
+    reported: list[tuple[str, str]] = []
+    stats = StreamStats()
+    worker = FrameWorker(Session(), Pipeline([GreyOn(3000)]), stats,
+                         on_error=lambda stage, message: reported.append((stage, message)))
+    outs = _run_one_by_one(worker, [indexed_frame(i) for i in range(3)], reported)
+    assert [f.pts for f in outs] == [0, 6000]                     # the frame that failed is lost, no more
+    assert read_index(outs[-1].to_ndarray(format="rgb24")) == 2
+    ((stage, message),) = reported
+    assert stage == CONVERSION and message.startswith("ValueError: expected HxWx3 uint8 RGB")
+    assert stats.errors == 1 and stats.snapshot()["errors"] == 1 and stats.frames_out == 2
+    assert not worker.alive and worker.outbox.closed
+
+
+def test_a_stage_failure_is_reported_once_per_frame_and_the_frame_goes_on():
+    reported: list[tuple[str, str]] = []
+    stats = StreamStats()
+    worker = FrameWorker(Session(), Pipeline([Boom(), InvertBelowCode()]), stats,
+                         on_error=lambda stage, message: reported.append((stage, message)))
+    outs = _collect(worker)
+    worker.start()
+    try:
+        for i in range(2):
+            worker.submit(indexed_frame(i))
+            deadline = time.monotonic() + 5
+            while len(outs) <= i and time.monotonic() < deadline:
+                time.sleep(0.005)
+    finally:
+        worker.stop()
+    assert [f.pts for f in outs] == [0, 3000]
+    assert reported == [("boom", "RuntimeError: boom stage failed on purpose")] * 2
+    assert stats.errors == 2

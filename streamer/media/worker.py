@@ -2,8 +2,9 @@
 
 Every failure of a frame leaves the worker one way: `FrameWorker.failed`, which counts it in the stream's
 stats and hands it to the owner's `on_error` (the peer tells the client). A stage's failure is what the
-pipeline recorded on the frame's `errors`; a failure outside the stages (the frame <-> state conversions
-at the worker's edges) is reported under CONVERSION. Either way the frame is given up and the stream goes on.
+pipeline recorded on the frame's `errors`, and the frame goes on without that stage; a failure outside the
+stages (the frame <-> state conversions at the worker's edges) is reported under CONVERSION, and that
+frame is lost. Either way the stream goes on.
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ def _stats(ms: list[float]) -> dict[str, float] | None:
 class RecordingPipeline(Pipeline):
     """The same stages, with each frame's timings written to the TimingLog."""
 
-    def __init__(self, stages, log: TimingLog, on_error=None) -> None:
-        super().__init__(stages, on_error)
+    def __init__(self, stages, log: TimingLog) -> None:
+        super().__init__(stages)
         self._log = log
 
     def __call__(self, state: FrameState, session: Any) -> FrameState:
@@ -82,10 +82,10 @@ class RecordingPipeline(Pipeline):
 
 
 def use_overlapped_worker(log: TimingLog) -> None:
-    """Serve with streamer.overlap.OverlappedFrameWorker in place of the plain FrameWorker: the one line
-    a server would change (peer.py builds the worker), done here for the benchmark only."""
+    """Serve with streamer.media.overlap.OverlappedFrameWorker in place of the plain FrameWorker: the one
+    line a server would change (peer.py builds the worker), done here for the benchmark only."""
     import streamer.peer
-    from streamer.overlap import OverlappedFrameWorker
+    from streamer.media.overlap import OverlappedFrameWorker
 
     class LoggedWorker(OverlappedFrameWorker):
         def finished(self, state: FrameState) -> None:
@@ -102,7 +102,7 @@ def build_services(pipeline: str, delay_ms: float, log: TimingLog, face_backend:
         product = build_product(face_backend=face_backend)
         def make(session):
             inner = product.make_pipeline(session)
-            return RecordingPipeline(inner.stages, log, inner.on_error)
+            return RecordingPipeline(inner.stages, log)
 
         return dataclasses.replace(product.services(), make_pipeline=make)
     stages = [SleepStage(delay_ms)] if delay_ms > 0 else []

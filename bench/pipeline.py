@@ -46,8 +46,7 @@ def run(args) -> dict[str, Any]:
     from av import VideoFrame
 
     from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session
-    from streamer.frames import frame_to_rgb, rgb_to_frame
-    from streamer.pipeline import FrameState
+    from streamer.media.convert import frame_to_state, state_to_frame
     from streamer.session import Session
     from streamer.threads import ThreadConfig, apply_thread_config
 
@@ -71,15 +70,15 @@ def run(args) -> dict[str, Any]:
                 if len(settings) > 1:
                     apply_thread_config(c["config"])
                 decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n), format="rgb24").reformat(format="yuv420p")
-                ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> RGB ...
-                frame = frame_to_rgb(decoded)
+                decoded.pts, decoded.time_base = n * 3000, tb
+                ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> state ...
+                state = frame_to_state(decoded)
                 tb0 = time.perf_counter()
-                state = FrameState(image=frame, pts=n * 3000, time_base=tb)
                 t0, c0 = time.perf_counter(), time.thread_time()
-                state = c["pipe"](state, c["session"])
+                state = c["pipe"](state, c["session"].frame_context())
                 t1, c1 = time.perf_counter(), time.thread_time()
-                # ... and RGB -> the encoders' yuv420p
-                rgb_to_frame(state.image, decoded)
+                # ... and state -> the encoders' yuv420p
+                state_to_frame(state, decoded)
                 t2 = time.perf_counter() + (tb0 - ta)
                 if n < args.warmup:
                     continue
@@ -127,9 +126,10 @@ def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: floa
     from av import VideoFrame
 
     from bench._product import build_product, moving_face, prepare_session
-    from streamer.overlap import OverlappedFrameWorker
+    from streamer.media.overlap import OverlappedFrameWorker
+    from streamer.media.stats import StreamStats
+    from streamer.media.worker import FrameWorker
     from streamer.session import Session
-    from streamer.tracks import FrameWorker, StreamStats
 
     product = build_product()
     workers = {"plain": FrameWorker, "overlapped": OverlappedFrameWorker}

@@ -20,10 +20,12 @@ from streamer import protocol
 from streamer.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
+from streamer.media.stats import StreamStats
+from streamer.media.tracks import FusedTrack, pump
+from streamer.media.worker import FrameWorker
 from streamer.pipeline import Pipeline
 from streamer.services import Services
 from streamer.session import Session
-from streamer.tracks import FrameWorker, FusedTrack, StreamStats, pump
 
 __all__ = ["PeerSession", "BadOffer", "answer_offer", "new_peer_connection"]
 
@@ -88,14 +90,12 @@ class PeerSession:
         self.stats = StreamStats(metrics)
         if pipeline is None:
             pipeline = services.make_pipeline(session)
-        previous = pipeline.on_error
-        pipeline.on_error = lambda stage, exc: self._stage_failed(stage, exc, previous)
         if config.overlapped and len(pipeline.stages) > 1:
-            from streamer.overlap import OverlappedFrameWorker
+            from streamer.media.overlap import OverlappedFrameWorker
 
-            self.worker: FrameWorker = OverlappedFrameWorker(session, pipeline, self.stats)
+            self.worker: FrameWorker = OverlappedFrameWorker(session, pipeline, self.stats, on_error=self._stage_failed)
         else:
-            self.worker = FrameWorker(session, pipeline, self.stats)
+            self.worker = FrameWorker(session, pipeline, self.stats, on_error=self._stage_failed)
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}
@@ -246,10 +246,8 @@ class PeerSession:
         except RuntimeError:
             pass  # the loop is gone: the session is over
 
-    def _stage_failed(self, stage: str, exc: BaseException, previous: Any) -> None:
-        self.session.notify(protocol.error("stage_failed", f"{stage}: {type(exc).__name__}: {exc}", stage=stage))
-        if previous is not None:
-            previous(stage, exc)
+    def _stage_failed(self, stage: str, message: str) -> None:
+        self.session.notify(protocol.error("stage_failed", f"{stage}: {message}", stage=stage))
 
     # ---- life ----------------------------------------------------------------------------------------
     async def _stats_loop(self) -> None:

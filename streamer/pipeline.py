@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
@@ -53,16 +53,13 @@ class Stage(Protocol):
     def __call__(self, state: FrameState, context: "FrameContext") -> FrameState: ...
 
 
-StageErrorHook = Callable[[str, BaseException], None]
-
-
 class Pipeline:
     """Runs stages in order. A stage that raises is skipped for that frame: the frame goes on with what
-    the earlier stages made, the error is recorded on the state and reported through `on_error`."""
+    the earlier stages made, and the error is recorded on the state's `errors`, which is where whoever
+    runs the pipeline (the frame worker) finds it to report."""
 
-    def __init__(self, stages: Sequence[Stage], on_error: StageErrorHook | None = None) -> None:
+    def __init__(self, stages: Sequence[Stage]) -> None:
         self.stages = list(stages)
-        self.on_error = on_error
 
     @property
     def names(self) -> list[str]:
@@ -76,8 +73,6 @@ class Pipeline:
             except Exception as exc:  # a stage failure must not freeze the stream
                 state.errors[stage.name] = f"{type(exc).__name__}: {exc}"
                 log.warning("stage %s failed: %s", stage.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-                if self.on_error is not None:
-                    self.on_error(stage.name, exc)
             else:
                 state = out
             state.timings[stage.name] = (time.perf_counter() - t0) * 1000.0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fractions
 import time
 
 import numpy as np
+from av import VideoFrame
 
-from streamer.probe import CODE_ROWS_PX
+from streamer.probe import CODE_ROWS_PX, paint_index
 
 
 class InvertBelowCode:
@@ -40,6 +42,15 @@ class Boom:
 
     def __call__(self, state, session):
         raise RuntimeError("boom stage failed on purpose")
+
+
+def indexed_frame(index: int, w: int = 318, h: int = 238) -> VideoFrame:
+    """A decoded frame as a decoder hands it over (yuv420p, odd size by default) with `index` painted in
+    and pts 3000 ticks of 90 kHz per index."""
+    img = paint_index(np.full((h, w, 3), 90, np.uint8), index)
+    f = VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
+    f.pts, f.time_base = index * 3000, fractions.Fraction(1, 90000)
+    return f
 
 
 def mean_abs(a: np.ndarray, b: np.ndarray) -> float:

@@ -13,7 +13,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
 from streamer.audio import DelayedAudioTrack
-from streamer.tracks import StreamStats
+from streamer.media.stats import StreamStats
 
 RATE, SAMPLES = 48000, 960      # 20 ms frames
 

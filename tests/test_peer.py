@@ -1,5 +1,5 @@
-"""A PeerSession over real aiortc peers: the control channel, stage failures, events from any thread,
-stats, and a peer that vanishes without a word is released."""
+"""A PeerSession over real aiortc peers: a loopback answer, the control channel, stage failures, events
+from any thread, stats, and a peer that vanishes without a word is released."""
 
 from __future__ import annotations
 
@@ -33,6 +33,19 @@ async def connected(astronaut, stages=(), config=None, frames=300):
     await client.accept(answer.sdp)
     await client.wait_message(lambda m: m["type"] == "welcome")
     return server, client
+
+
+async def test_loopback_answer_has_only_127_candidates(astronaut):
+    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([])), Session())
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=5))
+    await client.accept((await server.accept((await client.offer()).sdp)).sdp)
+    try:
+        cands = [l for l in server.pc.localDescription.sdp.splitlines() if l.startswith("a=candidate")]
+        assert cands and all(" 127.0.0.1 " in c for c in cands), cands
+        assert not any(" srflx " in c or " relay " in c for c in cands)
+    finally:
+        await client.close()
+        await server.close()
 
 
 async def test_control_messages_change_the_session(astronaut):

@@ -13,7 +13,8 @@ pyvirtualcam = pytest.importorskip("pyvirtualcam")
 
 from streamer.probe import clip_background, paint_index, read_index  # noqa: E402
 from streamer.sinks.vcam import VirtualCameraSink  # noqa: E402
-from streamer.tracks import Broadcast, FusedTrack  # noqa: E402
+from streamer.media.broadcast import Broadcast  # noqa: E402
+from streamer.media.tracks import FusedTrack  # noqa: E402
 
 
 class RecordingBackend:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -55,7 +54,7 @@ def inspect_source(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     from engines.images import ImageError, load_image
     from engines.smoothing import SmoothingConfig
     from engines.tracking import FaceTracker
-    from streamer.pipeline import FrameState
+    from streamer.media.convert import frame_to_state
     from streamer.session import frame_context
     from streamer.stages.faces import FaceStage, FaceStageConfig
 
@@ -93,12 +92,14 @@ def inspect_source(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         stage = FaceStage(cfg, detector=backend.landmarker(cfg.landmarker))
         h = w = 0
         try:
-            for index, (t, rgb) in enumerate(_video_frames(path)):
+            for index, frame in enumerate(_video_frames(path)):
                 if index >= args.max_frames:
                     break
+                state = frame_to_state(frame)
+                rgb = state.image
                 h, w = rgb.shape[:2]
-                state = stage(FrameState(image=rgb, pts=int(round(t * 1000)), time_base=Fraction(1, 1000)), frame_context())
-                frames.append(_frame_json(index, t * 1000.0, rgb, state.faces, embedder, not args.no_landmarks))
+                state = stage(state, frame_context())
+                frames.append(_frame_json(index, state.seconds * 1000.0, rgb, state.faces, embedder, not args.no_landmarks))
                 wanted = args.frame if args.frame is not None else (index if state.faces and drawn is None else None)
                 if drawn is None and wanted == index:
                     drawn = draw_faces(rgb, state.faces)
@@ -111,8 +112,11 @@ def inspect_source(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     return report, drawn
 
 
-def _video_frames(path: Path) -> Iterator[tuple[float, Any]]:
+def _video_frames(path: Path) -> Iterator[Any]:
+    """The decoded frames of a video, each timed (30 fps when the stream carries no timestamps)."""
     import av
+
+    from streamer.pipeline import VIDEO_TIME_BASE
 
     try:
         container = av.open(str(path))
@@ -133,8 +137,9 @@ def _video_frames(path: Path) -> Iterator[tuple[float, Any]]:
                 if i == 0:
                     raise ValueError(f"{path}: neither an image nor a video we can decode ({exc})") from None
                 raise ValueError(f"{path}: cannot decode the video past frame {i} ({exc})") from None
-            t = float(frame.time) if frame.time is not None else i / 30.0
-            yield t, frame.to_ndarray(format="rgb24")
+            if frame.time is None:
+                frame.pts, frame.time_base = i * 3000, VIDEO_TIME_BASE   # 30 fps in 90 kHz ticks
+            yield frame
             i += 1
 
 

@@ -58,8 +58,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
     import av
     from tqdm import tqdm
 
-    from streamer.frames import frame_to_rgb, rgb_to_frame
-    from streamer.pipeline import VIDEO_TIME_BASE, FrameState
+    from streamer.media.convert import frame_to_state, state_to_frame
     from streamer.server import DEMO_SOURCE
     from engines.sources import decode_image
     from streamer.session import Session
@@ -110,12 +109,10 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
                     writer.write_audio_packet(packet)
                     continue
                 for frame in packet.decode():
-                    image = frame_to_rgb(frame)
-                    state = pipeline(FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE),
-                                     session.frame_context())
+                    state = pipeline(frame_to_state(frame), session.frame_context())
                     errors += len(state.errors)
-                    out = rgb_to_frame(state.image)
-                    out.pts, out.time_base = frames, 1 / fractions.Fraction(rate)
+                    out = state_to_frame(state, frame)
+                    out.pts, out.time_base = frames, 1 / fractions.Fraction(rate)   # the writer numbers frames in order
                     writer.write_video(out)
                     frames += 1
                     bar.update(1)

@@ -81,7 +81,7 @@ class CameraFeed:
                 log.error("virtual camera off: %s", exc)
                 return False
             log.info("virtual camera %s: %dx%d", self.sink.device, *self.size)
-        from streamer.tracks import FusedTrack
+        from streamer.media.tracks import FusedTrack
 
         self.owner = session_id
         self._task = asyncio.ensure_future(self.sink.follow(FusedTrack(outbox, private=True)))

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from streamer.peer import answer_offer, new_peer_connection
-from streamer.tracks import FusedTrack
+from streamer.media.tracks import FusedTrack
 
 if TYPE_CHECKING:  # pragma: no cover
     from aiortc import RTCSessionDescription

@@ -45,7 +45,7 @@ class ObservedPipeline(Pipeline):
     can say what the server found and did (faces, fusion, watermark payload) without touching pixels."""
 
     def __init__(self, inner: Pipeline) -> None:
-        super().__init__(inner.stages, inner.on_error)
+        super().__init__(inner.stages)
         self.lock = threading.Lock()
         self.frames = 0
         self.with_face = 0

@@ -1,6 +1,7 @@
 """The overlapped worker gives exactly the frames the plain worker gives (real face + fusion stages on a
 real photo), runs the face stage of the next frame while the rest finish the current one, counts frames
-replaced between its halves as drops, and lets both threads go on stop."""
+replaced between its halves as drops, reports a failure in either half through the worker's one error
+hook, and lets both threads go on stop."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import numpy as np
 from av import VideoFrame
 
 from engines.sources import SourceRegistry
-from streamer.overlap import OverlappedFrameWorker
+from streamer.media.overlap import OverlappedFrameWorker
+from streamer.media.stats import StreamStats
+from streamer.media.worker import FrameWorker
 from streamer.pipeline import Pipeline
 from streamer.session import Session
 from streamer.stages.faces import FaceStage
 from streamer.stages.fusion import FusionStage
-from streamer.tracks import FrameWorker, StreamStats
+from tests.streaming_helpers import Boom
 
 
 def _clip(photo: np.ndarray, n: int, size=(318, 238)) -> list[VideoFrame]:
@@ -144,9 +147,24 @@ def test_an_empty_pipeline_passes_the_decoded_frames_through_untouched(grace_hop
     assert [f is g for f, g in zip(out, frames)] == [True] * 3
 
 
+def test_a_failure_in_either_half_reaches_the_one_error_hook_once(grace_hopper):
+    frames = _clip(grace_hopper, 3)
+    reported: list[tuple[str, str]] = []
+    stats = StreamStats()
+    broken_back = Boom()
+    broken_back.name = "boom-back"
+    worker = OverlappedFrameWorker(Session("errors"), Pipeline([Boom(), broken_back]), stats,
+                                   on_error=lambda stage, message: reported.append((stage, message)))
+    out = _published(worker, frames)
+    assert [f.pts for f in out] == [f.pts for f in frames]                 # every frame still comes out
+    assert reported == [("boom", "RuntimeError: boom stage failed on purpose"),
+                        ("boom-back", "RuntimeError: boom stage failed on purpose")] * 3
+    assert stats.errors == 6 and stats.snapshot()["errors"] == 6
+
+
 async def test_real_peers_get_their_frames_back_in_order_through_the_overlapped_worker(astronaut, monkeypatch):
-    """Inside a real PeerSession (which sets the pipeline's error hook after building the worker), with
-    two real aiortc peers: frames come back processed, in order, each pts 3000 ticks per index."""
+    """Inside a real PeerSession (which gives the worker its error hook), with two real aiortc peers:
+    frames come back processed, in order, each pts 3000 ticks per index."""
     import streamer.peer
     from streamer.config import ServerConfig
     from streamer.peer import PeerSession

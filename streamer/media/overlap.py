@@ -8,47 +8,36 @@ larger half; the price is up to one frame of extra delay. Each frame keeps its o
 timings from end to end; both hand-offs keep only the newest item, and a frame replaced in either is
 counted as a drop, so a slow stage never builds a queue.
 
-Drop-in for `streamer.tracks.FrameWorker` (same constructor, `start`, `submit`, `stop`, `outbox`).
+It takes FrameWorker's place as it is (same constructor, `start`, `submit`, `stop`, `outbox`) and runs
+each half through the same `run_stages`, `finished` and `failed`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from typing import Any
 
 from av import VideoFrame
 
-from streamer.frames import frame_to_rgb, rgb_to_frame
-from streamer.pipeline import VIDEO_TIME_BASE, FrameState, Pipeline
+from streamer.media.convert import frame_to_state, state_to_frame
+from streamer.media.slot import FrameSlot
+from streamer.media.stats import StreamStats
+from streamer.media.worker import ErrorHook, FrameWorker
+from streamer.pipeline import FrameState, Pipeline
 from streamer.session import FrameContext, Session
-from streamer.tracks import FrameSlot, FrameWorker, StreamStats
-
-log = logging.getLogger(__name__)
 
 
 class OverlappedFrameWorker(FrameWorker):
     """`split` stages (default: the first, "faces") run in the front thread, the rest in the back one."""
 
-    def __init__(self, session: Session, pipeline: Pipeline, stats: StreamStats, name: str = "", split: int = 1) -> None:
-        super().__init__(session, pipeline, stats, name)
-        self.split = split
+    def __init__(self, session: Session, pipeline: Pipeline, stats: StreamStats, *,
+                 on_error: ErrorHook | None = None, split: int = 1) -> None:
+        super().__init__(session, pipeline, stats, on_error=on_error)
+        self._front, self._back = Pipeline(pipeline.stages[:split]), Pipeline(pipeline.stages[split:])
+        self._overlap = bool(pipeline.stages)   # no stages: nothing to overlap, the plain loop (no conversions)
         self.middle: FrameSlot[tuple[VideoFrame, float, FrameState, FrameContext]] = FrameSlot()
-        self._front_thread = threading.Thread(target=self._run_front, name=f"livefuse-front-{name or session.id}", daemon=True)
-
-    def _halves(self) -> tuple[Pipeline, Pipeline]:
-        # built at start: the owner may set pipeline.on_error after constructing the worker
-        def on_error(stage: str, exc: BaseException) -> None:
-            if self.pipeline.on_error is not None:
-                self.pipeline.on_error(stage, exc)
-
-        stages = self.pipeline.stages
-        return Pipeline(stages[: self.split], on_error), Pipeline(stages[self.split:], on_error)
+        self._front_thread = threading.Thread(target=self._run_front, name=f"livefuse-front-{session.id}", daemon=True)
 
     def start(self) -> None:
-        self._front, self._back = self._halves()
-        self._overlap = bool(self.pipeline.stages)   # no stages: nothing to overlap, the plain loop (no conversions)
         if self._overlap:
             self._front_thread.start()
         super().start()
@@ -57,13 +46,13 @@ class OverlappedFrameWorker(FrameWorker):
     def alive(self) -> bool:
         return self._thread.is_alive() or self._front_thread.is_alive()
 
-    # -- front: decoded frame -> RGB -> first stages ------------------------------------------------
+    # -- front: decoded frame -> state -> first stages ----------------------------------------------
     def _run_front(self) -> None:
         def handle(item: tuple[VideoFrame, float]) -> None:
             frame, arrived = item
             context = self.session.frame_context()   # both halves of a frame see the same controls
             if self.middle.put((frame, arrived, self.front_half(frame, context), context)):
-                _count_drop(self.stats)
+                self.stats.frame_dropped()
 
         try:
             self._drain(self.inbox, handle)
@@ -71,12 +60,7 @@ class OverlappedFrameWorker(FrameWorker):
             self.middle.close()
 
     def front_half(self, frame: VideoFrame, context: FrameContext) -> FrameState:
-        image = frame_to_rgb(frame)
-        state = FrameState(image=image, pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
-        c0 = time.thread_time()
-        state = self._front(state, context)
-        state.cpu_ms += (time.thread_time() - c0) * 1000.0
-        return state
+        return self.run_stages(self._front, frame_to_state(frame), context)
 
     # -- back: the other stages -> yuv420p -> the encoders ------------------------------------------
     def _run(self) -> None:
@@ -89,36 +73,15 @@ class OverlappedFrameWorker(FrameWorker):
             self._stop.set()               # the front must be done with its stages before they close
             if threading.current_thread() is not self._front_thread:
                 self._front_thread.join(5.0)
-            try:
-                self.pipeline.close()
-            except Exception:
-                log.exception("closing pipeline")
+            self._close_stages()
 
     def back_half(self, frame: VideoFrame, state: FrameState, context: FrameContext) -> VideoFrame:
-        c0 = time.thread_time()
-        state = self._back(state, context)
-        state.cpu_ms += (time.thread_time() - c0) * 1000.0
+        state = self.run_stages(self._back, state, context)
         self.finished(state)
-        result = state.image
-        return rgb_to_frame(result, frame)
-
-    def finished(self, state: FrameState) -> None:
-        """A frame has been through every stage (its timings hold all of them)."""
-        self.stats.processed(state)
-        for stage in state.errors:
-            self.stats.stage_error(stage)
+        return state_to_frame(state, frame)
 
     def stop(self, timeout: float = 5.0) -> None:
         super().stop(timeout)
         self.middle.close()
         if self._front_thread.is_alive() and threading.current_thread() is not self._front_thread:
             self._front_thread.join(timeout)
-
-
-def _count_drop(stats: Any) -> None:
-    """A frame the front finished but the back never took: a drop like any other (StreamStats has no
-    public counter for drops after the inbox, so this adds to the same one under its lock)."""
-    with stats._lock:
-        stats.dropped += 1
-    if stats.metrics is not None:
-        stats.metrics.dropped.inc()

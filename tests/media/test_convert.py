@@ -1,5 +1,6 @@
-"""The pipeline's colour edges on a real photo: decoded yuv420p -> RGB -> yuv420p keeps the picture, agrees
-with FFmpeg's own conversion, and keeps timing; odd sizes and other formats take PyAV's path."""
+"""The pipeline's edges on a real photo: decoded yuv420p -> RGB -> yuv420p keeps the picture, agrees with
+FFmpeg's own conversion, and keeps timing; odd sizes and other formats take PyAV's path; a frame becomes a
+FrameState and back with its pixels, pts and time base."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import torch
 from av import VideoFrame
 
-from streamer.frames import frame_to_rgb, rgb_to_frame
+from streamer.media.convert import frame_to_rgb, frame_to_state, rgb_to_frame, state_to_frame
+from streamer.pipeline import VIDEO_TIME_BASE
 
 
 def _decoded(rgb: np.ndarray) -> VideoFrame:
@@ -51,3 +53,17 @@ def test_odd_sizes_other_formats_and_tensors(astronaut):
     assert np.array_equal(frame_to_rgb(rgb_frame), astronaut)
     from_tensor = rgb_to_frame(torch.from_numpy(astronaut))
     assert np.array_equal(from_tensor.to_ndarray(), rgb_to_frame(astronaut).to_ndarray())
+
+
+def test_a_frame_becomes_a_state_and_back_with_its_timing(astronaut):
+    frame = _decoded(astronaut)
+    state = frame_to_state(frame)
+    assert np.array_equal(state.image, frame_to_rgb(frame))
+    assert (state.pts, state.time_base, state.seconds) == (3000, fractions.Fraction(1, 90000), 3000 / 90000)
+    out = state_to_frame(state, frame)
+    assert (out.pts, out.time_base, out.format.name) == (3000, fractions.Fraction(1, 90000), "yuv420p")
+    assert np.array_equal(out.to_ndarray(), rgb_to_frame(state.image).to_ndarray())
+    untimed = VideoFrame.from_ndarray(astronaut, format="rgb24")     # no pts, no time base
+    state = frame_to_state(untimed)
+    assert (state.pts, state.time_base) == (0, VIDEO_TIME_BASE)
+    assert state_to_frame(state, untimed).time_base == VIDEO_TIME_BASE

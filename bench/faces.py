@@ -85,14 +85,14 @@ def _int8_side_by_side(backend: Any, photo: np.ndarray, rng: np.random.Generator
     from bench._int8 import dynamic_int8_copy
     from engines.backends.interpreter import InterpreterRunner
     from engines.faces import LandmarkerConfig
-    from engines.torch_port.landmarker import TorchLandmarker
-    from engines.torch_port.networks import LANDMARKS_MEMBER, _graph_bytes
+    from engines.landmarks.graph import LandmarkGraph
+    from engines.landmarks.networks import LANDMARKS_MEMBER, graph_bytes
 
     cfg = LandmarkerConfig(max_faces=1, blendshapes=False)
-    int8_net = dynamic_int8_copy(_graph_bytes(LANDMARKS_MEMBER))
+    int8_net = dynamic_int8_copy(graph_bytes(LANDMARKS_MEMBER))
     frames = [_place(photo, (640, 480), 160.0, dx=2.0 * np.sin(i / 5), noise=(2.0, rng))[0] for i in range(n)]
     makers = {"shipped": lambda: backend.landmarker(cfg),
-              "int8": lambda: TorchLandmarker(cfg, "cpu", network_factory=lambda member: InterpreterRunner(int8_net)
+              "int8": lambda: LandmarkGraph(cfg, "cpu", network_factory=lambda member: InterpreterRunner(int8_net)
                                               if member == LANDMARKS_MEMBER else backend.network(member))}
     out = _time_side_by_side(makers, frames)
     dets = {name: make() for name, make in makers.items()}
@@ -216,12 +216,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # 2. the torch port on this machine's CPU (and CUDA when present)
     if not args.no_torch:
-        from engines.torch_port.landmarker import TorchLandmarker
-        from engines.torch_port.networks import TorchLandmarkNet
+        from engines.landmarks.graph import LandmarkGraph
+        from engines.landmarks.networks import LandmarkNet
 
         frames = [_place(photo, (640, 480), 160.0, dx=2.0 * np.sin(i / 5))[0] for i in range(min(n, 20))]
         out["torch_cpu_640x480_1face"] = _time_side_by_side(
-            {"torch": lambda: TorchLandmarker(LandmarkerConfig(max_faces=1))}, frames)["torch"]
+            {"torch": lambda: LandmarkGraph(LandmarkerConfig(max_faces=1))}, frames)["torch"]
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         # several streams on one runtime: the landmark network shared and batched across them, or not;
         # alternating, twice, since the machine drifts
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         _streams(dev, frames[:10] if dev == "cpu" else frames, n_streams, share)
         crops = np.stack([np.asarray(frames[0][100:356, 180:436])] * 32)
         for dev in devices:
-            net = TorchLandmarkNet(dev)
+            net = LandmarkNet(dev)
             for batch in ((1, 8) if dev == "cpu" else (1, 8, 32)):
                 x = crops[:batch]
                 net.run(x)

@@ -113,7 +113,7 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
     import aiohttp
     import skimage.data
 
-    from streamer.probe import ClipTrack, ProbeClient, clip_background
+    from bench._probe import ClipTrack, ProbeClient, clip_background
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bench._stream_server", "--port", str(port), "--codec", codec,

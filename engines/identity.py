@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -60,9 +59,6 @@ class IdentityEmbedder:
             shape = self._shape(img, rect)
             vec = self._net.compute_face_descriptor(img, shape, self.config.num_jitters, self.config.chip_padding)
         return np.asarray(vec, dtype=np.float32)
-
-    def embed_many(self, image: np.ndarray, faces: Sequence[Face]) -> list[np.ndarray]:
-        return [self.embed(image, f) for f in faces]
 
     def chip(self, image: np.ndarray, face: Face, size: int = 150) -> np.ndarray:
         """The aligned chip the network sees (for drawing and debugging)."""

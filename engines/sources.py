@@ -268,9 +268,3 @@ class SourceRegistry:
 
     def __len__(self) -> int:
         return len(self._cache)
-
-
-def demo_source_path():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parent.parent / "streamer" / "assets" / "demo_source.jpg"

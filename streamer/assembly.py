@@ -28,7 +28,7 @@ from streamer.safety.denylist import IdentityDenylist, SourceGate
 from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy, Understand
 from streamer.safety.kit import SafetyConfig, SafetyKit
 from streamer.safety.privacy import purge_session
-from streamer.safety.watermark import payload_recorder, resolve_policy
+from streamer.safety.watermark_policy import payload_recorder, resolve_policy
 from streamer.services import Services
 from streamer.session import Session
 from streamer.stages.edits import EditsStage, EditsStageConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
 Codec = Literal["VP8", "H264"]
@@ -93,9 +93,6 @@ class ServerConfig:
             values[f.name] = _parse(f.name, str(f.type), raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
-
-    def with_(self, **changes: Any) -> "ServerConfig":
-        return replace(self, **changes)
 
 
 def _parse(name: str, type_name: str, raw: str) -> Any:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 from av import VideoFrame
 
-from streamer.probe import CODE_ROWS_PX, paint_index
+from bench._probe import CODE_ROWS_PX, paint_index
 
 
 class InvertBelowCode:

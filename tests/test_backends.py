@@ -14,7 +14,7 @@ import torch
 from engines.backends import BACKENDS, BackendSettings, BackendUnavailable, backend_class, select_backend
 from engines.backends.tensorrt import EngineCache, engine_spec, export_onnx
 from engines.faces import LandmarkerConfig
-from engines.torch_port.networks import DETECTOR_MEMBER, load_network, read_task_member
+from engines.landmarks.networks import DETECTOR_MEMBER, load_network, read_task_member
 
 HAS_CUDA = torch.cuda.is_available()
 

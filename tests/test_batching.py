@@ -13,7 +13,7 @@ import pytest
 from engines.backends import BackendSettings, select_backend
 from engines.batching import SharedBatchRunner, shared_runner
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
-from engines.torch_port.networks import LANDMARKS_MEMBER, TorchLandmarkNet, crop, load_network, roi_from_landmarks
+from engines.landmarks.networks import LANDMARKS_MEMBER, LandmarkNet, crop, load_network, roi_from_landmarks
 from tests.faceclips import place
 
 
@@ -55,10 +55,10 @@ def _at_once(runner, inputs):
 
 def test_calls_that_arrive_together_run_as_one_batch_and_each_gets_its_own_rows(crops):
     net = load_network(LANDMARKS_MEMBER, "cpu")
-    alone = TorchLandmarkNet("cpu", graph=net)
+    alone = LandmarkNet("cpu", graph=net)
     runner = SharedBatchRunner(net, "cpu", max_batch=8, window_ms=200)
     try:
-        shared = TorchLandmarkNet("cpu", graph=runner)
+        shared = LandmarkNet("cpu", graph=runner)
         results = _at_once(shared.run, [crops[i:i + 1] for i in range(4)])
         for i, (pts, presence) in enumerate(results):
             ref_pts, ref_presence = alone.run(crops[i:i + 1])

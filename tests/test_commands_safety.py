@@ -11,7 +11,7 @@ from PIL import Image
 from kernels.numpy import watermark as wm
 from streamer.cli import main
 from streamer.safety.audit import AuditConfig, AuditLog, segments
-from streamer.safety.watermark import WatermarkPolicy, parse_payload
+from streamer.safety.watermark_policy import WatermarkPolicy, parse_payload
 from tests.watermark_clips import moving_clip
 
 

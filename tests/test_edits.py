@@ -9,7 +9,7 @@ import torch
 
 from kernels.numpy import edits as ne
 from kernels.torch import edits as te
-from streamer.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
+from bench.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
 
 
 def _landmarks(image: np.ndarray) -> np.ndarray:

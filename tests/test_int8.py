@@ -11,7 +11,7 @@ import numpy as np
 from bench._int8 import dynamic_int8_copy
 from engines.backends.interpreter import InterpreterRunner
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
-from engines.torch_port.networks import LANDMARKS_MEMBER, TorchLandmarkNet, _graph_bytes, crop, roi_from_landmarks
+from engines.landmarks.networks import LANDMARKS_MEMBER, LandmarkNet, graph_bytes, crop, roi_from_landmarks
 
 
 def _conv_weight_types(model: bytes) -> set[int]:
@@ -33,7 +33,7 @@ def _conv_weight_types(model: bytes) -> set[int]:
 def test_int8_copy_is_int8_and_still_finds_the_same_landmarks(astronaut):
     from ai_edge_litert import schema_py_generated as schema
 
-    shipped = _graph_bytes(LANDMARKS_MEMBER)
+    shipped = graph_bytes(LANDMARKS_MEMBER)
     copy = dynamic_int8_copy(shipped)
     assert _conv_weight_types(shipped) == {schema.TensorType.FLOAT16}
     assert _conv_weight_types(copy) == {schema.TensorType.INT8}
@@ -44,8 +44,8 @@ def test_int8_copy_is_int8_and_still_finds_the_same_landmarks(astronaut):
     finally:
         lm.close()
     patch, _ = crop(astronaut, roi_from_landmarks(face.landmarks), 256)
-    ref_pts, ref_presence = TorchLandmarkNet(graph=InterpreterRunner(shipped)).run(patch[None])
-    pts, presence = TorchLandmarkNet(graph=InterpreterRunner(copy)).run(patch[None])
+    ref_pts, ref_presence = LandmarkNet(graph=InterpreterRunner(shipped)).run(patch[None])
+    pts, presence = LandmarkNet(graph=InterpreterRunner(copy)).run(patch[None])
     err = np.linalg.norm(pts[0, :, :2] - ref_pts[0, :, :2], axis=1)
     assert 0.0 < err.mean() < 2.0, err.mean()          # not the same bytes, but the same network
     assert presence[0] > 0.9 and ref_presence[0] > 0.9

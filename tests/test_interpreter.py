@@ -21,8 +21,8 @@ import torch
 from engines.backends import BackendSettings, select_backend
 from engines.backends.interpreter import InterpreterBackend, InterpreterRunner
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
-from engines.torch_port.networks import (BLENDSHAPE_LANDMARKS, BLENDSHAPES_MEMBER, DETECTOR_MEMBER, LANDMARKS_MEMBER,
-                                         TorchBlendshapes, TorchFaceDetector, crop, load_network, read_task_member,
+from engines.landmarks.networks import (BLENDSHAPE_LANDMARKS, BLENDSHAPES_MEMBER, DETECTOR_MEMBER, LANDMARKS_MEMBER,
+                                         BlendshapeNet, FaceDetectorNet, crop, load_network, read_task_member,
                                          roi_from_landmarks)
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
@@ -60,7 +60,7 @@ def test_each_network_in_litert_matches_its_torch_port(astronaut):
     want = load_network(LANDMARKS_MEMBER)(x)
     assert np.abs(got[0].numpy() - want[0].numpy()).max() < 0.05
 
-    boxed, _ = TorchFaceDetector().letterbox(frame)
+    boxed, _ = FaceDetectorNet().letterbox(frame)
     x = torch.from_numpy(boxed[None].astype(np.float32) / 127.5 - 1.0)
     got = InterpreterRunner(read_task_member(DETECTOR_MEMBER))(x)
     want = load_network(DETECTOR_MEMBER)(x)
@@ -68,7 +68,7 @@ def test_each_network_in_litert_matches_its_torch_port(astronaut):
 
     pts = np.ascontiguousarray(ref[list(BLENDSHAPE_LANDMARKS), :2], np.float32)[None]
     got = InterpreterRunner(read_task_member(BLENDSHAPES_MEMBER))(pts)[0]
-    want = TorchBlendshapes().net(torch.from_numpy(pts))[0].numpy()
+    want = BlendshapeNet().net(torch.from_numpy(pts))[0].numpy()
     assert got.shape == (52,) and np.abs(got - want).max() < 1e-3
 
 

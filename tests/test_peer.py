@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestServer
 from streamer.config import ServerConfig
 from streamer.peer import PeerSession
 from streamer.pipeline import Pipeline
-from streamer.probe import ClipTrack, ProbeClient, clip_background
+from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 from streamer.session import Session
@@ -114,7 +114,7 @@ async def test_events_from_a_worker_thread_reach_the_client(astronaut):
 VANISHING_CLIENT = textwrap.dedent(
     """
     import asyncio, sys, aiohttp, skimage.data
-    from streamer.probe import ClipTrack, ProbeClient, clip_background
+    from bench._probe import ClipTrack, ProbeClient, clip_background
 
     async def main(url):
         client = ProbeClient(ClipTrack(clip_background(skimage.data.astronaut(), 160, 120)))

@@ -13,7 +13,7 @@ import pytest
 from streamer.cli import main
 from streamer.commands.process import process_file
 from streamer.pipeline import Pipeline
-from streamer.probe import CODE_ROWS_PX, clip_background, paint_index, read_index
+from bench._probe import CODE_ROWS_PX, clip_background, paint_index, read_index
 from streamer.services import Services
 from tests.streaming_helpers import Boom, InvertBelowCode
 

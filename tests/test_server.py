@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestServer
 from PIL import Image
 
 from streamer.config import ServerConfig
-from streamer.probe import ClipTrack, ProbeClient, clip_background
+from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 from tests.streaming_helpers import keep_decoded

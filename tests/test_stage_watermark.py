@@ -13,7 +13,7 @@ import torch
 
 from kernels.numpy import watermark as wm
 from streamer.pipeline import FrameState, Pipeline
-from streamer.safety.watermark import WatermarkPolicy, make_payload, parse_payload, resolve_policy, session_tag
+from streamer.safety.watermark_policy import WatermarkPolicy, make_payload, parse_payload, resolve_policy, session_tag
 from streamer.session import Session
 from streamer.stages.watermark import WatermarkStage
 from tests.watermark_clips import moving_clip

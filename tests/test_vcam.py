@@ -11,7 +11,7 @@ import pytest
 
 pyvirtualcam = pytest.importorskip("pyvirtualcam")
 
-from streamer.probe import clip_background, paint_index, read_index  # noqa: E402
+from bench._probe import clip_background, paint_index, read_index  # noqa: E402
 from streamer.sinks.vcam import VirtualCameraSink  # noqa: E402
 from streamer.media.broadcast import Broadcast  # noqa: E402
 from streamer.media.tracks import FusedTrack  # noqa: E402
@@ -80,7 +80,7 @@ async def test_serve_vcam_feeds_the_oldest_live_session(astronaut):
     from aiohttp.test_utils import TestServer
 
     from streamer.config import ServerConfig
-    from streamer.probe import ClipTrack, ProbeClient
+    from bench._probe import ClipTrack, ProbeClient
     from streamer.server import SERVER_KEY, create_app
 
     RecordingBackend.sent.clear()

@@ -1,5 +1,5 @@
 """The bundled .tflite networks in LiteRT's own interpreter (ai-edge-litert), one XNNPACK thread each,
-driven by the tracking graph of engines.torch_port.landmarker: the detector runs while a face is missing
+driven by the tracking graph of engines.landmarks.graph: the detector runs while a face is missing
 (and every `search_interval_ms` for newcomers), each followed face's next crop comes from its landmarks,
 blendshapes come from the same network MediaPipe runs, and the face transform from MediaPipe's geometry
 pipeline, reproduced in NumPy.
@@ -118,18 +118,18 @@ class InterpreterBackend(Backend):
     def network(self, member: str) -> Network:
         import os
 
-        from engines.torch_port.networks import LANDMARKS_MEMBER, _graph_bytes   # verified by sha256, cached
+        from engines.landmarks.networks import LANDMARKS_MEMBER, graph_bytes   # verified by sha256, cached
 
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         # several faces in a frame: their landmark passes spread over the cores (up to 4)
         parallel = min(4, cores) if member == LANDMARKS_MEMBER else 1
-        return InterpreterRunner(_graph_bytes(member), parallel=parallel)
+        return InterpreterRunner(graph_bytes(member), parallel=parallel)
 
     def landmarker(self, config) -> Detector:
-        from engines.torch_port.landmarker import TorchLandmarker
-        from engines.torch_port.networks import BLENDSHAPES_MEMBER
+        from engines.landmarks.graph import LandmarkGraph
+        from engines.landmarks.networks import BLENDSHAPES_MEMBER
 
-        return TorchLandmarker(config, "cpu", network_factory=self.network,
+        return LandmarkGraph(config, "cpu", network_factory=self.network,
                                blendshapes_graph=self.network(BLENDSHAPES_MEMBER) if config.blendshapes else None)
 
     def describe(self) -> dict:

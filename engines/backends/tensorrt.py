@@ -134,9 +134,9 @@ class TensorRTBackend(Backend):
         self.logger = trt.Logger(trt.Logger.WARNING)
 
     def network(self, member: str) -> Network:
-        from engines.torch_port.networks import _graph_bytes, load_network
+        from engines.landmarks.networks import graph_bytes, load_network
 
-        model = _graph_bytes(member)
+        model = graph_bytes(member)
         graph = load_network(member, "cpu")
         shape = tuple(graph.input_shapes[0])
         spec = engine_spec(model, shape, self.settings.max_batch, self.settings.precision,
@@ -177,9 +177,9 @@ class TensorRTBackend(Backend):
         return bytes(serialized)
 
     def landmarker(self, config) -> Detector:
-        from engines.torch_port.landmarker import TorchLandmarker
+        from engines.landmarks.graph import LandmarkGraph
 
-        return TorchLandmarker(config, self.device, network_factory=self.network)
+        return LandmarkGraph(config, self.device, network_factory=self.network)
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "precision": self.settings.precision,

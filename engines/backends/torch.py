@@ -36,7 +36,7 @@ class TorchBackend(Backend):
         self.device = resolve_device(settings.device)
 
     def network(self, member: str) -> Network:
-        from engines.torch_port.networks import LANDMARKS_MEMBER
+        from engines.landmarks.networks import LANDMARKS_MEMBER
 
         if self.settings.share_across_streams and member == LANDMARKS_MEMBER:
             from engines.batching import SharedBatchRunner, shared_runner
@@ -50,7 +50,7 @@ class TorchBackend(Backend):
     def _own_network(self, member: str) -> Network:
         import torch
 
-        from engines.torch_port.networks import load_network
+        from engines.landmarks.networks import load_network
 
         net = load_network(member, self.device)
         if self.settings.precision == "fp16":
@@ -63,9 +63,9 @@ class TorchBackend(Backend):
         return net
 
     def landmarker(self, config) -> Detector:
-        from engines.torch_port.landmarker import TorchLandmarker
+        from engines.landmarks.graph import LandmarkGraph
 
-        return TorchLandmarker(config, self.device, network_factory=self.network)
+        return LandmarkGraph(config, self.device, network_factory=self.network)
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "precision": self.settings.precision}

@@ -233,11 +233,6 @@ def band_spectrum(folded: np.ndarray, key: WatermarkKey) -> np.ndarray:
     return np.fft.rfft2(folded)[key.band_rows, key.band_cols]
 
 
-def soft_bits(folded: np.ndarray, key: WatermarkKey, shift: tuple[float, float]) -> np.ndarray:
-    y = _raw_bits(band_spectrum(folded, key), key, shift)
-    return y / (float(np.std(y)) + 1e-12)
-
-
 def code_energy(spec: np.ndarray, key: WatermarkKey, shift: tuple[float, float]) -> tuple[float, np.ndarray]:
     """(share of the folded tile's in-band energy that lies in the code bits' subspace, soft bits).
     Noise spreads over the whole band (share ~ code bits / band dimensions); where the mark sits, the

@@ -13,7 +13,7 @@ def add_named_modules(parser: argparse.ArgumentParser, package: str) -> None:
     pkg = importlib.import_module(package)
     sub = parser.add_subparsers(dest="target", required=True)
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or info.ispkg:   # helpers and sub-packages are not targets
             continue
         module = importlib.import_module(f"{package}.{info.name}")
         p = sub.add_parser(info.name, help=(module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else None)

@@ -1,4 +1,4 @@
-"""`livefuse eval NAME --json`: run a quality harness from `streamer/evals/` and print its figures."""
+"""`livefuse eval NAME --json`: run a quality harness from `bench/evals/` and print its figures."""
 
 from streamer.commands._dispatch import add_named_modules, run_named_module
 
@@ -6,7 +6,7 @@ HELP = "run a quality harness (fusion, prompts, ...) and print JSON"
 
 
 def add_arguments(parser):
-    add_named_modules(parser, "streamer.evals")
+    add_named_modules(parser, "bench.evals")
 
 
 run = run_named_module

@@ -45,7 +45,7 @@ def read_frames(path: str, max_frames: int):
 
 def run(args) -> int:
     from kernels.numpy import watermark as wm
-    from streamer.safety.watermark import parse_payload
+    from streamer.safety.watermark_policy import parse_payload
 
     try:
         frames = read_frames(args.file, max(1, args.max_frames))

@@ -9,7 +9,7 @@ from streamer.safety.audit import AuditLog, default_audit_path
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware
 from streamer.safety.denylist import SourceGate
 from streamer.safety.filters import PromptGate
-from streamer.safety.watermark import WatermarkPolicy
+from streamer.safety.watermark_policy import WatermarkPolicy
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import numpy as np
 from kernels.numpy import watermark as np_wm
 from streamer.pipeline import FrameState
 from streamer.session import FrameContext
-from streamer.safety.watermark import WatermarkPolicy
+from streamer.safety.watermark_policy import WatermarkPolicy
 
 PayloadHook = Callable[[str, int], None]  # (session id, payload) whenever a session starts a new payload
 

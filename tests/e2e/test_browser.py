@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
 from streamer.pipeline import Pipeline
-from streamer.probe import clip_background
+from bench._probe import clip_background
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 from tests.e2e.browser import CHROMIUM_FLAGS, open_page, write_y4m
@@ -125,7 +125,7 @@ async def test_page_explains_no_camera_denied_camera_full_server_and_unreachable
     import aiohttp
     from playwright.async_api import async_playwright
 
-    from streamer.probe import ClipTrack, ProbeClient
+    from bench._probe import ClipTrack, ProbeClient
 
     y4m = tmp_path / "face.y4m"
     write_y4m(y4m, clip_background(astronaut, 320, 240), frames=5)

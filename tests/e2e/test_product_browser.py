@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
 from streamer.pipeline import Pipeline
-from streamer.probe import clip_background
+from bench._probe import clip_background
 from streamer.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 
@@ -102,7 +102,7 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
     from streamer.assembly import Product, ProductConfig
     from streamer.safety.audit import iter_records, verify
     from streamer.safety.kit import SafetyConfig
-    from streamer.safety.watermark import parse_payload, session_tag
+    from streamer.safety.watermark_policy import parse_payload, session_tag
 
     photo = clip_background(grace_hopper, W, H)
     y4m = tmp_path / "hopper.y4m"

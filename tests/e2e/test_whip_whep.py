@@ -16,7 +16,7 @@ from streamer.audio import DelayedAudioTrack
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from streamer.pipeline import Pipeline
-from streamer.probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, read_index
+from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, read_index
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 import numpy as np

@@ -168,7 +168,7 @@ async def test_real_peers_get_their_frames_back_in_order_through_the_overlapped_
     import streamer.peer
     from streamer.config import ServerConfig
     from streamer.peer import PeerSession
-    from streamer.probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background
+    from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background
     from streamer.services import Services
     from tests.streaming_helpers import InvertBelowCode
 

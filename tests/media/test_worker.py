@@ -11,7 +11,7 @@ from av import VideoFrame
 
 from streamer.media.stats import StreamStats
 from streamer.pipeline import Pipeline
-from streamer.probe import CODE_ROWS_PX, read_index
+from bench._probe import CODE_ROWS_PX, read_index
 from streamer.session import Session
 from streamer.media.worker import CONVERSION, FrameWorker
 from tests.streaming_helpers import Boom, InvertBelowCode, Sleep, indexed_frame, mean_abs

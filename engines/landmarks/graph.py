@@ -1,11 +1,12 @@
-"""A face landmarker on the torch port: the same `detect(image, timestamp_ms) -> list[Face]` seam as
-MediaPipeLandmarker, on CPU or CUDA. Its tracking graph also drives the networks in other runtimes
-(TensorRT engines, LiteRT's interpreter), which plug in as runners of the same networks.
+"""The face tracking graph: detector -> ROI -> landmark network -> next ROI, behind the same
+`detect(image, timestamp_ms) -> list[Face]` seam as MediaPipeLandmarker. It is runtime-agnostic: the
+networks run in torch (CPU or CUDA) by default, and LiteRT's interpreter or TensorRT engines plug in as
+runners of the same networks (`network_factory`).
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
 runs only while fewer than `max_faces` faces are followed (then at most every `search_interval_ms` once
 one face is followed). Blendshapes come from the blendshapes network; `transform` and `pose` from
-MediaPipe's perspective geometry pipeline, reproduced in engines.torch_port.geometry.
+MediaPipe's perspective geometry pipeline, reproduced in engines.landmarks.geometry.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import numpy as np
 import torch
 
 from engines.faces import Face, LandmarkerConfig
-from engines.torch_port.geometry import face_transform, pose_of
+from engines.landmarks.geometry import face_transform, pose_of
 from engines.tracking import iou
-from engines.torch_port.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, TorchBlendshapes,
-                                         TorchFaceDetector, TorchLandmarkNet, roi_from_detection, roi_from_landmarks)
+from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, BlendshapeNet,
+                                         FaceDetectorNet, LandmarkNet, roi_from_detection, roi_from_landmarks)
 
 
-class TorchLandmarker:
+class LandmarkGraph:
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
                  network_factory: Callable[[str], Callable] | None = None,
                  blendshapes_graph: Callable | None = None) -> None:
@@ -33,10 +34,10 @@ class TorchLandmarker:
         self.config = config
         self.device = torch.device(device)
         make = network_factory or (lambda member: None)
-        self.detector = TorchFaceDetector(self.device, min_score=config.min_detection_confidence,
+        self.detector = FaceDetectorNet(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
-        self.net = TorchLandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
-        self.blendshapes = TorchBlendshapes(self.device, graph=blendshapes_graph) if config.blendshapes else None
+        self.net = LandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
+        self.blendshapes = BlendshapeNet(self.device, graph=blendshapes_graph) if config.blendshapes else None
         self._rois: list[RotatedRect] = []
         self._searched_ms: float | None = None   # stream time of the last detector run
         self._lock = threading.Lock()

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from engines.cards import MEMBER_CARDS, ModelError
-from engines.torch_port.tflite_graph import TFLiteGraph, load_graph
+from engines.landmarks.tflite_graph import TFLiteGraph, load_graph
 
 DETECTOR_MEMBER = "face_detector.tflite"
 LANDMARKS_MEMBER = "face_landmarks_detector.tflite"
@@ -37,12 +37,12 @@ def read_task_member(member: str) -> bytes:
 
 
 @lru_cache(maxsize=4)
-def _graph_bytes(member: str) -> bytes:
+def graph_bytes(member: str) -> bytes:
     return read_task_member(member)
 
 
 def load_network(member: str, device: str | torch.device = "cpu") -> TFLiteGraph:
-    return load_graph(_graph_bytes(member)).to(device)
+    return load_graph(graph_bytes(member)).to(device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ class LandmarkResult:
     rect: RotatedRect
 
 
-class TorchLandmarkNet:
+class LandmarkNet:
     """The 478-point landmark network. `run` takes a batch of crops; `landmarks` does crop -> frame.
     `graph` replaces the torch module with another runner of the same network (a TensorRT engine)."""
 
@@ -195,14 +195,14 @@ BLENDSHAPE_NAMES = (
 )
 
 
-class TorchBlendshapes:
+class BlendshapeNet:
     """The 52-blendshape network (an MLP-Mixer over 146 landmarks), run in TFLite's own layout."""
 
     def __init__(self, device: str | torch.device = "cpu", graph: Callable | None = None) -> None:
         """`graph` replaces the torch module with another runner of the same network (LiteRT's interpreter)."""
         self.device = torch.device(device)
         if graph is None:
-            from engines.torch_port.tflite_exact import load_exact_graph
+            from engines.landmarks.tflite_exact import load_exact_graph
 
             graph = load_exact_graph(read_task_member(BLENDSHAPES_MEMBER)).to(self.device)
         self.net = graph
@@ -243,7 +243,7 @@ class Detection:
     score: float
 
 
-class TorchFaceDetector:
+class FaceDetectorNet:
     """BlazeFace short range on a letterboxed 128 x 128 view of the whole frame."""
 
     def __init__(self, device: str | torch.device = "cpu", min_score: float = 0.5, nms_iou: float = 0.3,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engines.torch_port.tflite_graph import GraphModule, ParsedGraph, UnsupportedModel, _activation, _same_pad, parse_tflite
+from engines.landmarks.tflite_graph import GraphModule, ParsedGraph, UnsupportedModel, _activation, _same_pad, parse_tflite
 
 _BINARY = {
     "ADD": torch.add,

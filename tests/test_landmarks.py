@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
-from engines.torch_port.geometry import canonical_face, face_transform, pose_from_landmarks
-from engines.torch_port.landmarker import TorchLandmarker
-from engines.torch_port.networks import (BLENDSHAPES_MEMBER, DETECTOR_MEMBER, RotatedRect, TorchBlendshapes,
-                                         TorchFaceDetector, TorchLandmarkNet, crop, read_task_member,
+from engines.landmarks.geometry import canonical_face, face_transform, pose_from_landmarks
+from engines.landmarks.graph import LandmarkGraph
+from engines.landmarks.networks import (BLENDSHAPES_MEMBER, DETECTOR_MEMBER, RotatedRect, BlendshapeNet,
+                                         FaceDetectorNet, LandmarkNet, crop, read_task_member,
                                          roi_from_landmarks, ssd_anchors)
-from engines.torch_port.tflite_graph import UnsupportedModel, load_graph, parse_tflite
+from engines.landmarks.tflite_graph import UnsupportedModel, load_graph, parse_tflite
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
 CLIPS = {"plain": dict(), "rolled": dict(angle=20, scale=1.3), "hd": dict(size=(1280, 720), scale=2.0)}
@@ -41,12 +41,12 @@ def litert_detector(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def torch_detector():
-    return TorchFaceDetector("cpu")
+    return FaceDetectorNet("cpu")
 
 
 @pytest.fixture(scope="module")
 def torch_net():
-    return TorchLandmarkNet("cpu")
+    return LandmarkNet("cpu")
 
 
 def _litert_detect(det, frame):
@@ -118,7 +118,7 @@ def test_landmark_net_matches_litert_on_the_same_crop(torch_net, astronaut, name
 
 
 def test_presence_is_low_on_a_face_free_crop(torch_net, face_free_images):
-    from engines.torch_port.networks import RotatedRect
+    from engines.landmarks.networks import RotatedRect
 
     coffee = face_free_images["coffee"]
     got = torch_net.landmarks(coffee, [RotatedRect(300, 200, 256, 256, 0.0)])[0]
@@ -126,7 +126,7 @@ def test_presence_is_low_on_a_face_free_crop(torch_net, face_free_images):
 
 
 def test_full_path_matches_mediapipe_image_mode(astronaut, grace_hopper):
-    torch_lm = TorchLandmarker(LandmarkerConfig(max_faces=2, mode="image"))
+    torch_lm = LandmarkGraph(LandmarkerConfig(max_faces=2, mode="image"))
     mp_lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=2, mode="image"))
     try:
         for photo in (astronaut, place(astronaut, angle=-25)[0], grace_hopper):
@@ -206,7 +206,7 @@ def test_unsupported_ops_are_named():
 
 
 def test_blendshapes_match_litert_from_the_same_landmarks(astronaut, grace_hopper):
-    port = TorchBlendshapes("cpu")
+    port = BlendshapeNet("cpu")
     lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
     try:
         for photo in (astronaut, grace_hopper, place(astronaut, angle=30, scale=0.9)[0]):
@@ -228,7 +228,7 @@ def test_graph_runs_any_batch_and_keeps_tflite_layout():
 
 
 def test_video_mode_follows_a_moving_face_and_redetects_after_a_gap(astronaut):
-    lm = TorchLandmarker(LandmarkerConfig(max_faces=1))
+    lm = LandmarkGraph(LandmarkerConfig(max_faces=1))
     clip = [place(astronaut, shift=(6 * i, 3 * i), angle=i) for i in range(5)]
     frames = [frame for frame, _ in clip]
     blank = np.full_like(frames[0], 118)
@@ -250,8 +250,8 @@ def test_video_mode_follows_a_moving_face_and_redetects_after_a_gap(astronaut):
 def test_blendshapes_off_skips_their_network_and_keeps_the_rest(astronaut):
     """The stream's setting: no blendshapes (and no blendshapes network loaded); landmarks, transform and
     pose are the same as with them on."""
-    on = TorchLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
-    off = TorchLandmarker(LandmarkerConfig(max_faces=1, mode="image", blendshapes=False))
+    on = LandmarkGraph(LandmarkerConfig(max_faces=1, mode="image"))
+    off = LandmarkGraph(LandmarkerConfig(max_faces=1, mode="image", blendshapes=False))
     try:
         (a,), (b,) = on.detect(astronaut), off.detect(astronaut)
     finally:

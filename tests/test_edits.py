@@ -119,7 +119,7 @@ def test_eye_size_widens_the_eye_opening(portrait):
 def test_lip_tint_reddens_only_the_lips(portrait):
     img, lm = portrait
     out = ne.render_edits(img, [lm], {"lip_tint": 1.0})
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     lips = region_mask(img.shape[:2], lm, ["lips_outer"], ["lips_inner"]) > 0.8
     changed = np.abs(out.astype(int) - img).sum(-1) > 0

@@ -59,7 +59,7 @@ def _detect(image: np.ndarray):
 
 
 def skin_mask(shape, landmarks) -> np.ndarray:
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     return region_mask(shape, landmarks, ["face_oval"], ["left_eye", "right_eye", "lips_outer"]) > 0.5
 

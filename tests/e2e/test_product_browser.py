@@ -86,7 +86,7 @@ def face_regions(landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(inside the face oval, well outside it): the border band where fusion feathers out is left out."""
     import cv2
 
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     oval = region_mask((H, W), landmarks, ["face_oval"]) > 0.5
     inner = cv2.erode(oval.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0

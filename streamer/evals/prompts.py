@@ -87,7 +87,7 @@ def eye_opening(lm: np.ndarray) -> float:
 
 
 def image_measures(image: np.ndarray, value: float = 0.8) -> dict:
-    from kernels.numpy.edits import render_edits
+    from engines.edit_render import render_edits
 
     lm = _detect(image)
     mask = skin_mask(image.shape[:2], lm)

@@ -21,8 +21,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--switches", type=int, default=6, help="prompt switches to time")
     parser.add_argument("--renderer-only", action="store_true", help="skip the prompt-switch timing")
-    parser.add_argument("--baseline", help="another kernels/numpy/edits.py (e.g. `git show REV:kernels/numpy/edits.py "
-                                           "> /tmp/old.py`) timed interleaved with this one as all_baseline")
+    parser.add_argument("--baseline", help="a module file with render_edits(image, faces, edits, config) and EditConfig, "
+                                           "timed interleaved with this renderer as all_baseline")
 
 
 def _stats(ms: list[float], cpu: list[float] | None = None) -> dict[str, float]:
@@ -69,17 +69,19 @@ def _load_baseline(path: str):
 
 
 def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = False, baseline: str | None = None) -> dict:
-    from kernels.numpy.edits import APPEARANCE, EDITS, GEOMETRY, EditConfig, render_edits
+    from engines.edit_plan import EditConfig
+    from engines.edit_render import render_edits
+    from engines.edit_vocabulary import APPEARANCE, EDIT_NAMES, GEOMETRY
 
     img, lm = _frame(closeup)
     out: dict = {"frame": "640x480", "face_width_px": round(float(np.linalg.norm(lm[454, :2] - lm[234, :2])), 1)}
     capped, uncapped = EditConfig(), EditConfig(detail_cap_px=0)   # uncapped = full detail at any face size
-    sets = {"all": ({n: value for n in EDITS}, capped), "geometry": ({n: value for n in GEOMETRY}, capped),
-            "appearance": ({n: value for n in APPEARANCE}, capped), "all_uncapped": ({n: value for n in EDITS}, uncapped)}
+    sets = {"all": ({n: value for n in EDIT_NAMES}, capped), "geometry": ({n: value for n in GEOMETRY}, capped),
+            "appearance": ({n: value for n in APPEARANCE}, capped), "all_uncapped": ({n: value for n in EDIT_NAMES}, uncapped)}
     renderers = {k: render_edits for k in sets}
     if baseline:
         base = _load_baseline(baseline)
-        sets["all_baseline"] = ({n: value for n in EDITS}, base.EditConfig())
+        sets["all_baseline"] = ({n: value for n in EDIT_NAMES}, base.EditConfig())
         renderers["all_baseline"] = base.render_edits
     # interleaved, so background load hits every variant alike
     import cv2
@@ -102,16 +104,14 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = 
     if with_torch:
         import torch
 
-        from kernels.torch.edits import render_edits as render_torch
-
         torch.set_num_threads(1)  # two threads on a shared 2-core machine thrash
         timg = torch.from_numpy(img)
         for _ in range(3):
-            render_torch(timg, [lm], sets["all"][0])
+            render_edits(timg, [lm], sets["all"][0])
         ts, cs = [], []
         for _ in range(max(10, frames // 2)):
             t0, c0 = time.perf_counter(), time.thread_time()
-            render_torch(timg, [lm], sets["all"][0])
+            render_edits(timg, [lm], sets["all"][0])
             ts.append((time.perf_counter() - t0) * 1000.0)
             cs.append((time.thread_time() - c0) * 1000.0)
         out["torch_cpu_all"] = _stats(ts, cs)

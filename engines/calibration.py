@@ -15,9 +15,10 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from engines.text import (EDIT_NAMES, NEGATION_FLOOR, ArtifactMeta, ConditionProjector, EditHead, PromptModel,
-                          TextEncoder, clauses, negation_stem, normalise_prompt, save_artifact)
 from engines import glossary as zh_glossary
+from engines.edit_vocabulary import EDIT_NAMES
+from engines.text import (NEGATION_FLOOR, ArtifactMeta, ConditionProjector, EditHead, PromptModel, TextEncoder, clauses,
+                          negation_stem, normalise_prompt, save_artifact)
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
 ZERO_LIMIT = 0.2   # an edit whose target is 0 must stay below this

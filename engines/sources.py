@@ -19,10 +19,10 @@ import cv2
 import numpy as np
 
 from engines.images import ImageError, load_image
+from engines.face_masks import region_mask
 from engines.faces import Face
 from engines.fusion_mesh import fusion_mesh, orient_triangles
 from kernels.numpy import color
-from kernels.numpy.masks import region_mask
 
 REASONS = ("bad_image", "too_large", "no_face", "bad_index", "too_small", "too_turned", "occluded")
 

@@ -28,15 +28,11 @@ import torch
 
 from engines import glossary as zh_glossary
 from engines.cards import MINILM_L6, ModelCard
+from engines.edit_vocabulary import EDIT_NAMES  # the head's outputs, one per edit
 
 log = logging.getLogger(__name__)
 
 CONDITION_DIM = 512
-# The renderer's controls, each in [-1, 1] with 0 = no change (kernels/numpy/edits.py documents them).
-EDIT_NAMES: tuple[str, ...] = (
-    "smile", "eye_size", "face_slim", "nose_width", "brow_raise",
-    "skin_smooth", "skin_warmth", "brightness", "lip_tint", "blush", "contour", "eye_makeup", "saturation",
-)
 ARTIFACT_FORMAT = "livefuse-prompt-head/1"
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_ARTIFACT = ASSETS / "prompt_head_minilm.safetensors"

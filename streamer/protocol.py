@@ -11,9 +11,16 @@ from typing import Any
 
 import jsonschema
 
+from engines.edit_vocabulary import EDIT_SPECS
+
 PROTOCOL_VERSION = 1
 
-_EDIT_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}
+# set_params.edits: slider values by edit name, each within its edit's range; other names are refused
+_EDITS = {
+    "type": "object",
+    "properties": {s.name: {"type": "number", "minimum": s.low, "maximum": s.high} for s in EDIT_SPECS},
+    "additionalProperties": False,
+}
 
 CLIENT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -40,12 +47,7 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "type": {"const": "set_params"},
                 "id": {"type": "integer"},
                 "strength": {"type": "number", "minimum": 0, "maximum": 1},
-                "edits": {
-                    "type": "object",
-                    "propertyNames": _EDIT_NAME,
-                    "additionalProperties": {"type": "number", "minimum": -1, "maximum": 1},
-                    "maxProperties": 64,
-                },
+                "edits": _EDITS,
                 "source_id": {"type": ["string", "null"], "maxLength": 64},
                 "face_sources": {
                     "type": "object",

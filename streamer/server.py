@@ -212,6 +212,12 @@ class LiveFuseServer:
             "sources": sorted(peer.session.sources),
         })
 
+    async def edits(self, request: web.Request) -> web.Response:
+        """The edit vocabulary the page builds its sliders from."""
+        from engines.edit_vocabulary import vocabulary_json
+
+        return web.json_response(vocabulary_json())
+
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "sessions": len(self.peers), "max_sessions": self.config.max_sessions,
                                   "uptime_s": round(time.time() - self.started, 1)})
@@ -296,6 +302,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)
     r.add_get("/sessions/{session}", server.session_info)
+    r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
     r.add_get("/metrics", server.metrics_page)
     app.on_shutdown.append(server.close_all)

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from engines.face_masks import region_mask
 from engines.sources import SourceRefused
 from kernels.numpy import watermark as wm
-from kernels.numpy.masks import region_mask
 from streamer.assembly import Product, ProductConfig
 from streamer.pipeline import FrameState
 from streamer.safety.audit import iter_records, verify

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.numpy import edits as ne
-from kernels.torch import edits as te
+from engines.edit_plan import plan_face
+from engines.edit_render import render_edits
+from engines.edit_vocabulary import EDIT_NAMES
 from bench.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
 
 
@@ -36,12 +37,12 @@ def odd_frame(astronaut):
     return img, _landmarks(img)
 
 
-@pytest.mark.parametrize("name", ne.EDITS)
+@pytest.mark.parametrize("name", EDIT_NAMES)
 def test_numpy_and_torch_agree_on_odd_frame(odd_frame, name):
     img, lm = odd_frame
     for v in (-1.0, 0.7):
-        a = ne.render_edits(img, [lm], {name: v}).astype(int)
-        b = te.render_edits(torch.from_numpy(img), [lm], {name: v}).numpy().astype(int)
+        a = render_edits(img, [lm], {name: v}).astype(int)
+        b = render_edits(torch.from_numpy(img), [lm], {name: v}).numpy().astype(int)
         changed = np.abs(a - img.astype(int)).sum()
         assert changed > 0, f"{name}={v} changed nothing"
         diff = np.abs(a - b)
@@ -50,24 +51,24 @@ def test_numpy_and_torch_agree_on_odd_frame(odd_frame, name):
 
 def test_twins_agree_with_all_edits_on(odd_frame):
     img, lm = odd_frame
-    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(ne.EDITS)}
-    a = ne.render_edits(img, [lm], edits).astype(int)
-    b = te.render_edits(torch.from_numpy(img), [lm], edits).numpy().astype(int)
+    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(EDIT_NAMES)}
+    a = render_edits(img, [lm], edits).astype(int)
+    b = render_edits(torch.from_numpy(img), [lm], edits).numpy().astype(int)
     assert np.abs(a - b).max() <= 2
 
 
 def test_zero_edits_change_nothing_and_input_is_not_modified(portrait):
     img, lm = portrait
     keep = img.copy()
-    out = ne.render_edits(img, [lm], {n: 0.0 for n in ne.EDITS})
+    out = render_edits(img, [lm], {n: 0.0 for n in EDIT_NAMES})
     assert np.array_equal(out, img)
-    ne.render_edits(img, [lm], {"brightness": 1.0, "smile": 1.0})
+    render_edits(img, [lm], {"brightness": 1.0, "smile": 1.0})
     assert np.array_equal(img, keep)
 
 
 def test_edits_stay_on_the_face(portrait):
     img, lm = portrait
-    out = ne.render_edits(img, [lm], {n: 1.0 for n in ne.EDITS})
+    out = render_edits(img, [lm], {n: 1.0 for n in EDIT_NAMES})
     fw = np.linalg.norm(lm[454, :2] - lm[234, :2])
     x0, y0 = lm[:, :2].min(0) - 0.3 * fw
     x1, y1 = lm[:, :2].max(0) + 0.3 * fw
@@ -79,24 +80,24 @@ def test_edits_stay_on_the_face(portrait):
 
 def test_no_faces_and_bad_input(face_free_images):
     img = face_free_images["coffee"]
-    assert np.array_equal(ne.render_edits(img, [], {"brightness": 1.0}), img)
+    assert np.array_equal(render_edits(img, [], {"brightness": 1.0}), img)
     with pytest.raises(ValueError):
-        ne.render_edits(img.astype(np.float32), [], {"brightness": 1.0})
+        render_edits(img.astype(np.float32), [], {"brightness": 1.0})
     with pytest.raises(ValueError):
-        te.render_edits(torch.zeros(4, 4), [], {})
+        render_edits(torch.zeros(4, 4), [], {})
     # nonsense values: unknown names ignored, values clipped, NaN landmarks skipped
     lm = np.full((478, 3), np.nan, np.float32)
-    assert np.array_equal(ne.render_edits(img, [lm], {"brightness": 1.0, "teleport": 1.0}), img)
+    assert np.array_equal(render_edits(img, [lm], {"brightness": 1.0, "teleport": 1.0}), img)
 
 
 def test_brightness_and_warmth_move_skin_lab(grace_hopper):
     lm = _landmarks(grace_hopper)
     mask = skin_mask(grace_hopper.shape[:2], lm)
     l0, b0 = lab_means(grace_hopper, mask)
-    l_up, _ = lab_means(ne.render_edits(grace_hopper, [lm], {"brightness": 0.8}), mask)
-    l_dn, _ = lab_means(ne.render_edits(grace_hopper, [lm], {"brightness": -0.8}), mask)
-    _, b_up = lab_means(ne.render_edits(grace_hopper, [lm], {"skin_warmth": 0.8}), mask)
-    _, b_dn = lab_means(ne.render_edits(grace_hopper, [lm], {"skin_warmth": -0.8}), mask)
+    l_up, _ = lab_means(render_edits(grace_hopper, [lm], {"brightness": 0.8}), mask)
+    l_dn, _ = lab_means(render_edits(grace_hopper, [lm], {"brightness": -0.8}), mask)
+    _, b_up = lab_means(render_edits(grace_hopper, [lm], {"skin_warmth": 0.8}), mask)
+    _, b_dn = lab_means(render_edits(grace_hopper, [lm], {"skin_warmth": -0.8}), mask)
     assert l_up > l0 + 3 and l_dn < l0 - 3
     assert b_up > b0 + 2 and b_dn < b0 - 2
 
@@ -104,22 +105,22 @@ def test_brightness_and_warmth_move_skin_lab(grace_hopper):
 def test_smile_lifts_mouth_corners_as_the_landmarker_sees_them(portrait):
     img, lm = portrait
     base = mouth_corner_lift(_landmarks(img))
-    up = mouth_corner_lift(_landmarks(ne.render_edits(img, [lm], {"smile": 0.8})))
-    down = mouth_corner_lift(_landmarks(ne.render_edits(img, [lm], {"smile": -0.8})))
+    up = mouth_corner_lift(_landmarks(render_edits(img, [lm], {"smile": 0.8})))
+    down = mouth_corner_lift(_landmarks(render_edits(img, [lm], {"smile": -0.8})))
     assert up > base + 0.005 and down < base - 0.005, (base, up, down)
 
 
 def test_eye_size_widens_the_eye_opening(portrait):
     img, lm = portrait
     base = eye_opening(_landmarks(img))
-    big = eye_opening(_landmarks(ne.render_edits(img, [lm], {"eye_size": 0.8})))
+    big = eye_opening(_landmarks(render_edits(img, [lm], {"eye_size": 0.8})))
     assert big > base * 1.03, (base, big)
 
 
 def test_lip_tint_reddens_only_the_lips(portrait):
     img, lm = portrait
-    out = ne.render_edits(img, [lm], {"lip_tint": 1.0})
-    from kernels.numpy.masks import region_mask
+    out = render_edits(img, [lm], {"lip_tint": 1.0})
+    from engines.face_masks import region_mask
 
     lips = region_mask(img.shape[:2], lm, ["lips_outer"], ["lips_inner"]) > 0.8
     changed = np.abs(out.astype(int) - img).sum(-1) > 0
@@ -141,30 +142,11 @@ def closeup(astronaut):
 
 def test_twins_agree_on_a_closeup_past_the_detail_cap(closeup):
     img, lm = closeup
-    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(ne.EDITS)}
-    plan = ne.plan_face(img.shape[:2], lm, edits)
+    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(EDIT_NAMES)}
+    plan = plan_face(img.shape[:2], lm, edits)
     assert plan.level >= 2
-    a = ne.render_edits(img, [lm], edits).astype(int)
-    b = te.render_edits(torch.from_numpy(img), [lm], edits).numpy().astype(int)
+    a = render_edits(img, [lm], edits).astype(int)
+    b = render_edits(torch.from_numpy(img), [lm], edits).numpy().astype(int)
     assert np.abs(a - img.astype(int)).sum() > 0
     diff = np.abs(a - b)
     assert diff.max() <= 2 and diff.mean() < 0.01, (diff.max(), diff.mean())
-
-
-def test_coarse_work_stops_growing_past_the_detail_cap(closeup):
-    """Masks (the colour work) are no larger for a big face than for the same face at the cap."""
-    img, lm = closeup
-    edits = {n: 0.6 for n in ne.EDITS}
-    big = ne.plan_face(img.shape[:2], lm, edits)
-    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
-    cfg = ne.EditConfig()
-    assert big.level == int(fw // cfg.detail_cap_px) >= 2
-    # the same face at the cap's size, level 1
-    k = cfg.detail_cap_px / fw
-    small_img = cv2.resize(img, (int(640 * k), int(480 * k)), interpolation=cv2.INTER_AREA)
-    small = ne.plan_face(small_img.shape[:2], lm * k, edits)
-    assert small.level == 1
-    assert big.masks["face"].size <= 1.1 * small.masks["face"].size
-    # and turning the cap off restores the old full-detail plan (4x the mask pixels at level 2)
-    full = ne.plan_face(img.shape[:2], lm, edits, ne.EditConfig(detail_cap_px=0))
-    assert full.level == 1 and full.masks["face"].size > 3 * big.masks["face"].size

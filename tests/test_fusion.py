@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from engines.face_masks import region_mask
 from engines.faces import MediaPipeLandmarker
 from engines.sources import SourceRegistry
-from kernels.numpy.masks import region_mask
 from streamer.pipeline import FrameState, Pipeline
 from streamer.session import Session
 from streamer.stages.fusion import FusionConfig, FusionStage, face_weight

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from engines import mesh
+from engines.face_masks import region_mask
 from engines.faces import MediaPipeLandmarker
-from kernels.numpy.masks import polygon_mask, region_mask
+from kernels.numpy.masks import polygon_mask
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ LIMIT = 16 * 1024
         ('{"type": "set_params", "strength": 3}', "invalid"),
         ('{"type": "set_params", "edits": {"smile": 2}}', "invalid"),
         ('{"type": "set_params", "edits": {"Bad Name": 0.1}}', "invalid"),
+        ('{"type": "set_params", "edits": {"teleport": 0.1}}', "invalid"),
         ('{"type": "set_params", "keep_eyes": "yes"}', "invalid"),
         ('{"type": "set_params", "strength": 0.5, "extra": 1}', "invalid"),
         ('{"type": "ping", "t": "soon"}', "invalid"),

@@ -50,6 +50,19 @@ async def test_health_and_metrics(served):
         assert "livefuse_sessions 0.0" in text and "livefuse_server_latency_seconds_bucket" in text
 
 
+async def test_edits_route_serves_the_vocabulary(served):
+    from engines.edit_vocabulary import EDIT_NAMES, EDIT_SPECS
+
+    url, http, _ = await served()
+    async with http.get(f"{url}/edits") as r:
+        assert r.status == 200 and r.content_type == "application/json"
+        rows = await r.json()
+    assert tuple(row["name"] for row in rows) == EDIT_NAMES
+    assert rows[0] == {"name": EDIT_SPECS[0].name, "label": EDIT_SPECS[0].label, "kind": EDIT_SPECS[0].kind,
+                       "minus": EDIT_SPECS[0].minus, "plus": EDIT_SPECS[0].plus, "help": EDIT_SPECS[0].help,
+                       "low": EDIT_SPECS[0].low, "high": EDIT_SPECS[0].high}
+
+
 async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):
     received: list = []
     url, http, state = await served(services=Services(register_source=keep_decoded(received)))

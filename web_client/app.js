@@ -1,12 +1,13 @@
 // The page: buttons, source picker with consent, prompt (and what it was understood as), edit sliders,
 // strength, stats overlay, and a clear message for every failure.
 import { LiveFuseConnection, RefusedError, UnreachableError } from "./connection.js";
-import { EDITS, formatEdits, sourceRefusalText } from "./words.js";
+import { formatEdits, sourceRefusalText } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
 const state = {
   connected: false, session: null, stats: null, errors: [], messages: 0, sourceBlob: null, sourceName: "demo",
   source: null, consent: false, understood: null, promptRefused: null, edits: {},
+  vocabulary: [], // the server's edits (GET /edits): one slider each
 };
 window.livefuse = state; // read by the end-to-end test and handy in the console
 
@@ -174,7 +175,7 @@ function showUnderstood(ev) {
   const box = $("prompt-understood");
   box.hidden = false;
   box.classList.remove("refused");
-  $("understood-line").textContent = `Understood as: ${formatEdits(ev.understood)}`;
+  $("understood-line").textContent = `Understood as: ${formatEdits(ev.understood, state.vocabulary)}`;
   const notes = [];
   if (ev.translated) notes.push(`read as “${ev.translated}”`);
   if (ev.unknown) notes.push(`not understood: “${ev.unknown}”`);
@@ -190,16 +191,31 @@ function showRefused(reason) {
 }
 
 // ---- edit sliders ------------------------------------------------------------------------------------
+// One slider per edit the server knows (GET /edits), in its order; a slider's position is the edit's value in hundredths.
+async function loadEdits() {
+  try {
+    const resp = await fetch("/edits");
+    if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+    state.vocabulary = await resp.json();
+  } catch (err) {
+    notice(`Can't load the list of edits from the server (${err.message}); the sliders are unavailable.`);
+    return;
+  }
+  buildEditSliders();
+}
+
 function buildEditSliders() {
   const box = $("edit-sliders");
-  for (const [name, label, minus, plus] of EDITS) {
+  for (const { name, label, minus, plus, help, low, high } of state.vocabulary) {
     state.edits[name] = 0;
     const row = document.createElement("label");
     row.className = "edit";
-    row.innerHTML = `<span class="edit-name"></span><input type="range" min="-100" max="100" step="5" value="0"><output>0</output>`;
+    row.innerHTML = `<span class="edit-name"></span><input type="range" step="5" value="0"><output>0</output>`;
     row.querySelector(".edit-name").textContent = label;
-    row.title = `${label}: left = ${minus}, right = ${plus}`;
+    row.title = `${label}: left = ${minus}, right = ${plus} (${help})`;
     const input = row.querySelector("input");
+    input.min = String(Math.round(low * 100));
+    input.max = String(Math.round(high * 100));
     input.setAttribute("aria-label", `${label} (left ${minus}, right ${plus})`);
     input.dataset.edit = name;
     input.id = `edit-${name}`;
@@ -243,7 +259,7 @@ function pickSource(label) {
   $("consent").checked = state.consent;
 }
 
-buildEditSliders();
+loadEdits();
 showSourceStatus();
 $("edits-reset").addEventListener("click", resetEdits);
 $("consent").addEventListener("change", async (e) => {

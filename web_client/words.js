@@ -1,30 +1,15 @@
 // What the server's codes and numbers mean, in words a streamer reads at a glance.
 
-// [name sent in set_params.edits, label, what -1 does, what +1 does]; the server's edit names (engines/text.py)
-export const EDITS = [
-  ["smile", "Smile", "frown", "smile"],
-  ["eye_size", "Eye size", "smaller", "larger"],
-  ["face_slim", "Face slim", "fuller", "slimmer"],
-  ["nose_width", "Nose width", "narrower", "wider"],
-  ["brow_raise", "Brows", "lower", "raise"],
-  ["skin_smooth", "Smooth skin", "sharper", "smoother"],
-  ["skin_warmth", "Skin warmth", "cooler", "warmer"],
-  ["brightness", "Brightness", "darker", "brighter"],
-  ["lip_tint", "Lip tint", "paler", "tinted"],
-  ["blush", "Blush", "less", "more"],
-  ["contour", "Contour", "less", "more"],
-  ["eye_makeup", "Eye makeup", "less", "more"],
-  ["saturation", "Saturation", "muted", "vivid"],
-];
+// The edits themselves (names, labels, ranges, what each end does) come from the server: GET /edits.
 
-const LABELS = Object.fromEntries(EDITS.map(([name, label]) => [name, label.toLowerCase()]));
-
-// {"smile": 0.41, "brightness": -0.2} -> "smile +0.41, brightness −0.20" (largest first)
-export function formatEdits(understood) {
+// {smile: 0.41, brightness: -0.2} -> "smile +0.41, brightness −0.20" (largest first), each edit by its
+// label in `vocabulary` (the GET /edits list) where it has one
+export function formatEdits(understood, vocabulary = []) {
+  const labels = Object.fromEntries(vocabulary.map((spec) => [spec.name, spec.label.toLowerCase()]));
   const items = Object.entries(understood || {}).filter(([, v]) => typeof v === "number" && Math.abs(v) >= 0.005);
   if (!items.length) return "no change (nothing in the prompt matched an edit)";
   items.sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
-  return items.map(([k, v]) => `${LABELS[k] || k.replace(/_/g, " ")} ${v > 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`).join(", ");
+  return items.map(([k, v]) => `${labels[k] || k.replace(/_/g, " ")} ${v > 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`).join(", ");
 }
 
 // HTTP 422 from POST /sessions/{id}/source: {"error": message, "code": "source_<reason>"}

@@ -87,7 +87,7 @@ def motion_clip(frame: np.ndarray, face_centre: tuple[float, float], face_w: flo
 def psnr_outside(out: np.ndarray, ref: np.ndarray, face, dilate_frac: float = 0.15) -> float:
     import cv2
 
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     fw = face.bbox[2] - face.bbox[0]
     m = (region_mask(out.shape[:2], face.landmarks, ["face_oval"]) > 0.5).astype(np.uint8)
@@ -102,7 +102,7 @@ def seam_energy(out: np.ndarray, ref: np.ndarray, face, erode_frac: float = 0.04
     """Mean gradient magnitude on the mask border (the eroded face oval, +-3 px), output over input."""
     import cv2
 
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     fw = face.bbox[2] - face.bbox[0]
     m = (region_mask(out.shape[:2], face.landmarks, ["face_oval"]) > 0.5).astype(np.uint8)
@@ -122,7 +122,7 @@ def skin_delta_e(out: np.ndarray, ref: np.ndarray, face) -> float:
 
     from engines.fusion_mesh import fusion_mesh
     from kernels.numpy import color
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     fw = face.bbox[2] - face.bbox[0]
     m = (region_mask(out.shape[:2], face.landmarks, ["face_oval"], fusion_mesh().skin_exclude) > 0.5).astype(np.uint8)
@@ -254,7 +254,7 @@ def run(args) -> dict:
         if not faces:
             continue
         if area is None:
-            from kernels.numpy.masks import region_mask
+            from engines.face_masks import region_mask
 
             area = region_mask(base.shape[:2], faces[0].landmarks, ["face_oval"]) > 0.5
         outs.append(stage(FrameState(image=noisy, faces=faces), session.frame_context()).image.astype(np.float32).mean(axis=2))

@@ -59,7 +59,7 @@ def _detect(image: np.ndarray):
 
 
 def skin_mask(shape, landmarks) -> np.ndarray:
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     return region_mask(shape, landmarks, ["face_oval"], ["left_eye", "right_eye", "lips_outer"]) > 0.5
 
@@ -87,7 +87,7 @@ def eye_opening(lm: np.ndarray) -> float:
 
 
 def image_measures(image: np.ndarray, value: float = 0.8) -> dict:
-    from kernels.numpy.edits import render_edits
+    from engines.edit_render import render_edits
 
     lm = _detect(image)
     mask = skin_mask(image.shape[:2], lm)

@@ -1,15 +1,21 @@
-"""Soft region masks built from landmarks (no face-parsing model is bundled anywhere, so regions come from
-the mesh). Masks are small and cheap to draw, so both pixel paths draw them here and the torch path
-uploads them; they are float32 in [0, 1], H x W."""
+"""Soft masks from polygons and points: float32 in [0, 1], H x W. Masks are small and cheap to draw, so
+both pixel paths draw them here and the torch path uploads them."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import cv2
 import numpy as np
 
-from engines import mesh
+
+def feather(mask: np.ndarray, sigma: float) -> np.ndarray:
+    """A Gaussian of `sigma` pixels over the mask's edge (a kernel 3 sigma wide each way); under 0.3 px
+    the mask is returned as it is."""
+    if sigma <= 0.3:
+        return mask
+    k = int(sigma * 3) * 2 + 1
+    return cv2.GaussianBlur(mask, (k, k), sigma)
 
 
 def polygon_mask(shape: tuple[int, int], polygons: Iterable[np.ndarray], feather_px: float = 0.0) -> np.ndarray:
@@ -19,27 +25,18 @@ def polygon_mask(shape: tuple[int, int], polygons: Iterable[np.ndarray], feather
     for poly in polygons:
         pts = np.round(np.asarray(poly, np.float32)[:, :2] * 16).astype(np.int32)  # 4 fractional bits
         cv2.fillPoly(mask, [pts], 255, lineType=cv2.LINE_AA, shift=4)
-    out = mask.astype(np.float32) * (1.0 / 255.0)
-    if feather_px > 0:
-        k = int(feather_px * 3) * 2 + 1
-        out = cv2.GaussianBlur(out, (k, k), feather_px)
-    return out
+    return feather(mask.astype(np.float32) * (1.0 / 255.0), feather_px)
 
 
-def region_mask(
-    shape: tuple[int, int],
-    landmarks: np.ndarray,
-    include: Iterable[str],
-    exclude: Iterable[str] = (),
-    feather_px: float = 0.0,
-) -> np.ndarray:
-    """Mask of the named regions (see `engines.mesh.loops`) minus the excluded ones, feathered."""
-    loops = mesh.loops()
-    inc = polygon_mask(shape, [landmarks[loops[n]] for n in include])
-    exc_names = list(exclude)
-    if exc_names:
-        inc *= 1.0 - polygon_mask(shape, [landmarks[loops[n]] for n in exc_names])
-    if feather_px > 0:
-        k = int(feather_px * 3) * 2 + 1
-        inc = cv2.GaussianBlur(inc, (k, k), feather_px)
-    return inc
+def gaussian_blobs(shape: tuple[int, int], centres: Sequence[np.ndarray], sigma: float, step: int) -> np.ndarray:
+    """Sum of Gaussian blobs at (x, y) `centres`, clipped to 1, evaluated on a grid `step` pixels apart
+    and interpolated (cheap and smooth)."""
+    h, w = shape
+    step = max(1, min(step, int(sigma)))   # a grid coarser than sigma would flatten the blob's peak
+    gy, gx = np.mgrid[0:h + step:step, 0:w + step:step].astype(np.float32)
+    out = np.zeros_like(gx)
+    for c in centres:
+        out += np.exp(-((gx - c[0]) ** 2 + (gy - c[1]) ** 2) / (2 * sigma * sigma))
+    full = cv2.resize(out, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
+    off = step // 2  # resize treats grid values as pixel centres of step-wide cells
+    return np.ascontiguousarray(np.clip(full[off:off + h, off:off + w], 0.0, 1.0))

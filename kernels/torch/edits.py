@@ -1,21 +1,19 @@
-"""torch twin of kernels/numpy/edits.py: the same edits, same order and constants, on any device.
+"""torch twin of kernels/numpy/edits.py: the same ops, same order and constants, on any device.
 
-The plan (region of interest, soft masks, backward map) is drawn by the shared NumPy code, exactly as the
-masks are for every kernel; it is small and is uploaded. The pixel work runs in torch.
+The plan (kernels/face_plan.py: region of interest, masks, backward map) is small NumPy arrays, drawn
+once for both twins and uploaded here; the pixel work runs in torch.
 """
 
 from __future__ import annotations
-
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kernels.numpy.edits import (APPEARANCE, BLUSH_RGB, LIP_RGB, LUMA, WARMTH_RGB, EditConfig, FacePlan,
-                                 plan_face)
+from kernels.face_plan import FacePlan, Masked
+from kernels.numpy.edits import BLUSH_RGB, LIP_RGB, LUMA, NUDE_LIFT, WARMTH_RGB
 
-__all__ = ["render_edits", "apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth", "plan_face"]
+__all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 
 
 def _t(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
@@ -62,17 +60,14 @@ def guided_smooth(x: torch.Tensor, radius: int, eps: float, factor: int = 4) -> 
 
 
 def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
-    e = plan.edits
     h, w = x.shape[:2]
     c = 2 * plan.level
     small = _resize(x, h // c, w // c, "area")
     change = None
-    if any(k in e for k in APPEARANCE if k != "skin_smooth"):
+    if plan.colour:
         change = apply_colour(small, plan) - small
-    if "skin_smooth" in e:
-        s = e["skin_smooth"]
-        k = s if s > 0 else 1.5 * s
-        km = k * _t(plan.masks["skin"], x).unsqueeze(-1)
+    if plan.smooth is not None:
+        km = plan.smooth.amount * _t(plan.smooth.mask, x).unsqueeze(-1)
         a, b = guided_coefficients(small, plan.smooth_radius // (2 * c), plan.smooth_eps)
         a, b = a * km, b * km
         if change is not None:
@@ -86,35 +81,37 @@ def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
 
 
 def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
-    e, cfg = plan.edits, plan.config
-    m = {k: _t(v, x).unsqueeze(-1) for k, v in plan.masks.items()}
     luma = _t(LUMA, x)
-    if "skin_warmth" in e:
-        x = x + (e["skin_warmth"] * m["skin"]) * _t(WARMTH_RGB, x)
-    if "brightness" in e:
-        b = e["brightness"] * cfg.brightness * m["face"]
-        x = x + b * (255.0 - x) if e["brightness"] > 0 else x * (1.0 + b)
-    if "lip_tint" in e:
-        t = e["lip_tint"]
-        if t > 0:
-            x = x + (t * cfg.lip) * m["lips"] * (_t(LIP_RGB, x) - x)
+    uploaded: dict[int, torch.Tensor] = {}   # ops share masks (brightness and saturation: the face)
+
+    def m(op: Masked) -> torch.Tensor:
+        if id(op.mask) not in uploaded:
+            uploaded[id(op.mask)] = _t(op.mask, x).unsqueeze(-1)
+        return uploaded[id(op.mask)]
+
+    if (op := plan.warmth) is not None:
+        x = x + (op.amount * m(op)) * _t(WARMTH_RGB, x)
+    if (op := plan.brightness) is not None:
+        b = op.amount * m(op)
+        x = x + b * (255.0 - x) if op.amount > 0 else x * (1.0 + b)
+    if (op := plan.lips) is not None:
+        if op.amount > 0:
+            x = x + op.amount * m(op) * (_t(LIP_RGB, x) - x)
         else:
-            grey = (x @ luma).unsqueeze(-1) + 12.0
-            x = x + (-t * cfg.lip) * m["lips"] * (grey - x)
-    if "blush" in e:
-        t = e["blush"]
-        if t > 0:
-            x = x + (t * cfg.blush) * m["blush"] * (_t(BLUSH_RGB, x) - x)
+            grey = (x @ luma).unsqueeze(-1) + NUDE_LIFT
+            x = x + (-op.amount) * m(op) * (grey - x)
+    if (op := plan.blush) is not None:
+        if op.amount > 0:
+            x = x + op.amount * m(op) * (_t(BLUSH_RGB, x) - x)
         else:
-            x = x + (t * 14.0) * m["blush"] * _t(np.array([1.0, 0.0, 0.0], np.float32), x)
-    if "contour" in e:
-        x = x * (1.0 - (e["contour"] * cfg.contour) * m["contour"])
-    if "eye_makeup" in e:
-        t = e["eye_makeup"]
-        x = x * (1.0 - (t * cfg.eye_makeup) * m["eye_makeup"]) if t > 0 else x + (-t * 0.25) * m["eye_makeup"] * (255.0 - x)
-    if "saturation" in e:
+            x = x + op.amount * m(op) * _t(np.array([1.0, 0.0, 0.0], np.float32), x)
+    if (op := plan.contour) is not None:
+        x = x * (1.0 - op.amount * m(op))
+    if (op := plan.lids) is not None:
+        x = x * (1.0 - op.amount * m(op)) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
+    if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
-        x = grey + (x - grey) * (1.0 + (e["saturation"] * cfg.saturation) * m["face"])
+        x = grey + (x - grey) * (1.0 + op.amount * m(op))
     return x
 
 
@@ -133,21 +130,9 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     """Edits one face in place on `image` (H x W x 3 uint8 tensor) and returns it."""
     y0, y1, x0, x1 = plan.roi
     roi = image[y0:y1, x0:x1]
-    if any(k in plan.edits for k in APPEARANCE):
+    if plan.appearance:
         roi = apply_appearance(roi.float(), plan).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:
         roi = _remap(roi, plan.map_xy).round().clamp(0, 255).to(torch.uint8)
     image[y0:y1, x0:x1] = roi
     return image
-
-
-def render_edits(image: torch.Tensor, faces: Sequence[np.ndarray], edits: Mapping[str, float], config: EditConfig = EditConfig()) -> torch.Tensor:
-    """A new frame (H x W x 3 uint8 tensor, any device) with `edits` applied to every face."""
-    if image.dtype != torch.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"expected HxWx3 uint8 RGB tensor, got {image.dtype} {tuple(image.shape)}")
-    out = image.clone()
-    for lm in faces:
-        plan = plan_face(tuple(image.shape[:2]), lm, edits, config)
-        if plan is not None:
-            apply_plan(out, plan)
-    return out

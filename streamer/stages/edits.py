@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-import numpy as np
-
-from engines.text import EDIT_NAMES, Condition
-from kernels.numpy.edits import EditConfig
-from kernels.numpy.edits import render_edits as render_numpy
+from engines.edit_plan import EditConfig
+from engines.edit_render import render_edits
+from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
+from engines.text import Condition
 
 if TYPE_CHECKING:  # pragma: no cover
     from streamer.pipeline import FrameState
@@ -34,7 +33,7 @@ class EditsStageConfig:
 
 
 def combine(prompt_edits: Mapping[str, float], sliders: Mapping[str, Any]) -> dict[str, float]:
-    """Prompt edits plus slider edits, clipped to [-1, 1]; unknown names and non-numbers are ignored."""
+    """Prompt edits plus slider edits, clipped to each edit's range; unknown names and non-numbers are ignored."""
     out = {n: float(prompt_edits.get(n, 0.0)) for n in EDIT_NAMES}
     for name, value in sliders.items():
         if name not in out:
@@ -45,7 +44,7 @@ def combine(prompt_edits: Mapping[str, float], sliders: Mapping[str, Any]) -> di
             continue
         if math.isfinite(v):
             out[name] += v
-    return {n: float(np.clip(v, -1.0, 1.0)) for n, v in out.items()}
+    return {n: SPECS_BY_NAME[n].clip(v) for n, v in out.items()}
 
 
 class EditsStage:
@@ -124,11 +123,5 @@ class EditsStage:
         state.edits = edits
         if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
             return state
-        faces = [f.landmarks for f in state.faces]
-        if isinstance(state.image, np.ndarray):
-            state.image = render_numpy(state.image, faces, edits, self.config.render)
-        else:  # a torch tensor on the GPU path
-            from kernels.torch.edits import render_edits as render_torch
-
-            state.image = render_torch(state.image, faces, edits, self.config.render)
+        state.image = render_edits(state.image, [f.landmarks for f in state.faces], edits, self.config.render)
         return state

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestServer
 
+from engines.edit_vocabulary import EDIT_SPECS
 from streamer.config import ServerConfig
 from streamer.pipeline import Pipeline
 from bench._probe import clip_background
@@ -86,7 +87,7 @@ def face_regions(landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(inside the face oval, well outside it): the border band where fusion feathers out is left out."""
     import cv2
 
-    from kernels.numpy.masks import region_mask
+    from engines.face_masks import region_mask
 
     oval = region_mask((H, W), landmarks, ["face_oval"]) > 0.5
     inner = cv2.erode(oval.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
@@ -154,8 +155,12 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                 understood_text = await page.inner_text("#prompt-understood")
                 understood = await page.evaluate("window.livefuse.understood")
 
-                # a slider in the Edits panel reaches the session (debounced set_params.edits)
+                # the Edits panel has one slider per edit the server knows (GET /edits), in its order
                 await page.click("#edits-panel summary")
+                sliders = await page.eval_on_selector_all(
+                    "#edit-sliders input", "els => els.map((e) => [e.dataset.edit, e.min, e.max])")
+                assert sliders == [[s.name, str(round(s.low * 100)), str(round(s.high * 100))] for s in EDIT_SPECS]
+                # a slider reaches the session (debounced set_params.edits)
                 await page.fill("#edit-lip_tint", "50")
                 await wait_for(lambda: peer.session.controls.edits.get("lip_tint") == 0.5, 5, "the lip_tint slider")
                 # the open panel is taller than the window: scrolled down to its last button, the output

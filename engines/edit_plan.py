@@ -1,0 +1,244 @@
+"""Face geometry for the edits: landmarks + named edits -> the FacePlan both pixel twins apply.
+
+Geometry edits (engines/edit_vocabulary.py says which) become a smooth landmark-anchored warp: Gaussian
+moves at the mouth corners, brows and jaw line, zooms about the eyes and along the nose wings, so the map
+fades to nothing away from the face. Appearance edits become masked colour amounts over regions built from
+the landmarks (face oval, skin without eyes, brows and lips, the lip ring, cheek blobs, contour blobs, the
+lids). The region of interest and the plan's detail level come from the face's size. Drawing is done by
+the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import cv2
+import numpy as np
+
+from engines import mesh
+from engines.edit_vocabulary import GEOMETRY, SPECS_BY_NAME
+from kernels.face_plan import FacePlan, Masked
+from kernels.numpy.flow import backward_map
+from kernels.numpy.masks import feather, gaussian_blobs, polygon_mask
+
+# MediaPipe face-mesh landmarks the plan anchors to.
+MOUTH_CORNERS = (61, 291)
+FACE_SIDES = (234, 454)      # face width at the cheekbones
+CHIN, FOREHEAD, NOSE_TIP = 152, 10, 4
+NOSE_WINGS = (129, 358)
+CHEEKS = (50, 280)
+EYE_CORNERS = ((33, 133), (362, 263))
+
+
+@dataclass(frozen=True, slots=True)
+class EditConfig:
+    """Strengths at control = 1 (and, where named, at -1), as fractions of the face width (geometry) or of
+    the colour range."""
+
+    smile_lift: float = 0.045
+    smile_spread: float = 0.02
+    eye_zoom: float = 0.28
+    slim_shift: float = 0.05
+    nose_zoom: float = 0.35
+    brow_lift: float = 0.04
+    brightness: float = 0.30
+    saturation: float = 0.7
+    lip: float = 0.55
+    blush: float = 0.35
+    blush_less: float = 14.0       # blush = -1: red levels taken off the cheeks
+    contour: float = 0.22
+    eye_makeup: float = 0.45
+    eye_makeup_less: float = 0.25  # eye_makeup = -1: lids this far toward white
+    sharpen: float = 1.5           # skin_smooth = -1: texture pushed this far past the original
+    smooth_radius: float = 0.025   # guided-filter radius, fraction of face width
+    smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
+    grid_step: int = 8             # flow field is evaluated every grid_step pixels, then interpolated
+    margin: float = 0.25           # region of interest beyond the landmarks, fraction of face width
+    detail_cap_px: float = 90.0    # level q = floor(face width / this): masks, colour and filter coefficients
+                                   # at 1/(2q), 1/(4q), so the face there is 45-90 px wide at any size (0: off)
+
+
+def detail_level(face_width: float, config: EditConfig = EditConfig()) -> int:
+    """q = floor(face width / cap): at the masks' resolution (1/(2q)) the face is between cap/2 and cap
+    pixels wide whatever its size, so that work stops growing, and never gets coarser than that (a
+    112-px face at 1/2 is 56 px)."""
+    if config.detail_cap_px <= 0:
+        return 1
+    return max(1, int(face_width // config.detail_cap_px))
+
+
+def active(edits: Mapping[str, float], eps: float = 1e-3) -> dict[str, float]:
+    """The known edits that do anything, clipped to their ranges."""
+    return {k: SPECS_BY_NAME[k].clip(float(v)) for k, v in edits.items() if k in SPECS_BY_NAME and abs(float(v)) > eps}
+
+
+def face_width(landmarks: np.ndarray) -> float:
+    """Pixels between the cheekbones: the unit every strength and size here is a fraction of."""
+    lm = np.asarray(landmarks, np.float32)[:, :2]
+    return float(np.linalg.norm(lm[FACE_SIDES[1]] - lm[FACE_SIDES[0]]))
+
+
+def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str, float],
+              config: EditConfig = EditConfig()) -> FacePlan | None:
+    """Everything but the pixel work for one face in an (H, W) frame, from its (478, 2|3) pixel
+    landmarks: ROI, masked colour ops, warp. None when nothing would change."""
+    e = active(edits)
+    if not e:
+        return None
+    h, w = shape
+    lm = np.asarray(landmarks, np.float32)[:, :2]
+    fw = face_width(lm)
+    if not np.isfinite(lm).all() or fw < 8:
+        return None  # too small or broken to edit meaningfully
+    pad = config.margin * fw
+    x0, y0 = np.floor(lm.min(0) - pad).astype(int)
+    x1, y1 = np.ceil(lm.max(0) + pad).astype(int)
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    q = detail_level(fw, config)
+    x1 -= (x1 - x0) % (4 * q)   # multiples of 4q: colour at exactly 1/(2q), guided-filter coefficients at 1/(4q)
+    y1 -= (y1 - y0) % (4 * q)
+    if x1 - x0 < 8 * q or y1 - y0 < 8 * q:
+        return None
+    local = lm - np.array([x0, y0], np.float32)
+    rh, rw = y1 - y0, x1 - x0
+    # Colour edits are smooth over the face, so their masks and their change are computed at 1/(2q)
+    # resolution and the change is interpolated back; only the smoothing's final blend (which removes fine
+    # texture) and the warp's sampling touch every pixel.
+    c = 2 * q
+    ops = _colour_ops(e, _masks(e, (rh // c, rw // c), local / c, fw / c, config), config)
+    smooth = "skin_smooth" in e
+    return FacePlan(
+        roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops,
+        smooth_radius=max(1, int(round(config.smooth_radius * fw))) if smooth else 0,
+        smooth_eps=config.smooth_eps if smooth else 0.0,
+        map_xy=_warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else None,
+    )
+
+
+def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: EditConfig) -> dict[str, Masked]:
+    """Each active appearance edit as the kernel op it drives (FacePlan's field name -> amount at full
+    strength and its region)."""
+    ops: dict[str, Masked] = {}
+    if "skin_warmth" in e:
+        ops["warmth"] = Masked(e["skin_warmth"], masks["skin"])
+    if "brightness" in e:
+        ops["brightness"] = Masked(e["brightness"] * cfg.brightness, masks["face"])
+    if "lip_tint" in e:
+        ops["lips"] = Masked(e["lip_tint"] * cfg.lip, masks["lips"])
+    if "blush" in e:
+        t = e["blush"]
+        ops["blush"] = Masked(t * cfg.blush if t > 0 else t * cfg.blush_less, masks["blush"])
+    if "contour" in e:
+        ops["contour"] = Masked(e["contour"] * cfg.contour, masks["contour"])
+    if "eye_makeup" in e:
+        t = e["eye_makeup"]
+        ops["lids"] = Masked(t * cfg.eye_makeup if t > 0 else t * cfg.eye_makeup_less, masks["eye_makeup"])
+    if "saturation" in e:
+        ops["saturation"] = Masked(e["saturation"] * cfg.saturation, masks["face"])
+    if "skin_smooth" in e:
+        s = e["skin_smooth"]
+        ops["smooth"] = Masked(s if s > 0 else cfg.sharpen * s, masks["skin"])
+    return ops
+
+
+def _loop(local: np.ndarray, name: str) -> np.ndarray:
+    return local[mesh.loops()[name]]
+
+
+def _hull(points: np.ndarray) -> np.ndarray:
+    return cv2.convexHull(points.astype(np.float32)).reshape(-1, 2)
+
+
+def _scaled(points: np.ndarray, sx: float, sy: float, dy: float = 0.0) -> np.ndarray:
+    c = points.mean(0)
+    return (points - c) * np.array([sx, sy], np.float32) + c + np.array([0.0, dy], np.float32)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 1e-6 else v
+
+
+def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float, cfg: EditConfig) -> dict[str, np.ndarray]:
+    """The regions the active edits need, as (h, w) float32 masks at the colour level; `local` and `fw`
+    are in that level's pixels."""
+    masks: dict[str, np.ndarray] = {}
+    soft = 0.03 * fw
+    need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour"))
+    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth"))
+    face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin) else None
+    if need_skin:
+        holes = [_scaled(_loop(local, "left_eye"), 1.5, 2.2), _scaled(_loop(local, "right_eye"), 1.5, 2.2),
+                 _hull(local[mesh.loops()["left_brow"]]), _hull(local[mesh.loops()["right_brow"]]),
+                 _scaled(_loop(local, "lips_outer"), 1.12, 1.25)]
+        masks["skin"] = feather(face * (1.0 - polygon_mask(shape, holes)), soft)
+    if need_face:
+        masks["face"] = feather(face, soft)
+    if "lip_tint" in e:
+        lips = polygon_mask(shape, [_loop(local, "lips_outer")]) * (1.0 - polygon_mask(shape, [_loop(local, "lips_inner")]))
+        masks["lips"] = feather(lips, 0.012 * fw)
+    if "blush" in e:
+        masks["blush"] = gaussian_blobs(shape, [local[i] for i in CHEEKS], 0.09 * fw, cfg.grid_step) * masks["face"]
+    if "contour" in e:
+        centres = [local[s] * 0.62 + local[m] * 0.38 + (local[CHIN] - local[NOSE_TIP]) * 0.12
+                   for s, m in zip(FACE_SIDES, MOUTH_CORNERS)]
+        masks["contour"] = gaussian_blobs(shape, centres, 0.075 * fw, cfg.grid_step) * masks["face"]
+    if "eye_makeup" in e:
+        rings = []
+        for name in ("left_eye", "right_eye"):
+            eye = _loop(local, name)
+            height = float(np.ptp(eye[:, 1]))
+            lid = polygon_mask(shape, [_scaled(eye, 1.25, 2.3, -0.45 * height)])
+            rings.append(lid * (1.0 - polygon_mask(shape, [eye])))
+        masks["eye_makeup"] = feather(np.maximum(rings[0], rings[1]), 0.01 * fw)
+    return masks
+
+
+def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float, cfg: EditConfig) -> np.ndarray:
+    """The geometry edits' control points (translations at anchors, zooms about centres, each with its
+    Gaussian's sigma) in ROI pixels, drawn as a backward map."""
+    up = _unit(local[FOREHEAD] - local[CHIN])
+    right = _unit(local[FACE_SIDES[1]] - local[FACE_SIDES[0]])
+    anchors, moves, sigmas = [], [], []
+    zooms = []   # (centre, axis matrix 2x2, strength, sigma)
+    if "smile" in e:
+        s = e["smile"]
+        for idx, side in zip(MOUTH_CORNERS, (-1.0, 1.0)):
+            anchors.append(local[idx])
+            moves.append(s * fw * (cfg.smile_lift * up + cfg.smile_spread * side * np.sign(np.dot(local[idx] - local[NOSE_TIP], right) or side) * right))
+            sigmas.append(0.09 * fw)
+    if "brow_raise" in e:
+        for name in ("left_brow", "right_brow"):
+            brow = local[mesh.loops()[name]]
+            order = np.argsort(brow @ right)
+            for p in brow[order][::3]:   # 4 of the 10 points along the brow: the Gaussians overlap anyway
+                anchors.append(p)
+                moves.append(e["brow_raise"] * cfg.brow_lift * fw * up / 2.0)
+                sigmas.append(0.07 * fw)
+    if "face_slim" in e:
+        centre = local[NOSE_TIP]
+        for p in _loop(local, "face_oval")[::2]:
+            below = np.dot(p - centre, up) < 0.1 * fw
+            side = float(np.dot(p - centre, right))
+            if below and abs(side) > 0.08 * fw:
+                anchors.append(p)
+                moves.append(-e["face_slim"] * cfg.slim_shift * fw * np.sign(side) * min(1.0, abs(side) / (0.4 * fw)) * right / 1.2)
+                sigmas.append(0.1 * fw)
+    if "eye_size" in e:
+        for a, b in EYE_CORNERS:
+            eye_w = float(np.linalg.norm(local[a] - local[b]))
+            zooms.append(((local[a] + local[b]) / 2, np.eye(2, dtype=np.float32), e["eye_size"] * cfg.eye_zoom, 0.75 * eye_w))
+    if "nose_width" in e:
+        nose_w = float(np.linalg.norm(local[NOSE_WINGS[0]] - local[NOSE_WINGS[1]]))
+        centre = (local[NOSE_WINGS[0]] + local[NOSE_WINGS[1]]) / 2
+        zooms.append((centre, np.outer(right, right).astype(np.float32), e["nose_width"] * cfg.nose_zoom, 0.6 * nose_w))
+    # not coarser with the level: a 16-px grid cost 18 % of the smile's lift on a 200-px face
+    return backward_map(
+        shape, cfg.grid_step,
+        anchors=np.asarray(anchors, np.float32).reshape(-1, 2), shifts=np.asarray(moves, np.float32).reshape(-1, 2),
+        sigmas=np.asarray(sigmas, np.float32),
+        zoom_centres=np.asarray([z[0] for z in zooms], np.float32).reshape(-1, 2),
+        zoom_axes=np.asarray([z[1] for z in zooms], np.float32).reshape(-1, 2, 2),
+        zoom_gains=np.asarray([z[2] for z in zooms], np.float64), zoom_sigmas=np.asarray([z[3] for z in zooms], np.float64),
+    )

@@ -1,0 +1,40 @@
+"""The edit renderer the stages call: plan each face (engines/edit_plan.py), then apply the plans with the
+pixel twin for the frame's device (NumPy for arrays, torch for tensors on any device)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from engines.edit_plan import EditConfig, plan_face
+from kernels.numpy import edits as numpy_edits
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+
+def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray], edits: Mapping[str, float],
+                 config: EditConfig = EditConfig()) -> "np.ndarray | torch.Tensor":
+    """A new H x W x 3 uint8 RGB frame (a NumPy array, or a torch tensor on the input's device) with `edits`
+    applied to every face, each given by its (478, 2|3) pixel landmarks. The input is not modified."""
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"expected HxWx3 uint8 RGB, got {image.dtype} {image.shape}")
+        apply, out = numpy_edits.apply_plan, image.copy()
+    else:
+        import torch
+
+        from kernels.torch import edits as torch_edits
+
+        if not isinstance(image, torch.Tensor):
+            raise TypeError(f"expected a NumPy array or a torch tensor, got {type(image).__name__}")
+        if image.dtype != torch.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"expected HxWx3 uint8 RGB tensor, got {image.dtype} {tuple(image.shape)}")
+        apply, out = torch_edits.apply_plan, image.clone()
+    shape = (int(image.shape[0]), int(image.shape[1]))
+    for lm in faces:
+        plan = plan_face(shape, lm, edits, config)
+        if plan is not None:
+            apply(out, plan)
+    return out

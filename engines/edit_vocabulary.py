@@ -1,0 +1,59 @@
+"""The named face edits: the one list the prompt head, the renderer, the protocol and the page share.
+
+Each edit is a control in [low, high] with 0 = no change; the sign is the direction. The page builds its
+sliders from this list (served as `GET /edits`), the prompt head reads one output per name, and the
+renderer plans geometry edits as a warp and appearance edits as masked colour work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
+
+EditKind = Literal["geometry", "appearance"]
+
+
+@dataclass(frozen=True, slots=True)
+class EditSpec:
+    """One edit: its wire name, what a person reads, and what each end of its range does."""
+
+    name: str          # the key in set_params.edits, the prompt head's output, the renderer's control
+    label: str         # the slider's caption
+    kind: EditKind     # geometry: a warp of the face; appearance: colour or texture inside a face region
+    minus: str         # what `low` does, in a word or two
+    plus: str          # what `high` does
+    help: str          # what the renderer does, both ways
+    low: float = -1.0
+    high: float = 1.0
+
+    def clip(self, value: float) -> float:
+        return min(self.high, max(self.low, value))
+
+
+EDIT_SPECS: tuple[EditSpec, ...] = (
+    EditSpec("smile", "Smile", "geometry", "frown", "smile", "mouth corners up and out (< 0: down, a sadder mouth)"),
+    EditSpec("eye_size", "Eye size", "geometry", "smaller", "larger", "local zoom centred on each eye (< 0: smaller eyes)"),
+    EditSpec("face_slim", "Face slim", "geometry", "fuller", "slimmer", "jaw line pulled toward the face's midline (< 0: fuller face)"),
+    EditSpec("nose_width", "Nose width", "geometry", "narrower", "wider", "nose wings pushed apart (> 0) or together (< 0)"),
+    EditSpec("brow_raise", "Brows", "geometry", "lower", "raise", "eyebrows lifted (< 0: lowered)"),
+    EditSpec("skin_smooth", "Smooth skin", "appearance", "sharper", "smoother",
+             "edge-preserving smoothing of the skin by a guided filter (< 0: sharpened texture)"),
+    EditSpec("skin_warmth", "Skin warmth", "appearance", "cooler", "warmer", "skin toward red/yellow (< 0: cooler, bluer)"),
+    EditSpec("brightness", "Brightness", "appearance", "darker", "brighter", "face lifted toward white (< 0: darker)"),
+    EditSpec("lip_tint", "Lip tint", "appearance", "paler", "tinted", "lips toward rose red (< 0: paler, nude)"),
+    EditSpec("blush", "Blush", "appearance", "less", "more", "pink on the cheeks (< 0: less red)"),
+    EditSpec("contour", "Contour", "appearance", "less", "more", "shading under the cheekbones (< 0: lighter hollows)"),
+    EditSpec("eye_makeup", "Eye makeup", "appearance", "less", "more", "darker lids and liner around the eyes (< 0: lighter)"),
+    EditSpec("saturation", "Saturation", "appearance", "muted", "vivid", "colour of the face (< 0: toward grey)"),
+)
+
+EDIT_NAMES: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS)
+GEOMETRY: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS if s.kind == "geometry")
+APPEARANCE: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS if s.kind == "appearance")
+SPECS_BY_NAME: Mapping[str, EditSpec] = MappingProxyType({s.name: s for s in EDIT_SPECS})
+
+
+def vocabulary_json() -> list[dict[str, Any]]:
+    """The list as the page reads it: one object per edit, in slider order."""
+    return [asdict(s) for s in EDIT_SPECS]

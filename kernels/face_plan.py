@@ -1,0 +1,61 @@
+"""One face's edit as the pixel kernels take it: a region of interest, masked colour amounts, the skin
+filter's settings and a backward map, all plain NumPy arrays and numbers.
+
+Both twins (kernels/numpy/edits.py, kernels/torch/edits.py) consume the same plan; the torch twin uploads
+its small arrays. Whoever draws the plan decides where each op applies; the kernels only apply them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Masked:
+    """A signed amount and the float32 (h, w) weights in [0, 1] it is applied with, at the colour level."""
+
+    amount: float
+    mask: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class FacePlan:
+    """The ops on one face, each None when off. Colour ops run in field order, at 1/(2 level) of the ROI;
+    their amounts are at full strength (the mask scales them per pixel):
+
+      warmth      x += amount * WARMTH_RGB
+      brightness  > 0: toward white by amount; < 0: x *= 1 + amount
+      lips        > 0: toward LIP_RGB by amount; < 0: toward a nude grey + 12 by -amount
+      blush       > 0: toward BLUSH_RGB by amount; < 0: red channel += amount (8-bit levels)
+      contour     x *= 1 - amount
+      lids        > 0: x *= 1 - amount; < 0: toward white by -amount
+      saturation  chroma *= 1 + amount
+      smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
+    """
+
+    roi: tuple[int, int, int, int]          # y0, y1, x0, x1 in the frame; sides multiples of 4 * level
+    level: int = 1                          # q: colour at 1/(2q), filter coefficients at 1/(4q)
+    warmth: Masked | None = None
+    brightness: Masked | None = None
+    lips: Masked | None = None
+    blush: Masked | None = None
+    contour: Masked | None = None
+    lids: Masked | None = None
+    saturation: Masked | None = None
+    smooth: Masked | None = None
+    smooth_radius: int = 0                  # guided-filter window radius in ROI pixels
+    smooth_eps: float = 0.0                 # guided-filter eps in 8-bit units squared
+    map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
+
+    @property
+    def colour(self) -> bool:
+        """Any colour op on."""
+        return any(op is not None for op in (self.warmth, self.brightness, self.lips, self.blush, self.contour,
+                                             self.lids, self.saturation))
+
+    @property
+    def appearance(self) -> bool:
+        """Any work on the ROI's pixels before the warp."""
+        return self.colour or self.smooth is not None

@@ -1,0 +1,59 @@
+"""Smooth backward maps for cv2.remap: output pixel p samples the input at p - d(p), d a sum of
+Gaussian-weighted translations and zooms, so the map fades to the identity away from its control points.
+
+The map is evaluated on a coarse grid and interpolated; it is small, so both pixel paths draw it here and
+the torch path uploads it.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+
+def backward_map(
+    shape: tuple[int, int],
+    step: int,
+    *,
+    anchors: np.ndarray,
+    shifts: np.ndarray,
+    sigmas: np.ndarray,
+    zoom_centres: np.ndarray,
+    zoom_axes: np.ndarray,
+    zoom_gains: np.ndarray,
+    zoom_sigmas: np.ndarray,
+) -> np.ndarray:
+    """(h, w, 2) float32 sample positions for an (h, w) image.
+
+    Translations: float32 (K, 2) `anchors` (x, y), (K, 2) `shifts` and (K,) `sigmas`, each shift weighted by
+    a Gaussian about its anchor. Zooms: float32 (Z, 2) `zoom_centres`, (Z, 2, 2) `zoom_axes` (identity: a
+    round zoom; an outer product u u^T: a stretch along u), float64 (Z,) `zoom_gains` and `zoom_sigmas`; a
+    zoom moves p by gain * axes (p - centre), Gaussian-weighted about its centre. `step` is the grid's
+    spacing in pixels."""
+    h, w = shape
+    xs = np.arange(0, w + step, step, dtype=np.float32)
+    ys = np.arange(0, h + step, step, dtype=np.float32)
+    gy, gx = np.meshgrid(ys, xs, indexing="ij")
+    d = np.zeros(gx.shape + (2,), np.float32)
+    # A 2-D Gaussian on a grid is the outer product of two 1-D ones, so the sum over anchors is one small
+    # matrix product (anchors x rows) @ (anchors x cols) per component instead of grid x anchors exponentials.
+    if len(anchors):
+        a = np.asarray(anchors, np.float32)
+        v = np.asarray(shifts, np.float32)
+        inv = 1.0 / (2.0 * np.asarray(sigmas, np.float32) ** 2)
+        ey = np.exp(-(ys[None] - a[:, 1:2]) ** 2 * inv[:, None])   # (K, rows)
+        ex = np.exp(-(xs[None] - a[:, 0:1]) ** 2 * inv[:, None])   # (K, cols)
+        for j in range(2):
+            d[..., j] += (ey * v[:, j:j + 1]).T @ ex
+    for c, axes, k, sigma in zip(zoom_centres, zoom_axes, np.asarray(zoom_gains).tolist(), np.asarray(zoom_sigmas).tolist()):
+        inv = 1.0 / (2.0 * sigma * sigma)
+        g = np.exp(-(ys - c[1]) ** 2 * inv)[:, None] * np.exp(-(xs - c[0]) ** 2 * inv)[None, :]
+        rx, ry = gx - c[0], gy - c[1]
+        d[..., 0] += k * g * (axes[0, 0] * rx + axes[0, 1] * ry)
+        d[..., 1] += k * g * (axes[1, 0] * rx + axes[1, 1] * ry)
+    # Sample positions on the coarse grid, interpolated to every pixel. Positions are linear in p, so the
+    # interpolation is exact for them; the -0.5 undoes the half-cell shift of resizing step-wide cells.
+    coarse = np.stack([gx, gy], -1) - d - 0.5
+    full = cv2.resize(coarse, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
+    off = step // 2
+    return full[off:off + h, off:off + w]   # a view: cv2.remap reads strided rows, no copy needed

@@ -1,0 +1,122 @@
+"""Layers point down only: streamer -> engines -> kernels. Every import counts, at any depth of the file
+(function-local and TYPE_CHECKING imports included), read from the source with `ast`."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("streamer", "engines", "kernels")
+PROJECT = ("streamer", "engines", "kernels", "bench", "web_client", "tests")
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under the three layers."""
+    out = {}
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imported(name: str, path: Path) -> set[str]:
+    """Every module name `name` (in file `path`) imports, resolved to absolute dotted names; for
+    `from X import Y`, X.Y where that is a module of ours, X otherwise."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                out.add(sub if sub in modules() else source)
+    return out
+
+
+@cache
+def imports() -> dict[str, set[str]]:
+    return {name: _imported(name, path) for name, path in modules().items()}
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(f"{src} imports {dst}" for src, dsts in imports().items() if _top(src) == layer
+                  for dst in dsts if _top(dst) in forbidden)
+
+
+def test_kernels_import_nothing_from_the_project():
+    bad = _violations("kernels", tuple(p for p in PROJECT if p != "kernels"))
+    assert not bad, bad
+
+
+def test_engines_import_neither_streamer_nor_bench():
+    bad = _violations("engines", ("streamer", "bench"))
+    assert not bad, bad
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (or a module importing itself), Tarjan."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def project_cycles() -> list[list[str]]:
+    graph = {src: {d for d in dsts if d in modules()} for src, dsts in imports().items()}
+    return _cycles(graph)
+
+
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"a"}, "b": set()}) == [["a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_project_imports_have_no_cycle():
+    cycles = project_cycles()
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)

@@ -1,0 +1,39 @@
+"""kernels/numpy/flow.py: the backward map is the identity without control points, moves by the shift at
+an anchor and fades away from it; a zoom about a centre scales around it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.numpy.flow import backward_map
+
+NONE2, NONE1 = np.zeros((0, 2), np.float32), np.zeros(0, np.float32)
+
+
+def _map(shape, anchors=NONE2, shifts=NONE2, sigmas=NONE1, zooms=()):
+    return backward_map(shape, 8, anchors=anchors, shifts=shifts, sigmas=sigmas,
+                        zoom_centres=np.asarray([z[0] for z in zooms], np.float32).reshape(-1, 2),
+                        zoom_axes=np.asarray([np.eye(2)] * len(zooms), np.float32).reshape(-1, 2, 2),
+                        zoom_gains=np.asarray([z[1] for z in zooms], np.float64),
+                        zoom_sigmas=np.asarray([z[2] for z in zooms], np.float64))
+
+
+def test_no_control_points_is_the_identity():
+    m = _map((37, 53))
+    gy, gx = np.mgrid[0:37, 0:53].astype(np.float32)
+    assert m.shape == (37, 53, 2) and m.dtype == np.float32
+    assert np.abs(m[..., 0] - gx).max() < 1e-4 and np.abs(m[..., 1] - gy).max() < 1e-4
+
+
+def test_a_shift_moves_its_anchor_and_fades():
+    m = _map((120, 160), np.array([[80, 60]], np.float32), np.array([[0, -6]], np.float32), np.array([10], np.float32))
+    # samples 6 px below (content moves up), to within what the 8-px grid's interpolation keeps of the peak
+    assert abs(m[60, 80, 1] - (60 + 6)) < 0.8 and abs(m[60, 80, 0] - 80) < 0.1
+    assert abs(m[5, 5, 1] - 5) < 1e-3
+
+
+def test_a_zoom_scales_about_its_centre():
+    m = _map((100, 100), zooms=[((50.0, 50.0), 0.2, 15.0)])
+    assert abs(m[50, 50, 0] - 50) < 0.2
+    assert m[50, 56, 0] < 56   # samples nearer the centre: the content there grows
+

@@ -58,3 +58,16 @@ def write_video(path, frames, fps: int = 30, codec: str = "libx264") -> None:
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
+
+
+def landmarks_of(image: np.ndarray) -> np.ndarray:
+    """The 478 landmarks of the one face MediaPipe's graph finds in a still image."""
+    from engines.faces import MediaPipeLandmarker
+
+    lmk = MediaPipeLandmarker()
+    try:
+        faces = lmk.detect(image, 0)
+    finally:
+        lmk.close()
+    assert faces, "the landmarker found no face"
+    return faces[0].landmarks

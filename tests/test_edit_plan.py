@@ -8,25 +8,14 @@ import pytest
 
 from engines.edit_plan import EditConfig, active, face_width, plan_face
 from engines.edit_vocabulary import EDIT_NAMES, GEOMETRY
-
-
-def _landmarks(image: np.ndarray) -> np.ndarray:
-    from engines.faces import MediaPipeLandmarker
-
-    lmk = MediaPipeLandmarker()
-    try:
-        faces = lmk.detect(image, 0)
-    finally:
-        lmk.close()
-    assert faces, "the landmarker found no face"
-    return faces[0].landmarks
+from tests.faceclips import landmarks_of
 
 
 @pytest.fixture(scope="module")
 def closeup(astronaut):
     """A webcam-like close-up at 640x480 (face ~ 180 px wide): twice the detail cap, so level 2."""
     img = cv2.resize(astronaut[20:260, 130:450], (640, 480), interpolation=cv2.INTER_CUBIC)
-    return img, _landmarks(img)
+    return img, landmarks_of(img)
 
 
 def test_coarse_work_stops_growing_past_the_detail_cap(closeup):

@@ -11,30 +11,19 @@ from engines.edit_plan import plan_face
 from engines.edit_render import render_edits
 from engines.edit_vocabulary import EDIT_NAMES
 from bench.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
-
-
-def _landmarks(image: np.ndarray) -> np.ndarray:
-    from engines.faces import MediaPipeLandmarker
-
-    lmk = MediaPipeLandmarker()
-    try:
-        faces = lmk.detect(image, 0)
-    finally:
-        lmk.close()
-    assert faces, "the landmarker found no face"
-    return faces[0].landmarks
+from tests.faceclips import landmarks_of
 
 
 @pytest.fixture(scope="module")
 def portrait(astronaut):
-    return astronaut, _landmarks(astronaut)
+    return astronaut, landmarks_of(astronaut)
 
 
 @pytest.fixture(scope="module")
 def odd_frame(astronaut):
     """318x238: odd sizes catch stride and border bugs."""
     img = cv2.resize(astronaut, (318, 238), interpolation=cv2.INTER_AREA)
-    return img, _landmarks(img)
+    return img, landmarks_of(img)
 
 
 @pytest.mark.parametrize("name", EDIT_NAMES)
@@ -91,7 +80,7 @@ def test_no_faces_and_bad_input(face_free_images):
 
 
 def test_brightness_and_warmth_move_skin_lab(grace_hopper):
-    lm = _landmarks(grace_hopper)
+    lm = landmarks_of(grace_hopper)
     mask = skin_mask(grace_hopper.shape[:2], lm)
     l0, b0 = lab_means(grace_hopper, mask)
     l_up, _ = lab_means(render_edits(grace_hopper, [lm], {"brightness": 0.8}), mask)
@@ -104,16 +93,16 @@ def test_brightness_and_warmth_move_skin_lab(grace_hopper):
 
 def test_smile_lifts_mouth_corners_as_the_landmarker_sees_them(portrait):
     img, lm = portrait
-    base = mouth_corner_lift(_landmarks(img))
-    up = mouth_corner_lift(_landmarks(render_edits(img, [lm], {"smile": 0.8})))
-    down = mouth_corner_lift(_landmarks(render_edits(img, [lm], {"smile": -0.8})))
+    base = mouth_corner_lift(landmarks_of(img))
+    up = mouth_corner_lift(landmarks_of(render_edits(img, [lm], {"smile": 0.8})))
+    down = mouth_corner_lift(landmarks_of(render_edits(img, [lm], {"smile": -0.8})))
     assert up > base + 0.005 and down < base - 0.005, (base, up, down)
 
 
 def test_eye_size_widens_the_eye_opening(portrait):
     img, lm = portrait
-    base = eye_opening(_landmarks(img))
-    big = eye_opening(_landmarks(render_edits(img, [lm], {"eye_size": 0.8})))
+    base = eye_opening(landmarks_of(img))
+    big = eye_opening(landmarks_of(render_edits(img, [lm], {"eye_size": 0.8})))
     assert big > base * 1.03, (base, big)
 
 
@@ -137,7 +126,7 @@ def test_lip_tint_reddens_only_the_lips(portrait):
 def closeup(astronaut):
     """A webcam-like close-up at 640x480 (face ~ 180 px wide): twice the detail cap, so level 2."""
     img = cv2.resize(astronaut[20:260, 130:450], (640, 480), interpolation=cv2.INTER_CUBIC)
-    return img, _landmarks(img)
+    return img, landmarks_of(img)
 
 
 def test_twins_agree_on_a_closeup_past_the_detail_cap(closeup):

@@ -235,7 +235,7 @@ async def test_livefuse_serve_command_serves_the_page_with_env_config():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, LIVEFUSE_PORT=str(port), LIVEFUSE_MAX_SESSIONS="3")
-    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve"], cwd=Path(__file__).resolve().parents[1],
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve"], cwd=Path(__file__).resolve().parents[2],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         async with aiohttp.ClientSession() as http:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engines.edit_vocabulary import EDIT_NAMES
 
-WEB = Path(__file__).resolve().parent.parent / "web_client"
+WEB = Path(__file__).resolve().parents[2] / "web_client"
 
 
 def test_no_script_hard_codes_the_edit_names():

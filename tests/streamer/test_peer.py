@@ -135,7 +135,7 @@ async def test_a_vanished_peer_is_released_within_30_s():
     await server.start_server()
     state = app[SERVER_KEY]
     proc = subprocess.Popen([sys.executable, "-c", VANISHING_CLIENT, str(server.make_url("")).rstrip("/")],
-                            stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1], text=True)
+                            stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2], text=True)
     try:
         line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 60)
         sid = line.strip()

@@ -7,13 +7,17 @@ reaches a model. The server (source upload) and the CLI share this one door.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 DEFAULT_MAX_PIXELS = 40_000_000   # about 8K x 5K; larger images are refused before they are decoded
 DEFAULT_MIN_SIDE = 16             # smaller than this cannot hold a face the landmarker can find
+# OpenCV's remap and warps index with 16-bit shorts: a side at or above SHRT_MAX (32767) aborts the whole
+# process inside C++, and later stages scale and warp what is accepted here. Every side is bounded well
+# below that, and so is the aspect ratio (no photo of a face is a 32 x 32000 strip).
+MAX_SIDE = 8192
+MAX_ASPECT = 8.0
 
 
 class ImageError(ValueError):
@@ -23,12 +27,6 @@ class ImageError(ValueError):
     def __init__(self, message: str, reason: str = "bad_image") -> None:
         super().__init__(message)
         self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class ImageLimits:
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    min_side: int = DEFAULT_MIN_SIDE
 
 
 def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
@@ -67,6 +65,7 @@ def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
     w, h = img.size
     if w * h > max_pixels:
         raise ImageError(f"{label}: {w}x{h} is {w * h} pixels, above the limit of {max_pixels}", "too_large")
+    _check_shape(w, h, label)
     try:
         img.load()
         img = ImageOps.exif_transpose(img)
@@ -123,10 +122,19 @@ def to_rgb_uint8(image: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
+def _check_shape(w: int, h: int, label: str = "image") -> None:
+    """Bounds on each side and on the aspect ratio, checked from the header before any decoding."""
+    if max(w, h) > MAX_SIDE:
+        raise ImageError(f"{label}: {w}x{h} has a side above the limit of {MAX_SIDE} px", "too_large")
+    if min(w, h) > 0 and max(w, h) / min(w, h) > MAX_ASPECT:
+        raise ImageError(f"{label}: {w}x{h} is too narrow a strip (aspect ratio above {MAX_ASPECT:g}:1)")
+
+
 def _check_size(a: np.ndarray, max_pixels: int, min_side: int) -> np.ndarray:
     h, w = a.shape[:2]
     if h * w > max_pixels:
         raise ImageError(f"{w}x{h} is {w * h} pixels, above the limit of {max_pixels}", "too_large")
+    _check_shape(w, h)
     if min(h, w) < min_side:
         raise ImageError(f"{w}x{h} is too small: each side must be at least {min_side} px")
     return a

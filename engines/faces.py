@@ -126,7 +126,7 @@ class MediaPipeLandmarker:
 # MediaPipe's FaceLandmarker sends every C call, close included, to a worker thread of its own and waits for
 # the answer. When a forgotten landmarker is freed by the cyclic garbage collector, that worker has already
 # gone: the collector clears weak references (which stop the worker) before it runs __del__, so the stock
-# close would wait forever on a thread that no longer exists (seen in CI). A forgotten landmarker is therefore
+# close would wait forever on a thread that has already ended. A forgotten landmarker is therefore
 # closed straight through the C library, on whatever thread frees it; an explicit close() goes the usual way.
 def _defuse_del(landmarker: Any) -> Any:
     cls = type(landmarker)

@@ -7,6 +7,7 @@ error, pong. A bad message gets an `error` reply; it never closes the stream.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import jsonschema
@@ -86,6 +87,36 @@ class ProtocolError(ValueError):
         self.message = message
 
 
+MAX_INT_DIGITS = 18   # every integer the protocol carries (ids, track ids) fits in 64 bits
+
+
+class _NotANumber(ValueError):
+    """A JSON number the protocol refuses (NaN, an infinity, an integer too long)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotANumber(f"{name} is not a number the protocol accepts")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotANumber(f"{text[:20]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NotANumber(f"an integer of {len(text)} digits is out of range")
+    return int(text)
+
+
+def loads(text: str) -> Any:
+    """Strict JSON: NaN, Infinity, overflowing floats and integers longer than MAX_INT_DIGITS are refused
+    here, at the edge, so no later stage sees a number it cannot use."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+
+
 def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
     """Text from the data channel -> a validated message, or ProtocolError saying what is wrong."""
     size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
@@ -97,7 +128,9 @@ def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
         except UnicodeDecodeError:
             raise ProtocolError("bad_json", "message is not UTF-8 text") from None
     try:
-        msg = json.loads(raw)
+        msg = loads(raw)
+    except _NotANumber as exc:
+        raise ProtocolError("invalid", f"message holds a bad number: {exc}") from None
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError("bad_json", f"message is not JSON: {exc}") from None
     if not isinstance(msg, dict) or msg.get("type") not in _TYPES:
@@ -126,4 +159,5 @@ def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def dumps(msg: dict[str, Any]) -> str:
-    return json.dumps(msg, separators=(",", ":"), default=float)
+    """Strict JSON out too: a NaN here is a bug, and raises rather than reaching a client as invalid JSON."""
+    return json.dumps(msg, separators=(",", ":"), default=float, allow_nan=False)

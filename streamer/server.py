@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from streamer import protocol
 from streamer.config import ServerConfig
 from streamer.encoder_bitrates import check_encoder_bitrates
 from streamer.metrics import Metrics
@@ -132,9 +133,11 @@ class LiveFuseServer:
         require_type(request, ("application/json",))
         body = await read_limited(request, self.config.max_sdp_bytes)
         try:
-            msg = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise Refused(400, f"body is not JSON: {exc}") from None
+            msg = protocol.loads(body.decode("utf-8"))
+        except RecursionError:
+            raise Refused(400, "body is not JSON the server accepts: nested too deeply") from None
+        except ValueError as exc:   # bad JSON, bad UTF-8, a non-finite or overlong number
+            raise Refused(400, f"body is not JSON the server accepts: {exc}") from None
         if not isinstance(msg, dict) or not isinstance(msg.get("sdp"), str) or msg.get("type") != "offer":
             raise Refused(400, 'expected {"sdp": "<offer SDP>", "type": "offer"}')
         peer = await self.open_session(request, msg["sdp"], "offer")

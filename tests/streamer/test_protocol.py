@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from streamer import protocol
 from streamer.protocol import ProtocolError, params_to_controls, parse_client_message
 from streamer.session import Session
 
@@ -67,3 +68,24 @@ def test_good_messages_pass():
     assert parse_client_message('{"type": "ping", "t": 1.5}', max_bytes=LIMIT)["t"] == 1.5
     assert parse_client_message(b'{"type": "set_prompt", "text": "a slight smile"}', max_bytes=LIMIT)["text"] == "a slight smile"
     assert parse_client_message('{"type": "hello", "version": 1}', max_bytes=LIMIT)["version"] == 1
+
+
+@pytest.mark.parametrize("raw", [
+    '{"type": "set_params", "strength": NaN}',
+    '{"type": "set_params", "strength": Infinity}',
+    '{"type": "set_params", "strength": 1e999}',
+    '{"type": "ping", "t": NaN}',
+    '{"type": "ping", "t": -Infinity}',
+    '{"type": "ping", "id": ' + "9" * 5000 + '}',
+    '{"type": "hello", "id": 123456789012345678901234567890}',
+])
+def test_numbers_that_are_not_finite_or_too_long_are_refused_at_the_edge(raw):
+    with pytest.raises(protocol.ProtocolError) as info:
+        protocol.parse_client_message(raw, max_bytes=64 * 1024)
+    assert info.value.code == "invalid" and "number" in info.value.message
+
+
+def test_replies_are_strict_json():
+    assert protocol.dumps({"type": "pong", "t": 1.5}) == '{"type":"pong","t":1.5}'
+    with pytest.raises(ValueError):
+        protocol.dumps({"type": "pong", "t": float("nan")})

@@ -260,3 +260,13 @@ async def test_livefuse_serve_command_serves_the_page_with_env_config():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.parametrize("body", ["[" * 20_000 + "]" * 20_000, '{"sdp": "v=0", "type": "offer", "n": ' + "7" * 5000 + "}",
+                                  '{"sdp": "v=0", "type": "offer", "n": NaN}'])
+async def test_offers_whose_json_python_cannot_hold_are_refused_with_400(served, body):
+    url, http, _ = await served()
+    async with http.post(f"{url}/offer", data=body, headers={"Content-Type": "application/json"}) as r:
+        assert r.status == 400 and "not JSON the server accepts" in (await r.json())["error"]
+    async with http.get(f"{url}/healthz") as r:
+        assert r.status == 200

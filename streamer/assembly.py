@@ -23,7 +23,7 @@ from pathlib import Path
 from engines.sources import SourceConfig, SourceRegistry
 from streamer.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
-from streamer.safety.auth import REQUEST_SLOT, AccessPolicy, TokenStore, token_id_of
+from streamer.safety.auth import REQUEST_SLOT, AccessPolicy, TokenStore, is_admin, token_id_of
 from streamer.safety.denylist import IdentityDenylist, SourceGate
 from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy, Understand
 from streamer.safety.kit import SafetyConfig, SafetyKit
@@ -160,6 +160,10 @@ class Product:
     def audit(self, event: str, **fields: Any) -> None:
         self.safety.audit(event, **fields)
 
+    def reload_tokens(self) -> None:
+        """Re-read the tokens file (revocations take effect at once)."""
+        self.safety.tokens.reload()
+
     def warm_up(self) -> None:
         """Load the shared models now (in an executor at server start) rather than on the first call."""
         self.registry, self.prompts, self.safety  # noqa: B018 - properties that build on first use
@@ -177,12 +181,14 @@ class Product:
             register_source=self.register_source,
             set_prompt=self.set_prompt,
             authorize=token_id_of,
+            is_admin=is_admin,
             audit=self.audit,
             middlewares=(self.safety.middleware(),),
             session_started=self.session_started,
             session_ended=self.session_ended,
             startup=self.warm_up,
             shutdown=self.close,
+            reload=self.reload_tokens,
         )
 
 

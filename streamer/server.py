@@ -2,6 +2,11 @@
 
 Every refusal says why: 400 bad SDP/JSON, 401 not authorized, 404 unknown session, 413 body too large,
 415 wrong content type, 422 source image refused, 503 + Retry-After when full.
+
+A session belongs to the principal that opened it (`services.authorize`): every route that names a
+session answers 404 to anyone else, exactly as for an id that does not exist, so ids cannot be probed.
+An admin (`services.is_admin`) may use every session. WHEP viewing is the owner's too: there is no
+separate grant to let someone else watch.
 """
 
 from __future__ import annotations
@@ -75,9 +80,12 @@ class LiveFuseServer:
                           {"Retry-After": str(self.config.retry_after_s)})
         self._pending += 1
 
-    def peer(self, session_id: str) -> PeerSession:
+    def owned_peer(self, request: web.Request, session_id: str) -> PeerSession:
+        """The session named in a request, for its owner (or an admin); 404 for anyone else, the same
+        answer as for an unknown id, so that another principal's session ids cannot be confirmed."""
+        principal = self.authorize(request)
         peer = self.peers.get(session_id)
-        if peer is None:
+        if peer is None or not (peer.session.owned_by(principal) or self.services.is_admin(request)):
             raise Refused(404, f"no session {session_id!r}")
         return peer
 
@@ -154,15 +162,13 @@ class LiveFuseServer:
                             headers={"Location": f"/whip/{sid}", "X-LiveFuse-Session": sid})
 
     async def whip_delete(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        peer = self.peer(request.match_info["session"])
+        peer = self.owned_peer(request, request.match_info["session"])
         await peer.close("WHIP DELETE")
         return web.Response(status=200)
 
     async def whep(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
-        self.authorize(request)
-        source = self.peer(request.match_info["session"])
+        source = self.owned_peer(request, request.match_info["session"])
         sdp = (await read_limited(request, self.config.max_sdp_bytes)).decode("utf-8", "replace")
         if len(source.viewers) >= self.config.max_viewers:
             self.metrics.refused.labels("viewers_full").inc()
@@ -181,8 +187,7 @@ class LiveFuseServer:
                             headers={"Location": f"/whep/{source.session.id}/{viewer.id}"})
 
     async def whep_delete(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        source = self.peer(request.match_info["session"])
+        source = self.owned_peer(request, request.match_info["session"])
         viewer = source.viewers.get(request.match_info["viewer"])
         if viewer is None:
             raise Refused(404, f"no viewer {request.match_info['viewer']!r}")
@@ -190,8 +195,7 @@ class LiveFuseServer:
         return web.Response(status=200)
 
     async def source(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        peer = self.peer(request.match_info["session"])
+        peer = self.owned_peer(request, request.match_info["session"])
         data, form = await read_image_upload(request, self.config.max_source_bytes)
         loop = asyncio.get_running_loop()
         try:  # decoding and face work off the event loop
@@ -204,8 +208,7 @@ class LiveFuseServer:
         return web.json_response(result)
 
     async def session_info(self, request: web.Request) -> web.Response:
-        self.authorize(request)
-        peer = self.peer(request.match_info["session"])
+        peer = self.owned_peer(request, request.match_info["session"])
         c = peer.session.controls
         return web.json_response({
             "session": peer.session.id, "kind": peer.kind, "connection": peer.pc.connectionState,

@@ -37,6 +37,10 @@ def loopback_only(request: Any) -> str | None:
     return "loopback" if is_loopback(getattr(request, "remote", None) or "") else None
 
 
+def nobody_is_admin(request: Any) -> bool:
+    return False
+
+
 def log_event(event: str, **fields: Any) -> None:
     audit_log.info("%s %s", event, " ".join(f"{k}={v!r}" for k, v in sorted(fields.items())))
 
@@ -55,7 +59,10 @@ class Services:
     set_prompt: Callable[[Session, str], dict[str, Any]] = store_prompt
     """A prompt from the client -> the reply (the hook decides and applies it). Runs off the event loop."""
     authorize: Callable[[Any], str | None] = loopback_only
-    """A request -> the principal it acts for (token id, "loopback"), or None: 401."""
+    """A request -> the principal it acts for (token id, "loopback"), or None: 401. A session belongs to
+    the principal that opened it."""
+    is_admin: Callable[[Any], bool] = nobody_is_admin
+    """An authorized request -> whether it may use every session, not only its principal's own."""
     audit: Callable[..., None] = log_event
     """One audit record: `audit(event, **fields)`."""
     middlewares: tuple[Any, ...] = ()
@@ -68,3 +75,5 @@ class Services:
     """Load shared models before the first client; runs in an executor at server start."""
     shutdown: Callable[[], None] = _nothing
     """The server is stopping."""
+    reload: Callable[[], None] = _nothing
+    """Re-read what may change under a running server (the tokens file); `livefuse serve` runs it on SIGHUP."""

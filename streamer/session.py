@@ -61,7 +61,7 @@ class Session:
     def __init__(self, session_id: str | None = None, *, client: str = "", token_id: str | None = None) -> None:
         self.id = session_id or uuid.uuid4().hex[:16]
         self.client = client
-        self.token_id = token_id
+        self.token_id = token_id            # the principal that opened the session: its owner
         self.created = time.time()
         self._controls = Controls()
         self._lock = threading.Lock()
@@ -70,6 +70,10 @@ class Session:
         self._event_sink: EventSink | None = None
         self.closed = threading.Event()
         self._on_close: list[Callable[[], None]] = []
+
+    def owned_by(self, principal: str | None) -> bool:
+        """Only the principal that opened a session may read, steer, watch or end it."""
+        return principal is not None and self.token_id is not None and principal == self.token_id
 
     @property
     def controls(self) -> Controls:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Awaitable, Callable
 
 HELP = "serve the page and the live stream (http://127.0.0.1:8080 by default)"
 
@@ -110,9 +111,25 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
                          "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")
     set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
-    app = create_app(config, build_services(product_config(args, config.host)))
+    services = build_services(product_config(args, config.host))
+    app = create_app(config, services)
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)
+    app.on_startup.append(reload_on_sighup(services))
     web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None)
     return 0
+
+
+def reload_on_sighup(services: Any) -> Callable[[Any], Awaitable[None]]:
+    """An app startup hook: SIGHUP re-reads what `services.reload` covers (the tokens file), the usual
+    way to tell a daemon its configuration changed."""
+
+    async def install(_app: Any) -> None:
+        import asyncio
+        import signal
+
+        if hasattr(signal, "SIGHUP"):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, services.reload)
+
+    return install

@@ -1,5 +1,6 @@
 """`livefuse tokens issue|revoke|list FILE`: the bearer tokens a server bound beyond loopback requires.
-The file keeps only sha256 hashes; a new token is printed once and never stored."""
+The file keeps only sha256 hashes; a new token is printed once and never stored. A running server
+follows the file: a revoked token is refused from its next request on (no restart)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     issue.add_argument("--ttl-days", type=float, help="expires after this many days (default: never)")
     issue.add_argument("--max-sessions", type=int, default=4, help="concurrent streams (default 4)")
     issue.add_argument("--rate", type=float, default=60.0, help="requests per minute (default 60)")
+    issue.add_argument("--admin", action="store_true", help="may see and end every session, not only its own")
     revoke = sub.add_parser("revoke", help="remove every token of an id")
     revoke.add_argument("file")
     revoke.add_argument("id")
@@ -33,7 +35,12 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "issue":
         store = TokenStore.load(path) if path.exists() else TokenStore()
         ttl = args.ttl_days * 86400 if args.ttl_days else None
-        raw = store.issue(args.id, ttl=ttl, max_sessions=args.max_sessions, rate_per_minute=args.rate)
+        try:
+            raw = store.issue(args.id, ttl=ttl, max_sessions=args.max_sessions, rate_per_minute=args.rate,
+                              admin=args.admin)
+        except ValueError as exc:
+            print(f"livefuse tokens: {exc}", file=sys.stderr)
+            return 2
         store.save(path)
         print(raw)
         print(f"token for {args.id!r} added to {path}; it is shown only now", file=sys.stderr)

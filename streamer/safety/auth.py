@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import logging
 import os
 import secrets
 import ssl
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from aiohttp import web
+
+log = logging.getLogger(__name__)
 
 _Key = getattr(web, "RequestKey", None)
 # request[REQUEST_TOKEN] -> TokenInfo | None (None: open loopback); request[REQUEST_SLOT] -> SessionSlot
@@ -42,6 +45,11 @@ class TokenInfo:
     max_sessions: int = 4
     rate_per_minute: float = 60.0
     burst: int = 20
+    admin: bool = False                   # may see and end every session, not only its own
+
+
+LOOPBACK_PRINCIPAL = "loopback"           # who token-less loopback clients act as; no token may take the name
+RECHECK_S = 1.0                           # a tokens file is looked at (stat) at most this often
 
 
 def _digest(raw: str) -> str:
@@ -60,21 +68,52 @@ class SessionSlot:
             self.store._release(self.token_id)
 
 
+def _read_tokens(path: Path) -> dict[str, TokenInfo]:
+    """The tokens of a file; entries written before a field existed take its default."""
+    raw = json.loads(path.read_text())
+    entries = {}
+    for t in raw["tokens"]:
+        t = dict(t)
+        digest = t.pop("sha256")
+        entries[digest] = TokenInfo(**t)
+    return entries
+
+
+def _file_version(path: Path) -> tuple[int, int, int] | None:
+    """What changes when the file is rewritten (in place or by rename); None when it is gone."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_ino, st.st_size
+
+
 class TokenStore:
-    def __init__(self, tokens: Iterable[tuple[str, TokenInfo]] = (), *, clock: Callable[[], float] = time.time) -> None:
+    """Tokens by hash, with per-key rate buckets and session slots. A store loaded from a file follows
+    it: `livefuse tokens revoke` rewrites the file, and the next request after at most RECHECK_S (or a
+    `reload()`, which `livefuse serve` runs on SIGHUP) sees the change without a restart."""
+
+    def __init__(self, tokens: Iterable[tuple[str, TokenInfo]] = (), *, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._by_digest: dict[str, TokenInfo] = dict(tokens)
         self._clock = clock
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}   # key -> (tokens left, last refill time)
         self._sessions: dict[str, int] = {}
+        self._path: Path | None = None
+        self._version: tuple[int, int, int] | None = None
+        self._next_check = 0.0
 
     # -- tokens -------------------------------------------------------------------------------------
     def issue(self, token_id: str, *, ttl: float | None = None, max_sessions: int = 4,
-              rate_per_minute: float = 60.0, burst: int = 20) -> str:
+              rate_per_minute: float = 60.0, burst: int = 20, admin: bool = False) -> str:
+        if token_id == LOOPBACK_PRINCIPAL:  # it would own every token-less loopback client's sessions
+            raise ValueError(f"{LOOPBACK_PRINCIPAL!r} is reserved for token-less loopback clients")
         raw = secrets.token_urlsafe(32)
         expires = self._clock() + ttl if ttl is not None else None
         with self._lock:
-            self._by_digest[_digest(raw)] = TokenInfo(token_id, expires, max_sessions, rate_per_minute, burst)
+            self._by_digest[_digest(raw)] = TokenInfo(token_id, expires, max_sessions, rate_per_minute, burst, admin)
         return raw
 
     def entries(self) -> list[dict[str, Any]]:
@@ -88,14 +127,41 @@ class TokenStore:
 
     @classmethod
     def load(cls, path: str | os.PathLike, **kw: Any) -> "TokenStore":
-        """JSON: {"tokens": [{"sha256": HEX, "id": NAME, "expires": UNIX|null, "max_sessions": N, ...}]}."""
-        raw = json.loads(Path(path).read_text())
-        entries = []
-        for t in raw["tokens"]:
-            t = dict(t)
-            digest = t.pop("sha256")
-            entries.append((digest, TokenInfo(**t)))
-        return cls(entries, **kw)
+        """JSON: {"tokens": [{"sha256": HEX, "id": NAME, "expires": UNIX|null, "max_sessions": N, "admin": B, ...}]};
+        the store keeps following the file (see the class)."""
+        p = Path(path)
+        version = _file_version(p)
+        store = cls(_read_tokens(p).items(), **kw)
+        store._path, store._version = p, version
+        store._next_check = store._monotonic() + RECHECK_S
+        return store
+
+    def reload(self) -> bool:
+        """Re-read the tokens file now; a file that cannot be read keeps the tokens as they were (and
+        says so in the log). True when the tokens were replaced."""
+        if self._path is None:
+            return False
+        version = _file_version(self._path)
+        try:
+            tokens = _read_tokens(self._path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.error("tokens file %s not re-read, keeping the tokens loaded before: %s", self._path, exc)
+            return False
+        with self._lock:
+            self._by_digest, self._version = tokens, version
+        log.info("tokens file %s re-read: %d token(s)", self._path, len(tokens))
+        return True
+
+    def _follow_file(self) -> None:
+        """Reload when the file changed since it was read; looks at most once per RECHECK_S."""
+        if self._path is None:
+            return
+        now = self._monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + RECHECK_S
+        if _file_version(self._path) != self._version:
+            self.reload()
 
     def save(self, path: str | os.PathLike) -> None:
         with self._lock:
@@ -112,6 +178,7 @@ class TokenStore:
         scheme, _, raw = header.partition(" ")
         if scheme.lower() != "bearer" or not raw.strip():
             raise AuthError(401, "use 'Authorization: Bearer TOKEN'", {"WWW-Authenticate": 'Bearer realm="livefuse"'})
+        self._follow_file()
         info = self._by_digest.get(_digest(raw.strip()))
         if info is None:
             raise AuthError(401, "unknown token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
@@ -238,7 +305,13 @@ def token_id_of(request: Any) -> str | None:
     info = request.get(REQUEST_TOKEN, "missing") if hasattr(request, "get") else "missing"
     if info == "missing":
         return None
-    return info.id if info is not None else "loopback"
+    return info.id if info is not None else LOOPBACK_PRINCIPAL
+
+
+def is_admin(request: Any) -> bool:
+    """For the server's `is_admin(request)` hook: the request's token carries the admin role."""
+    info = request.get(REQUEST_TOKEN) if hasattr(request, "get") else None
+    return isinstance(info, TokenInfo) and info.admin
 
 
 def ssl_context(certfile: str | os.PathLike, keyfile: str | os.PathLike) -> ssl.SSLContext:

@@ -23,7 +23,7 @@ from pathlib import Path
 from engines.sources import SourceConfig, SourceRegistry
 from streamer.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
-from streamer.safety.auth import REQUEST_SLOT, AccessPolicy, TokenStore, is_admin, token_id_of
+from streamer.safety.auth import AccessPolicy, TokenStore, is_admin, slot_release, token_id_of
 from streamer.safety.denylist import IdentityDenylist, SourceGate
 from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy, Understand
 from streamer.safety.kit import SafetyConfig, SafetyKit
@@ -149,11 +149,6 @@ class Product:
         policy filter decides on that reading."""
         return self.safety.prompts.set_prompt(session, text)
 
-    def session_started(self, session: Session, request: Any) -> None:
-        slot = request.get(REQUEST_SLOT) if hasattr(request, "get") else None
-        if slot is not None:
-            session.on_close(slot.release)
-
     def session_ended(self, session: Session) -> None:
         purge_session(session, self.safety.audit)
 
@@ -184,7 +179,7 @@ class Product:
             is_admin=is_admin,
             audit=self.audit,
             middlewares=(self.safety.middleware(),),
-            session_started=self.session_started,
+            claim=slot_release,
             session_ended=self.session_ended,
             startup=self.warm_up,
             shutdown=self.close,

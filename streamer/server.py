@@ -94,6 +94,7 @@ class LiveFuseServer:
         self.reserve()
         try:
             session = Session(client=request.remote or "", token_id=token)
+            session.on_close(self.services.claim(request))
             self.services.session_started(session, request)
             loop = asyncio.get_running_loop()
             pipeline = await loop.run_in_executor(None, self.services.make_pipeline, session)  # loads models
@@ -174,7 +175,7 @@ class LiveFuseServer:
             self.metrics.refused.labels("viewers_full").inc()
             raise Refused(503, f"session has {self.config.max_viewers} viewers already",
                           {"Retry-After": str(self.config.retry_after_s)})
-        viewer = attach_viewer(source, self.metrics)
+        viewer = attach_viewer(source, self.metrics, release=self.services.claim(request))
         try:
             answer = await viewer.accept(sdp)
         except BadOffer as exc:

@@ -41,6 +41,14 @@ def nobody_is_admin(request: Any) -> bool:
     return False
 
 
+def _holds_nothing() -> None:
+    return None
+
+
+def claims_nothing(request: Any) -> Callable[[], None]:
+    return _holds_nothing
+
+
 def log_event(event: str, **fields: Any) -> None:
     audit_log.info("%s %s", event, " ".join(f"{k}={v!r}" for k, v in sorted(fields.items())))
 
@@ -67,6 +75,9 @@ class Services:
     """One audit record: `audit(event, **fields)`."""
     middlewares: tuple[Any, ...] = ()
     """aiohttp middlewares for every route (token checks, origin checks)."""
+    claim: Callable[[Any], Callable[[], None]] = claims_nothing
+    """What a request took on its way in (a token's session slot), as the one call that gives it back:
+    the server hands it to the session or WHEP viewer the request opened, which calls it when it ends."""
     session_started: Callable[[Session, Any], None] = _nothing
     """A session (and the request that opened it) is about to stream."""
     session_ended: Callable[[Session], None] = _nothing

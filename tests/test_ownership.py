@@ -18,7 +18,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from streamer.probe import ClipTrack, ProbeClient, clip_background
-from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware, is_admin, token_id_of
+from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware, is_admin, slot_release, token_id_of
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 
@@ -56,8 +56,9 @@ class Watcher:
 
 
 def services_for(store: TokenStore, policy: AccessPolicy) -> Services:
-    return Services(authorize=token_id_of, is_admin=is_admin, middlewares=(auth_middleware(store, policy),),
-                    reload=store.reload)
+    """The hooks `streamer.assembly.Product.services` wires for access control, without any model."""
+    return Services(authorize=token_id_of, is_admin=is_admin, claim=slot_release,
+                    middlewares=(auth_middleware(store, policy),), reload=store.reload)
 
 
 @pytest.fixture
@@ -210,3 +211,86 @@ def test_token_files_without_roles_still_load_and_admin_is_kept(tmp_path):
     assert [(e["id"], e["admin"]) for e in TokenStore.load(path).entries()] == [("old", False), ("root", True)]
     with pytest.raises(ValueError, match="reserved"):
         store.issue("loopback")
+
+
+async def wait_until(check, timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError("condition not reached")
+
+
+@pytest.mark.parametrize("principal", ["token", "loopback"])
+async def test_twenty_viewers_in_a_row_leave_room_for_the_next_offer(served, astronaut, principal):
+    start, client = served
+    store = TokenStore()
+    if principal == "token":  # 4 open at once per token
+        http = client(store.issue("alice", max_sessions=4, rate_per_minute=6000, burst=500))
+        policy = AccessPolicy.for_host("0.0.0.0")
+    else:                     # 16 open at once per address
+        http = client()
+        policy = AccessPolicy(require_tokens=False, open_rate_per_minute=6000)
+    url, state = await start(store, policy, ServerConfig(idle_timeout_s=0.5))
+    probe = sender(astronaut)
+    try:
+        await probe.connect_http(url, http)
+        sid = probe.session_id
+        for i in range(20):
+            watcher = Watcher()
+            assert await watcher.watch(http, url, sid) == 201, f"viewer {i} refused"
+            if i % 2:
+                async with http.delete(f"{url}{watcher.location}") as r:
+                    assert r.status == 200
+            elif i % 4 == 0:  # the viewer goes away once connected: the server sees the connection close
+                await wait_until(lambda: watcher.pc.connectionState == "connected")
+                await watcher.close()
+            else:             # the viewer goes away before it connects: idle, the server lets it go
+                await watcher.close()
+            await wait_until(lambda: not state.peers[sid].viewers)
+            await watcher.close()
+        assert sum(store.open_slots().values()) == 1        # only the sending session
+        second = sender(astronaut)
+        try:
+            await second.connect_http(url, http)
+        finally:
+            await second.close()
+    finally:
+        await probe.close()
+
+
+async def test_open_close_cycles_leave_the_slot_table_empty(served, astronaut):
+    start, client = served
+    store = TokenStore()
+    http = client(store.issue("alice", max_sessions=2, rate_per_minute=60000, burst=5000))
+    url, state = await start(store, config=ServerConfig(idle_timeout_s=0.5))
+    for i in range(100):
+        probe, watcher = sender(astronaut), Watcher()
+        try:
+            await probe.connect_http(url, http)
+            sid = probe.session_id
+            assert await watcher.watch(http, url, sid) == 201, f"cycle {i}: viewer refused"
+            way = i % 4
+            if way == 0:    # the viewer leaves by DELETE, then the session
+                async with http.delete(f"{url}{watcher.location}") as r:
+                    assert r.status == 200
+                async with http.delete(f"{url}/whip/{sid}") as r:
+                    assert r.status == 200
+            elif way == 1:  # the session ends under its viewer
+                async with http.delete(f"{url}/whip/{sid}") as r:
+                    assert r.status == 200
+            elif way == 2:  # the viewer's connection closes (connected or not), then the session
+                if i % 8 == 2:
+                    await wait_until(lambda: watcher.pc.connectionState == "connected")
+                await watcher.close()
+                await wait_until(lambda: not state.peers[sid].viewers)
+                async with http.delete(f"{url}/whip/{sid}") as r:
+                    assert r.status == 200
+            else:           # the sender vanishes: the session ends (closed or idle), its viewer with it
+                await probe.close()
+                await wait_until(lambda: sid not in state.peers)
+        finally:
+            await watcher.close()
+            await probe.close()
+    await wait_until(lambda: not state.peers)
+    assert store.open_slots() == {}

@@ -214,7 +214,16 @@ class TokenStore:
 
     def _release(self, token_id: str) -> None:
         with self._lock:
-            self._sessions[token_id] = max(0, self._sessions.get(token_id, 0) - 1)
+            left = self._sessions.get(token_id, 0) - 1
+            if left > 0:
+                self._sessions[token_id] = left
+            else:  # no entry for a key with nothing open: the table does not grow with every client seen
+                self._sessions.pop(token_id, None)
+
+    def open_slots(self) -> dict[str, int]:
+        """Key -> sessions open, for every key with at least one."""
+        with self._lock:
+            return dict(self._sessions)
 
 
 def is_loopback(host: str) -> bool:
@@ -306,6 +315,17 @@ def token_id_of(request: Any) -> str | None:
     if info == "missing":
         return None
     return info.id if info is not None else LOOPBACK_PRINCIPAL
+
+
+def _holds_nothing() -> None:
+    return None
+
+
+def slot_release(request: Any) -> Callable[[], None]:
+    """For the server's `claim(request)` hook: the release of the session slot the middleware took for
+    this request (a session or a WHEP viewer holds one for as long as it is open); a no-op when none."""
+    slot = request.get(REQUEST_SLOT) if hasattr(request, "get") else None
+    return slot.release if isinstance(slot, SessionSlot) else _holds_nothing
 
 
 def is_admin(request: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -20,21 +21,46 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 
+def _holds_nothing() -> None:
+    return None
+
+
 class WhepViewer:
-    def __init__(self, source: "PeerSession", *, on_closed: Callable[["WhepViewer"], None] | None = None) -> None:
+    """One viewer of one session. It holds what its request took (`release`: a token's session slot)
+    until it ends, by whichever way: DELETE, its connection failing or closing, or its source ending
+    (the source's own idle watchdog included). Only the session's owner may add viewers (see server)."""
+
+    def __init__(self, source: "PeerSession", *, on_closed: Callable[["WhepViewer"], None] | None = None,
+                 release: Callable[[], None] = _holds_nothing) -> None:
         self.id = uuid.uuid4().hex[:12]
         self.source = source
         self.pc = new_peer_connection(source.config)
         self.on_closed = on_closed
+        self.release = release
         self._closing = False
+        self._watchdog: asyncio.Task | None = None
 
     async def accept(self, sdp: str) -> "RTCSessionDescription":
         if self.source.fused is None:
             raise RuntimeError("source session has no stream yet")
         track = FusedTrack(self.source.worker.outbox, private=True)
         self.pc.on("connectionstatechange", self._on_state)
-        return await answer_offer(self.pc, self.source.config, sdp, track, direction="sendonly",
-                                  audio_track=self.source.listen())
+        answer = await answer_offer(self.pc, self.source.config, sdp, track, direction="sendonly",
+                                    audio_track=self.source.listen())
+        self._watchdog = asyncio.ensure_future(self._until_unconnected(self.source.config.idle_timeout_s))
+        return answer
+
+    async def _until_unconnected(self, timeout_s: float) -> None:
+        """A viewer that never connects, or stops being connected without a goodbye, is idle: after
+        `timeout_s` of that it is closed (ICE alone would wait for its source to end)."""
+        connected_at = time.monotonic()
+        while True:
+            await asyncio.sleep(min(1.0, timeout_s / 4))
+            if self.pc.connectionState == "connected":
+                connected_at = time.monotonic()
+            elif time.monotonic() - connected_at > timeout_s:
+                await self.close(f"not connected for {timeout_s:g} s")
+                return
 
     def _on_state(self) -> None:
         if self.pc.connectionState in ("failed", "closed"):
@@ -45,22 +71,28 @@ class WhepViewer:
             return
         self._closing = True
         log.info("whep viewer %s of %s: closing (%s)", self.id, self.source.session.id, reason)
-        for t in self.pc.getTransceivers():
-            if t.sender.track is not None:
-                t.sender.track.stop()
-        await self.pc.close()
-        if self.on_closed is not None:
-            self.on_closed(self)
+        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
+            self._watchdog.cancel()
+        try:
+            for t in self.pc.getTransceivers():
+                if t.sender.track is not None:
+                    t.sender.track.stop()
+            await self.pc.close()
+        finally:  # what the viewer held goes back even when closing its connection fails
+            self.release()
+            if self.on_closed is not None:
+                self.on_closed(self)
 
 
-def attach_viewer(source: "PeerSession", metrics: Any = None) -> WhepViewer:
-    """A new viewer registered on its source; it unregisters itself when it closes."""
+def attach_viewer(source: "PeerSession", metrics: Any = None,
+                  release: Callable[[], None] = _holds_nothing) -> WhepViewer:
+    """A new viewer registered on its source; it unregisters itself and calls `release` when it closes."""
 
     def closed(v: WhepViewer) -> None:
         if source.viewers.pop(v.id, None) is not None and metrics is not None:
             metrics.viewers.dec()
 
-    viewer = WhepViewer(source, on_closed=closed)
+    viewer = WhepViewer(source, on_closed=closed, release=release)
     source.viewers[viewer.id] = viewer
     if metrics is not None:
         metrics.viewers.inc()

@@ -47,6 +47,9 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", dest="tokens_file", help="bearer tokens file (required off loopback)")
     p.add_argument("--denylist", dest="denylist_dir", help="folder of protected identities' photos")
     p.add_argument("--allow-origin", dest="allowed_origins", action="append", help="allowed page origin, repeatable")
+    p.add_argument("--public-host", dest="public_hosts", action="append",
+                   help="a name clients reach the server by (the Host they send), repeatable; loopback names are "
+                        "implied on loopback, needed when binding to 0.0.0.0 or ::")
     p.add_argument("--server-id", type=int, help="16-bit id carried in every frame's watermark (default 0)")
     p.add_argument("--no-watermark", action="store_true",
                    help="turn the invisible watermark off (logged and written to the audit log; needs --no-watermark-reason)")
@@ -67,6 +70,7 @@ def product_config(args: argparse.Namespace, host: str):
         "audit_path": getattr(args, "audit_log", None), "audit_key_file": getattr(args, "audit_key_file", None),
         "tokens_file": getattr(args, "tokens_file", None), "denylist_dir": getattr(args, "denylist_dir", None),
         "allowed_origins": tuple(args.allowed_origins) if getattr(args, "allowed_origins", None) else None,
+        "public_hosts": tuple(args.public_hosts) if getattr(args, "public_hosts", None) else None,
         "server_id": getattr(args, "server_id", None),
     }.items() if v is not None}
     if getattr(args, "no_watermark", False):
@@ -110,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if not config.loopback and not getattr(args, "tokens_file", None):
         raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
                          "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")
+    if config.host in ("0.0.0.0", "::") and not getattr(args, "public_hosts", None):
+        raise SystemExit(f"serving on {config.host} (every address) needs the names clients use: --public-host NAME "
+                         "(repeatable), so that requests naming any other host (DNS rebinding) are refused")
     set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
     services = build_services(product_config(args, config.host))
     app = create_app(config, services)

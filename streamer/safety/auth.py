@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import yarl
 from aiohttp import web
 
 log = logging.getLogger(__name__)
@@ -235,43 +236,101 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+LOOPBACK_NAMES: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+WILDCARD_BINDS: tuple[str, ...] = ("", "0.0.0.0", "::")
+
+
+def split_host(header: str) -> tuple[str, int | None]:
+    """A Host header -> (lower-case name, port or None): "[::1]:8080" -> ("::1", 8080)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        name, _, rest = header[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif header.count(":") == 1:
+        name, _, port = header.partition(":")
+    else:
+        name, port = header, ""
+    return name.rstrip("."), int(port) if port.isdigit() else None
+
+
+def public_names(bind: str, public_hosts: Iterable[str] = ()) -> tuple[str, ...]:
+    """The names clients may reach a server by: loopback names for a loopback bind, the bind address
+    when it is a specific one, and the configured public names."""
+    names = [split_host(h)[0] for h in public_hosts]
+    if is_loopback(bind):
+        names[:0] = LOOPBACK_NAMES
+    elif bind not in WILDCARD_BINDS:
+        names.insert(0, split_host(bind)[0])
+    return tuple(dict.fromkeys(names))
+
+
 @dataclass(frozen=True, slots=True)
 class AccessPolicy:
     require_tokens: bool = True
-    allowed_origins: tuple[str, ...] = ()          # empty: same origin only (when tokens are required)
+    allowed_origins: tuple[str, ...] = ()          # page origins allowed besides the server's own
+    # the names the server answers to (Host); empty: not checked, and no Origin but allowed_origins passes
+    public_hosts: tuple[str, ...] = ()
     protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions")
     session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
     open_rate_per_minute: float = 120.0            # per client address when running open on loopback
     open_max_sessions: int = 16
 
     @classmethod
-    def for_host(cls, host: str, **kw: Any) -> "AccessPolicy":
-        """Tokens are required unless the server binds to loopback only."""
-        return cls(require_tokens=not is_loopback(host), **kw)
+    def for_host(cls, host: str, public_hosts: Iterable[str] = (), **kw: Any) -> "AccessPolicy":
+        """Tokens are required unless the server binds to loopback only; the Host a request names must
+        be one of `public_names(host, public_hosts)` (a loopback server: loopback names only)."""
+        return cls(require_tokens=not is_loopback(host), public_hosts=public_names(host, public_hosts), **kw)
 
 
 def _refusal(exc: AuthError) -> web.Response:
     return web.json_response({"error": exc.reason}, status=exc.status, headers=exc.headers)
 
 
+def _host_ok(request: web.Request, policy: AccessPolicy) -> bool:
+    """The request names this server: a page on another name that resolves here (DNS rebinding) does not."""
+    if not policy.public_hosts:
+        return True
+    return split_host(request.host or "")[0] in policy.public_hosts
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _own_origin(origin: str, request: web.Request, policy: AccessPolicy) -> bool:
+    """`origin` is scheme://host[:port] of this server as the request reached it, the host one of its
+    public names (never the request's Host taken on trust)."""
+    if not policy.public_hosts:
+        return False
+    try:
+        url = yarl.URL(origin)
+    except ValueError:
+        return False
+    name, port = split_host(request.host or "")
+    if url.scheme != request.scheme or not url.host or url.host.lower().rstrip(".") not in policy.public_hosts:
+        return False
+    return url.host.lower().rstrip(".") == name and url.port == (port or _DEFAULT_PORTS.get(request.scheme))
+
+
 def _origin_ok(request: web.Request, policy: AccessPolicy) -> bool:
+    """No Origin (not a browser page), the server's own, or one listed; "null" (sandboxed frames, files)
+    only when listed."""
     origin = request.headers.get("Origin")
-    if origin is None or (origin == "null" and not policy.require_tokens):
+    if origin is None:
         return True
     if origin in policy.allowed_origins or "*" in policy.allowed_origins:
         return True
-    if policy.allowed_origins:
-        return False
-    same = f"{request.scheme}://{request.host}"
-    return origin == same or not policy.require_tokens
+    return _own_origin(origin, request, policy)
 
 
 def auth_middleware(store: TokenStore, policy: AccessPolicy):
-    """aiohttp middleware: origin check, bearer token, rate limit, session slot (in that order)."""
+    """aiohttp middleware: host check (every route), then for protected routes origin check, bearer
+    token, rate limit, session slot (in that order)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler):
         path = request.path
+        if not _host_ok(request, policy):
+            return _refusal(AuthError(421, f"host {request.host!r} is not a name this server answers to"))
         if not any(path == p or path.startswith(p + "/") for p in policy.protected_prefixes):
             return await handler(request)
         try:

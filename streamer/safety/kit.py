@@ -24,6 +24,7 @@ class SafetyConfig:
     denylist_dir: str | None = None
     tokens_file: str | None = None
     allowed_origins: tuple[str, ...] = ()
+    public_hosts: tuple[str, ...] = ()     # names clients reach the server by (Host); loopback names are implied on loopback
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,3 +24,19 @@ def test_face_runtime_options_reach_the_backend_settings():
 def test_hold_audio_is_on_unless_turned_off():
     assert _args().hold_audio is None                 # not given: ServerConfig's default (on) or the environment
     assert _args("--no-hold-audio").hold_audio is False
+
+
+def test_public_host_reaches_the_access_policy_and_every_address_needs_one(tmp_path):
+    import pytest
+
+    from streamer.cli import main
+    from streamer.safety.auth import AccessPolicy
+
+    safety = product_config(_args("--public-host", "cam.example", "--public-host", "cam.example:8443"), "0.0.0.0").safety
+    assert safety.public_hosts == ("cam.example", "cam.example:8443")
+    assert AccessPolicy.for_host("0.0.0.0", public_hosts=safety.public_hosts).public_hosts == ("cam.example",)
+    assert AccessPolicy.for_host("127.0.0.1").public_hosts == ("localhost", "127.0.0.1", "::1")
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tokens": []}')
+    with pytest.raises(SystemExit, match="--public-host"):
+        main(["serve", "--host", "0.0.0.0", "--port", "8099", "--tokens", str(tokens)])

@@ -173,3 +173,49 @@ def test_session_data_purged_at_end(astronaut):
     assert dropped == {"sources": 1} and s.sources == {}
     assert s.controls.prompt == "" and s.controls.source_id is None
     assert s.closed.is_set() and records == [("session_purged", {"session": "s-purge", "sources": 1})]
+
+
+async def _status(client, path="/offer", **headers) -> tuple[int, dict]:
+    r = await client.post(path, headers=headers) if path == "/offer" else await client.get(path, headers=headers)
+    return r.status, await r.json()
+
+
+async def test_a_loopback_server_answers_only_to_loopback_names():
+    policy = AccessPolicy.for_host("127.0.0.1", open_rate_per_minute=6000)
+    async with TestClient(TestServer(make_app(TokenStore(), policy, []))) as client:
+        for host in ("evil.example", "evil.example:8080", "127.0.0.1.evil.example"):
+            for path in ("/offer", "/health"):  # DNS rebinding reads any route, not only the protected ones
+                status, body = await _status(client, path, Host=host)
+                assert status == 421 and "not a name this server answers to" in body["error"], (host, path)
+        for host in ("localhost", "localhost:8080", "127.0.0.1", "127.0.0.1:9", "[::1]", "[::1]:8080"):
+            assert (await _status(client, Host=host))[0] == 200, host
+
+
+async def test_origin_must_be_the_servers_own_not_the_requests_host():
+    policy = AccessPolicy.for_host("127.0.0.1", open_rate_per_minute=6000)
+    async with TestClient(TestServer(make_app(TokenStore(), policy, []))) as client:
+        port = client.server.port
+        own = f"http://127.0.0.1:{port}"
+        assert (await _status(client, Host=f"127.0.0.1:{port}", Origin=own))[0] == 200
+        assert (await _status(client, Host=f"localhost:{port}", Origin=f"http://localhost:{port}"))[0] == 200
+        for origin in ("http://evil.example", f"http://localhost:{port}", f"https://127.0.0.1:{port}",
+                       "http://127.0.0.1:1", "null"):
+            status, body = await _status(client, Host=f"127.0.0.1:{port}", Origin=origin)
+            assert status == 403 and "not allowed" in body["error"], origin
+
+
+async def test_public_names_off_loopback_and_the_attackers_host_is_not_trusted():
+    store = TokenStore()
+    tok = store.issue("alice", burst=50)
+    auth = bearer(tok)
+    named = AccessPolicy.for_host("0.0.0.0", public_hosts=("cam.example",), allowed_origins=("https://app.example",))
+    async with TestClient(TestServer(make_app(store, named, []))) as client:
+        # evil Host and matching evil Origin: the Host itself is refused
+        assert (await _status(client, Host="evil.example", Origin="http://evil.example", **auth))[0] == 421
+        assert (await _status(client, Host="cam.example", Origin="http://cam.example", **auth))[0] == 200
+        assert (await _status(client, Host="cam.example", Origin="https://app.example", **auth))[0] == 200
+        assert (await _status(client, Host="cam.example", Origin="http://evil.example", **auth))[0] == 403
+    unnamed = AccessPolicy.for_host("0.0.0.0")  # no names configured: no Origin is taken as the server's own
+    async with TestClient(TestServer(make_app(store, unnamed, []))) as client:
+        assert (await _status(client, Host="evil.example", Origin="http://evil.example", **auth))[0] == 403
+        assert (await _status(client, Host="evil.example", **auth))[0] == 200   # not a browser page: tokens decide

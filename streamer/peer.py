@@ -33,7 +33,50 @@ log = logging.getLogger(__name__)
 
 
 class BadOffer(ValueError):
-    """The client's SDP could not be used (HTTP 400 with this reason)."""
+    """The client's SDP could not be used (HTTP 400 with this reason, in plain words: never the text of
+    an aiortc exception, which names our internals and tells the client nothing it can fix)."""
+
+
+UNUSABLE_OFFER = "the SDP offer could not be used"
+DTLS_SETUPS = ("active", "passive", "actpass")
+
+
+def _sdp_sections(sdp: str) -> tuple[list[str], list[list[str]]]:
+    """(session-level lines, each m= section's lines)."""
+    session: list[str] = []
+    media: list[list[str]] = []
+    for line in sdp.replace("\r\n", "\n").split("\n"):
+        line = line.strip()
+        if line.startswith("m="):
+            media.append([line])
+        elif line:
+            (media[-1] if media else session).append(line)
+    return session, media
+
+
+def _attribute(name: str, session: list[str], section: list[str]) -> str | None:
+    """The value of a=name in an m= section, else at session level (where it applies to every section)."""
+    for line in section + session:
+        if line == f"a={name}" or line.startswith(f"a={name}:"):
+            return line.partition(":")[2].strip()
+    return None
+
+
+def offer_problem(sdp: str) -> str | None:
+    """What makes an offer unusable, said so that its sender can fix it; None when nothing is seen (aiortc
+    may still refuse it: then the reply is UNUSABLE_OFFER)."""
+    if "m=" not in sdp or not sdp.lstrip().startswith("v="):
+        return "not an SDP offer (it must start with v= and hold at least one m= section)"
+    session, media = _sdp_sections(sdp)
+    for section in media:
+        kind = section[0][2:].split(" ", 1)[0]
+        if not _attribute("fingerprint", session, section):
+            return f"the offer's {kind} section has no DTLS fingerprint (a=fingerprint)"
+        if _attribute("setup", session, section) not in DTLS_SETUPS:
+            return f"the offer's DTLS setup attribute (a=setup) is missing or invalid in its {kind} section"
+        if not _attribute("ice-ufrag", session, section) or not _attribute("ice-pwd", session, section):
+            return f"the offer's {kind} section has no ICE credentials (a=ice-ufrag and a=ice-pwd)"
+    return None
 
 
 def new_peer_connection(config: ServerConfig) -> RTCPeerConnection:
@@ -51,12 +94,14 @@ def codec_preferences(codec: str, offer_sdp: str) -> list[Any]:
 
 
 async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, video_track: MediaStreamTrack | None,
-                       direction: str = "sendrecv", audio_track: MediaStreamTrack | None = None) -> RTCSessionDescription:
+                       direction: str = "sendrecv", audio_track: MediaStreamTrack | None = None,
+                       context: str = "peer") -> RTCSessionDescription:
     """(video transceiver first, so our codec order and return track apply; an audio track to send, when
     given and the offer has audio) -> setRemote -> createAnswer -> setLocal with ICE gathered (aiortc has
-    no trickle ICE)."""
-    if "m=" not in sdp or not sdp.lstrip().startswith("v="):
-        raise BadOffer("not an SDP offer (it must start with v= and hold at least one m= section)")
+    no trickle ICE). `context` names the session in the debug log of a refused offer."""
+    problem = offer_problem(sdp)
+    if problem is not None:
+        raise BadOffer(problem)
     if "m=video" in sdp:
         t = pc.addTransceiver(video_track if video_track is not None else "video", direction=direction)
         t.setCodecPreferences(codec_preferences(config.codec, sdp))
@@ -65,8 +110,9 @@ async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, vi
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=strip_mdns_candidates(sdp), type="offer"))
         answer = await pc.createAnswer()
-    except Exception as exc:  # aiortc raises ValueError, KeyError, OperationError... on bad SDP
-        raise BadOffer(f"SDP offer rejected: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # aiortc raises ValueError, KeyError, AttributeError... on bad SDP
+        log.debug("%s: aiortc refused the offer", context, exc_info=True)
+        raise BadOffer(UNUSABLE_OFFER) from exc
     with gathering_on(LOOPBACK_ADDRESSES if config.loopback else None):
         await pc.setLocalDescription(answer)
     return pc.localDescription
@@ -121,7 +167,7 @@ class PeerSession:
         pc.on("datachannel", self._on_datachannel)
         pc.on("connectionstatechange", self._on_state)
 
-        answer = await answer_offer(pc, self.config, sdp, self.fused)
+        answer = await answer_offer(pc, self.config, sdp, self.fused, context=f"session {self.session.id}")
         self.session.set_event_sink(self._event_from_any_thread)
         self._spawn(self._watchdog())
         self._spawn(self._stats_loop())

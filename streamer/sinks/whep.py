@@ -46,7 +46,8 @@ class WhepViewer:
         track = FusedTrack(self.source.worker.outbox, private=True)
         self.pc.on("connectionstatechange", self._on_state)
         answer = await answer_offer(self.pc, self.source.config, sdp, track, direction="sendonly",
-                                    audio_track=self.source.listen())
+                                    audio_track=self.source.listen(),
+                                    context=f"whep viewer {self.id} of session {self.source.session.id}")
         self._watchdog = asyncio.ensure_future(self._until_unconnected(self.source.config.idle_timeout_s))
         return answer
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import aiohttp
 import pytest
@@ -132,7 +133,7 @@ async def test_offer_refusals(served):
         assert r.status == 400 and "SDP" in (await r.json())["error"]
     broken = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n"
     async with http.post(f"{url}/offer", json={"sdp": broken, "type": "offer"}) as r:
-        assert r.status == 400 and "rejected" in (await r.json())["error"]
+        assert r.status == 400 and "DTLS fingerprint" in (await r.json())["error"]
     async with http.post(f"{url}/offer", json={"sdp": "v=0\r\n" + "a=x\r\n" * 2000, "type": "offer"}) as r:
         assert r.status == 413
     async with http.post(f"{url}/whep/unknown", data="v=0", headers={"Content-Type": "application/sdp"}) as r:
@@ -141,6 +142,34 @@ async def test_offer_refusals(served):
         assert r.status == 404
     async with http.get(f"{url}/metrics") as r:
         assert 'livefuse_requests_refused_total{reason="bad_sdp"} 2.0' in await r.text()
+
+
+PYTHON_NAMES = re.compile(r"\w+(Error|Exception)\b|NoneType|Traceback|object has no attribute")
+
+
+@pytest.mark.parametrize("route", ["/offer", "/whip"])
+async def test_malformed_offers_are_refused_in_plain_words(served, astronaut, route):
+    url, http, state = await served()
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=10))
+    good = (await client.offer()).sdp
+    await client.close()
+    lines = good.split("\r\n")
+    cases = {
+        "no fingerprint": ("\r\n".join(l for l in lines if not l.startswith("a=fingerprint")), "DTLS fingerprint"),
+        "no setup": ("\r\n".join(l for l in lines if not l.startswith("a=setup")), "DTLS setup attribute"),
+        "bad setup": (good.replace("a=setup:actpass", "a=setup:sideways"), "DTLS setup attribute"),
+        "no ICE credentials": ("\r\n".join(l for l in lines if not l.startswith("a=ice-pwd")), "ICE credentials"),
+    }
+    for name, (sdp, reason) in cases.items():
+        if route == "/offer":
+            request = http.post(f"{url}/offer", json={"sdp": sdp, "type": "offer"})
+        else:
+            request = http.post(f"{url}/whip", data=sdp, headers={"Content-Type": "application/sdp"})
+        async with request as r:
+            error = (await r.json())["error"]
+            assert r.status == 400 and reason in error, (name, error)
+            assert not PYTHON_NAMES.search(error), (name, error)
+    assert state.peers == {}
 
 
 async def test_full_server_says_retry_after(served, astronaut):

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
-from engines.images import ImageError, load_image
+from engines.images import ImageError, image_size, load_image
 from engines.face_masks import region_mask
 from engines.faces import Face
 from engines.fusion_mesh import fusion_mesh, orient_triangles
@@ -92,6 +92,16 @@ def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray
         raise SourceRefused("too_large", f"image file is {len(data)} bytes; the limit is {config.max_bytes}")
     try:
         return load_image(data, max_pixels=config.max_pixels, min_side=config.min_side, formats=config.formats)
+    except ImageError as exc:
+        raise SourceRefused(exc.reason, str(exc)) from None
+
+
+def probe_image(data: bytes | bytearray | memoryview, config: SourceConfig = SourceConfig()) -> tuple[int, int]:
+    """(width, height) of an upload from its header alone, with `decode_image`'s checks, or SourceRefused."""
+    if len(data) > config.max_bytes:
+        raise SourceRefused("too_large", f"image file is {len(data)} bytes; the limit is {config.max_bytes}")
+    try:
+        return image_size(data, max_pixels=config.max_pixels, formats=config.formats)
     except ImageError as exc:
         raise SourceRefused(exc.reason, str(exc)) from None
 

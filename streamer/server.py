@@ -1,7 +1,7 @@
 """The HTTP side: the page, signaling (/offer, WHIP, WHEP), source upload, health and metrics.
 
 Every refusal says why: 400 bad SDP/JSON, 401 not authorized, 404 unknown session, 413 body too large,
-415 wrong content type, 422 source image refused, 503 + Retry-After when full.
+415 wrong content type, 422 source image refused, 503 + Retry-After when full or when the upload decoder is busy.
 
 A session belongs to the principal that opened it (`services.authorize`): every route that names a
 session answers 404 to anyone else, exactly as for an id that does not exist, so ids cannot be probed.
@@ -25,8 +25,9 @@ from streamer.config import ServerConfig
 from streamer.encoder_bitrates import check_encoder_bitrates
 from streamer.metrics import Metrics
 from streamer.peer import BadOffer, PeerSession
-from engines.sources import SourceConfig, SourceRefused, decode_image
+from engines.sources import SourceConfig, SourceRefused
 from streamer.services import Services
+from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
 
@@ -58,6 +59,7 @@ class LiveFuseServer:
         self.started = time.time()
         self.camera = None
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
+        self.uploads = UploadDecoder()
         if config.vcam:
             from streamer.sinks.vcam import CameraFeed
 
@@ -105,7 +107,7 @@ class LiveFuseServer:
             except BadOffer as exc:
                 await peer.close("bad offer")
                 self.metrics.refused.labels("bad_sdp").inc()
-                raise Refused(400, str(exc)) from None
+                raise Refused(400, str(exc), code=exc.code) from None
             except Exception:
                 await peer.close("setup failed")
                 raise
@@ -130,6 +132,7 @@ class LiveFuseServer:
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
         if self.camera is not None:
             self.camera.close()
+        await asyncio.to_thread(self.uploads.close)
 
     # ---- routes ----------------------------------------------------------------------------------------
     async def index(self, request: web.Request) -> web.StreamResponse:
@@ -180,7 +183,7 @@ class LiveFuseServer:
             answer = await viewer.accept(sdp)
         except BadOffer as exc:
             await viewer.close("bad offer")
-            raise Refused(400, str(exc)) from None
+            raise Refused(400, str(exc), code=exc.code) from None
         except Exception:
             await viewer.close("setup failed")
             raise
@@ -199,9 +202,12 @@ class LiveFuseServer:
         peer = self.owned_peer(request, request.match_info["session"])
         data, form = await read_image_upload(request, self.config.max_source_bytes)
         loop = asyncio.get_running_loop()
-        try:  # decoding and face work off the event loop
-            image = await loop.run_in_executor(None, decode_image, data, self.upload_limits)
+        try:  # decoding (on the upload pool, within its memory budget) and face work off the event loop
+            image = await self.uploads.decode(data, self.upload_limits)
             result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
+        except DecoderBusy as exc:
+            self.metrics.refused.labels("source").inc()
+            raise Refused(503, str(exc), {"Retry-After": "1"}, code=exc.as_event()["code"]) from None
         except SourceRefused as exc:
             self.metrics.refused.labels("source").inc()
             raise Refused(422, str(exc), code=exc.as_event()["code"]) from None

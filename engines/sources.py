@@ -10,6 +10,7 @@ client can show.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -40,6 +41,16 @@ class SourceRefused(ValueError):
 
     def as_event(self) -> dict[str, str]:
         return {"type": "error", "code": f"source_{self.reason}", "message": str(self)}
+
+
+# A source id names a face in a session, in URLs, log lines and file names: ASCII only (str.isalnum would
+# let every script's letters and digits through), so one rule serves the protocol and the upload form.
+SOURCE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+SOURCE_ID_RULE = "1 to 64 ASCII letters, digits, '-' or '_'"
+
+
+def valid_source_id(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(SOURCE_ID_PATTERN, value) is not None
 
 
 @dataclass(frozen=True, slots=True)

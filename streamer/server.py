@@ -22,6 +22,9 @@ from aiohttp import web
 
 from streamer import protocol
 from streamer.config import ServerConfig
+from streamer.drain import Drainer, DrainResult
+from streamer.load import GpuProbe, observe
+from streamer.readiness import Readiness, readiness
 from streamer.encoder_bitrates import check_encoder_bitrates
 from streamer.metrics import Metrics
 from streamer.peer import BadOffer, PeerSession
@@ -30,6 +33,7 @@ from streamer.services import Services
 from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
+from streamer.urls import SessionUrls
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,11 @@ class LiveFuseServer:
         self.camera = None
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
         self.uploads = UploadDecoder()
+        self.urls = SessionUrls.of(config.public_url)
+        self.drain = Drainer(self.peers, config.drain_timeout, audit=services.audit, on_done=self._drained)
+        self.on_drained: Any = None   # what runs once drained (`livefuse serve`: stop the process)
+        self.warm = False             # the shared models have loaded
+        self.gpu: GpuProbe | None = None
         if config.vcam:
             from streamer.sinks.vcam import CameraFeed
 
@@ -75,12 +84,20 @@ class LiveFuseServer:
             raise Refused(401, "not authorized", {"WWW-Authenticate": "Bearer"})
         return token
 
+    def readiness(self) -> Readiness:
+        return readiness(sessions=len(self.peers) + self._pending, capacity=self.config.max_sessions,
+                         draining=self.drain.draining, warm=self.warm)
+
     def reserve(self) -> None:
-        if len(self.peers) + self._pending >= self.config.max_sessions:
-            self.metrics.refused.labels("full").inc()
-            raise Refused(503, f"server is full ({self.config.max_sessions} sessions)",
-                          {"Retry-After": str(self.config.retry_after_s)})
+        state = self.readiness()
+        if state.state in ("full", "draining"):
+            self.metrics.refused.labels(state.state).inc()
+            raise Refused(503, state.reason(), {"Retry-After": str(self.config.retry_after_s)}, code=state.state)
         self._pending += 1
+
+    async def _drained(self, result: DrainResult) -> None:
+        if self.on_drained is not None:
+            self.on_drained(result)
 
     def owned_peer(self, request: web.Request, session_id: str) -> PeerSession:
         """The session named in a request, for its owner (or an admin); 404 for anyone else, the same
@@ -155,7 +172,8 @@ class LiveFuseServer:
         peer = await self.open_session(request, msg["sdp"], "offer")
         desc = peer.pc.localDescription
         return web.json_response({"sdp": desc.sdp, "type": desc.type, "session": peer.session.id,
-                                  "stages": peer.worker.pipeline.names})
+                                  "stages": peer.worker.pipeline.names,
+                                  "urls": self.urls.for_session(peer.session.id, "offer")})
 
     async def whip(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
@@ -163,7 +181,8 @@ class LiveFuseServer:
         peer = await self.open_session(request, sdp, "whip")
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
-                            headers={"Location": f"/whip/{sid}", "X-LiveFuse-Session": sid})
+                            headers={"Location": self.urls.whip(sid), "X-LiveFuse-Session": sid,
+                                     "Link": f'<{self.urls.whep(sid)}>; rel="whep"'})
 
     async def whip_delete(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
@@ -188,7 +207,7 @@ class LiveFuseServer:
             await viewer.close("setup failed")
             raise
         return web.Response(status=201, text=answer.sdp, content_type="application/sdp",
-                            headers={"Location": f"/whep/{source.session.id}/{viewer.id}"})
+                            headers={"Location": self.urls.whep_viewer(source.session.id, viewer.id)})
 
     async def whep_delete(self, request: web.Request) -> web.Response:
         source = self.owned_peer(request, request.match_info["session"])
@@ -235,7 +254,22 @@ class LiveFuseServer:
         return web.json_response({"status": "ok", "sessions": len(self.peers), "max_sessions": self.config.max_sessions,
                                   "uptime_s": round(time.time() - self.started, 1)})
 
+    async def readyz(self, request: web.Request) -> web.Response:
+        """200 while this replica takes new sessions; 503 when starting, full or draining (the body says which)."""
+        state = self.readiness()
+        return web.json_response(state.as_json(), status=200 if state.ready else 503,
+                                 headers={"Cache-Control": "no-store"})
+
+    async def admin_drain(self, request: web.Request) -> web.Response:
+        """Start the drain (as SIGTERM does); admin tokens only. 202 with the drain's status."""
+        self.authorize(request)
+        if not self.services.is_admin(request):
+            raise Refused(403, "draining the server needs an admin token")
+        started = self.drain.start("POST /admin/drain")
+        return web.json_response({**self.drain.status(), "started": started}, status=202)
+
     async def metrics_page(self, request: web.Request) -> web.Response:
+        observe(self.metrics, self.readiness(), self.drain.draining, list(self.peers.values()), self.gpu)
         resp = web.Response(body=self.metrics.render())
         resp.headers["Content-Type"] = self.metrics.content_type
         return resp
@@ -317,13 +351,23 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/sessions/{session}", server.session_info)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
+    r.add_get("/readyz", server.readyz)
+    r.add_post("/admin/drain", server.admin_drain)
     r.add_get("/metrics", server.metrics_page)
     app.on_shutdown.append(server.close_all)
 
     async def _start_services(app_: web.Application) -> None:
         # load shared models in the background: the server answers (health, page) while they load, and
         # a first session that arrives early waits only for what it needs
-        app_[WARMUP_KEY] = asyncio.get_running_loop().run_in_executor(None, services.startup)
+        def warm_up() -> None:
+            try:
+                services.startup()
+            finally:
+                server.gpu = GpuProbe.make()   # only where an NVIDIA device exists; never imports torch otherwise
+
+        warmup = asyncio.get_running_loop().run_in_executor(None, warm_up)
+        warmup.add_done_callback(lambda _f: setattr(server, "warm", True))  # a failed warm-up is logged at shutdown
+        app_[WARMUP_KEY] = warmup
 
     async def _shutdown_services(app_: web.Application) -> None:
         warmup = app_.get(WARMUP_KEY)

@@ -19,6 +19,7 @@ import torch
 
 from engines.faces import Face, LandmarkerConfig
 from engines.landmarks.geometry import face_transform, pose_of
+from engines.landmarks.search import FaceSearch
 from engines.tracking import iou
 from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, BlendshapeNet,
                                          FaceDetectorNet, LandmarkNet, roi_from_detection, roi_from_landmarks)
@@ -36,10 +37,12 @@ class LandmarkGraph:
         make = network_factory or (lambda member: None)
         self.detector = FaceDetectorNet(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
+        self.search = FaceSearch(self.detector, self._full_range, config.search)
         self.net = LandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
         self.blendshapes = BlendshapeNet(self.device, graph=blendshapes_graph) if config.blendshapes else None
         self._rois: list[RotatedRect] = []
         self._searched_ms: float | None = None   # stream time of the last detector run
+        self._wide_ms: float | None = None       # ... and of the last wide one
         self._lock = threading.Lock()
 
     def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
@@ -52,8 +55,11 @@ class LandmarkGraph:
             min_conf = cfg.min_tracking_confidence
             if len(rois) < cfg.max_faces and self._search_due(rois, timestamp_ms):
                 self._searched_ms = float(timestamp_ms)
+                wide = self._wide_due(timestamp_ms)
+                if wide:
+                    self._wide_ms = float(timestamp_ms)
                 boxes = [_rect_box(r) for r in rois]
-                for d in self.detector.detect(image):
+                for d in self.search.find(image, wide=wide, all_tiles=cfg.mode != "video"):
                     if len(rois) >= cfg.max_faces:
                         break
                     if all(iou(d.box, b) < 0.5 for b in boxes):
@@ -66,10 +72,12 @@ class LandmarkGraph:
                     continue
                 pts = res.landmarks
                 lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+                box = (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))
+                if any(iou(box, f.bbox) > 0.5 for f in faces):   # two crops that settled on one face
+                    continue
                 shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
                 transform = face_transform(pts, (image.shape[1], image.shape[0])).astype(np.float32)
-                faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
-                                  blendshapes=shapes, pose=pose_of(transform), transform=transform, score=res.presence))
+                faces.append(Face(landmarks=pts, bbox=box, blendshapes=shapes, pose=pose_of(transform), transform=transform, score=res.presence))
                 keep.append(roi_from_landmarks(pts))
             self._rois = keep if cfg.mode == "video" else []
         return faces
@@ -83,11 +91,31 @@ class LandmarkGraph:
         since = float(timestamp_ms) - self._searched_ms
         return since >= self.config.search_interval_ms or since < 0
 
+    def _wide_due(self, timestamp_ms: int) -> bool:
+        """The full-range passes run at most every `search_interval_ms` (every call in IMAGE mode), even
+        while no face is followed and the short-range detector runs on every frame."""
+        if self.config.mode != "video" or self._wide_ms is None:
+            return True
+        since = float(timestamp_ms) - self._wide_ms
+        return since >= self.config.search_interval_ms or since < 0
+
+    def _full_range(self) -> FaceDetectorNet:
+        """The full-range detector, made on the first wide search. It runs in LiteRT's interpreter on every
+        backend (its sparse weights and ops are outside the torch port); it runs rarely, on the CPU."""
+        from engines.backends.interpreter import InterpreterRunner
+        from engines.cards import FACE_DETECTOR_FULL_RANGE
+
+        return FaceDetectorNet.full_range(InterpreterRunner(FACE_DETECTOR_FULL_RANGE.read()),
+                                          min_score=self.config.min_detection_confidence)
+
     def close(self) -> None:
         with self._lock:
             self._rois = []
             self._searched_ms = None
-            for runner in (self.detector.net, self.net.net, getattr(self.blendshapes, "net", None)):
+            self._wide_ms = None
+            full = self.search._full if isinstance(self.search._full, FaceDetectorNet) else None
+            for runner in (self.detector.net, self.net.net, getattr(self.blendshapes, "net", None),
+                           getattr(full, "net", None)):
                 if hasattr(runner, "close"):   # runners that hold threads (LiteRT's, spread over cores)
                     runner.close()
 

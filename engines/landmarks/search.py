@@ -75,11 +75,11 @@ class FaceSearch:
     def find(self, image: np.ndarray, wide: bool, all_tiles: bool = False) -> list[Detection]:
         """Detections, best first, merged across passes; faces narrower than `min_face_px` left out.
         wide: run the full-range passes; all_tiles: every tile (a photo) rather than the next few."""
-        found = list(self.short.detect(image))
+        found = sorted(self.short.detect(image), key=lambda d: -d.score)
         cost = {"short": 1, "full": 0, "tiles": 0}
         full = self.full if wide and self.config.wide else None
         if full is not None:
-            found.extend(full.detect(image))
+            found.extend(sorted(full.detect(image), key=lambda d: -d.score))
             cost["full"] = 1
             tiles = self.tiles(image.shape[1], image.shape[0])
             if tiles:
@@ -89,17 +89,19 @@ class FaceSearch:
                     k = min(max(1, self.config.tiles_per_search), len(tiles))
                     chosen = [tiles[(self._cursor + i) % len(tiles)] for i in range(k)]
                     self._cursor = (self._cursor + k) % len(tiles)
-                found.extend(full.detect_regions(image, chosen))
+                found.extend(sorted(full.detect_regions(image, chosen), key=lambda d: -d.score))
                 cost["tiles"] = len(chosen)
         self.last_cost = cost
         return merge(found, self.config.min_face_px)
 
 
 def merge(found: list[Detection], min_face_px: float = 0.0, overlap: float = 0.5) -> list[Detection]:
-    """One detection per face, best score first: a detection is dropped when most of it (`overlap` of the
-    smaller box) lies inside a better one, which also removes the part of a face a tile cut off."""
+    """One detection per face, in the order given (each pass best score first): a detection is dropped
+    when most of it (`overlap` of the smaller box) lies inside an earlier one, which also removes the part
+    of a face a tile cut off. The short-range pass comes first: where it sees a face, its box seeds the
+    landmarks exactly as MediaPipe's own graph does."""
     kept: list[Detection] = []
-    for d in sorted(found, key=lambda d: -d.score):
+    for d in found:
         w = float(d.box[2] - d.box[0])
         if w < min_face_px:
             continue

@@ -79,7 +79,7 @@ class FaceSearch:
         cost = {"short": 1, "full": 0, "tiles": 0}
         full = self.full if wide and self.config.wide else None
         if full is not None:
-            found.extend(sorted(full.detect(image), key=lambda d: -d.score))
+            wider = list(full.detect(image))
             cost["full"] = 1
             tiles = self.tiles(image.shape[1], image.shape[0])
             if tiles:
@@ -89,8 +89,10 @@ class FaceSearch:
                     k = min(max(1, self.config.tiles_per_search), len(tiles))
                     chosen = [tiles[(self._cursor + i) % len(tiles)] for i in range(k)]
                     self._cursor = (self._cursor + k) % len(tiles)
-                found.extend(sorted(full.detect_regions(image, chosen), key=lambda d: -d.score))
+                wider.extend(full.detect_regions(image, chosen))
                 cost["tiles"] = len(chosen)
+            # a tile sees a small face larger than the whole-frame pass does: the better score wins
+            found.extend(sorted(wider, key=lambda d: -d.score))
         self.last_cost = cost
         return merge(found, self.config.min_face_px)
 
@@ -99,7 +101,7 @@ def merge(found: list[Detection], min_face_px: float = 0.0, overlap: float = 0.5
     """One detection per face, in the order given (each pass best score first): a detection is dropped
     when most of it (`overlap` of the smaller box) lies inside an earlier one, which also removes the part
     of a face a tile cut off. The short-range pass comes first: where it sees a face, its box seeds the
-    landmarks exactly as MediaPipe's own graph does."""
+    landmarks exactly as MediaPipe's own graph does; the full-range passes follow, best score first."""
     kept: list[Detection] = []
     for d in found:
         w = float(d.box[2] - d.box[0])

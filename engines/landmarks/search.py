@@ -58,6 +58,7 @@ class FaceSearch:
         self._plan_key: tuple[int, int] | None = None
         self._tiles: list[RotatedRect] = []
         self.last_cost: dict[str, int] = {}   # detector runs by the last call (for the bench and tests)
+        self.runs = {"short": 0, "full": 0, "tiles": 0}   # ... and by all calls
 
     @property
     def full(self) -> FaceDetectorNet | None:
@@ -94,6 +95,8 @@ class FaceSearch:
             # a tile sees a small face larger than the whole-frame pass does: the better score wins
             found.extend(sorted(wider, key=lambda d: -d.score))
         self.last_cost = cost
+        for k, v in cost.items():
+            self.runs[k] += v
         return merge(found, self.config.min_face_px)
 
 

@@ -53,7 +53,7 @@ class SearchConfig:
     min_face_px: float = 32.0       # narrower detections are dropped: too few pixels for usable landmarks
     tile_min_face_px: float = 40.0  # the finest tiles are sized so a face this wide is found in them
     tile_ratio: float = 12.0        # tile side = this x tile_min_face_px (1/16 of the view finds most, 1/12 all)
-    tile_overlap: float = 0.25      # of a tile's side: a face up to this size lies whole in some tile
+    tile_overlap: float = 0.34      # of a tile's side: a face up to this size lies whole in some tile
     level_step: float = 2.5         # each coarser pyramid level's tiles are this much larger
     max_tiles: int = 48             # all levels together; the finest levels go first beyond it
     tiles_per_search: int = 1       # VIDEO mode: tiles run per search, round robin over the pyramid

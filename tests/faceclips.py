@@ -31,9 +31,9 @@ def add_noise(frame: np.ndarray, sigma: float, rng: np.random.Generator) -> np.n
     return np.clip(frame.astype(np.float32) + rng.normal(0.0, sigma, frame.shape), 0, 255).astype(np.uint8)
 
 
-# where the face lies in each fixture photo (x0, y0, x1, y1), for framing crops; measured once
-ASTRONAUT_FACE = (181.0, 72.0, 270.0, 177.0)
-GRACE_HOPPER_FACE = (170.0, 132.0, 355.0, 335.0)
+# where the face lies in each fixture photo (x0, y0, x1, y1), and frames of several pasted faces: shared
+# with the benchmarks (bench/_scenes.py)
+from bench._scenes import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame, paste_face  # noqa: E402,F401
 
 
 def face_tile(photo: np.ndarray, face_box, size: int = 320, margin: float = 2.2) -> np.ndarray:
@@ -72,32 +72,3 @@ def landmarks_of(image: np.ndarray) -> np.ndarray:
     assert faces, "the landmarker found no face"
     return faces[0].landmarks
 
-
-def paste_face(frame: np.ndarray, photo: np.ndarray, face_box, width: float, centre, margin: float = 1.8,
-               mirror: bool = False) -> np.ndarray:
-    """Pastes a square cut of `photo` around its face into `frame` (in place) so the face is about `width`
-    px wide with its centre at `centre`; returns the 2x3 affine photo -> frame (for true landmark places)."""
-    x0, y0, x1, y1 = face_box
-    k = width / (x1 - x0)
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    m = np.array([[k, 0, centre[0] - cx * k], [0, k, centre[1] - cy * k]])
-    if mirror:
-        m = np.array([[-k, 0, centre[0] + cx * k], [0, k, centre[1] - cy * k]])
-    h, w = frame.shape[:2]
-    flags = cv2.INTER_AREA if k < 1 else cv2.INTER_LINEAR
-    warped = cv2.warpAffine(photo, m, (w, h), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
-    half = (x1 - x0) * k * margin / 2
-    mask = np.zeros((h, w), bool)
-    ys, xs = int(max(0, centre[1] - half)), int(max(0, centre[0] - half))
-    mask[ys:int(min(h, centre[1] + half)), xs:int(min(w, centre[0] + half))] = True
-    frame[mask] = warped[mask]
-    return m
-
-
-def group_frame(faces, size=(1280, 720), background=(118, 118, 118)):
-    """A frame with several real faces pasted in: `faces` is a list of (photo, face_box, width, centre);
-    returns the frame and each face's photo -> frame affine, in order."""
-    w, h = size
-    frame = np.empty((h, w, 3), np.uint8)
-    frame[:] = background
-    return frame, [paste_face(frame, photo, box, width, centre) for photo, box, width, centre in faces]

@@ -32,16 +32,18 @@ REFINE_BELOW_PX = 72.0    # IMAGE mode: faces narrower than this get a second la
 class LandmarkGraph:
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
                  network_factory: Callable[[str], Callable] | None = None,
-                 blendshapes_graph: Callable | None = None) -> None:
+                 blendshapes_graph: Callable | None = None,
+                 full_range_runner: Callable[[bytes], Callable] | None = None) -> None:
         """network_factory(member) -> runner: how the detector and landmark networks run (default: the torch
         modules); blendshapes_graph: how the blendshapes network runs (default: its exact torch port), used
         while `config.blendshapes` is on."""
         self.config = config
+        self._full_runner = full_range_runner   # how the full-range detector runs (LiteRT's interpreter); None: no wide search
         self.device = torch.device(device)
         make = network_factory or (lambda member: None)
         self.detector = FaceDetectorNet(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
-        self.search = FaceSearch(self.detector, self._full_range, config.search)
+        self.search = FaceSearch(self.detector, self._full_range if full_range_runner else None, config.search)
         self.net = LandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
         self.blendshapes = BlendshapeNet(self.device, graph=blendshapes_graph) if config.blendshapes else None
         self._rois: list[RotatedRect] = []
@@ -122,10 +124,9 @@ class LandmarkGraph:
     def _full_range(self) -> FaceDetectorNet:
         """The full-range detector, made on the first wide search. It runs in LiteRT's interpreter on every
         backend (its sparse weights and ops are outside the torch port); it runs rarely, on the CPU."""
-        from engines.backends.interpreter import InterpreterRunner
         from engines.cards import FACE_DETECTOR_FULL_RANGE
 
-        return FaceDetectorNet.full_range(InterpreterRunner(FACE_DETECTOR_FULL_RANGE.read()),
+        return FaceDetectorNet.full_range(self._full_runner(FACE_DETECTOR_FULL_RANGE.read()),
                                           min_score=self.config.min_detection_confidence)
 
     def close(self) -> None:

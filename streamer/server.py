@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from streamer import protocol
 from streamer.config import ServerConfig
@@ -293,6 +293,21 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, source_id, index)
+MAX_FIELD_BYTES = 1024
+
+
+async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
+    """A part's bytes, refused as soon as they pass `limit` (never read whole first)."""
+    buf, size = [], 0
+    while chunk := await part.read_chunk(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise Refused(413, f"{what} is over the limit of {limit} bytes")
+        buf.append(chunk)
+    return b"".join(buf)
+
+
 async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, dict[str, str]]:
     """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part."""
     form = {k: v for k, v in request.query.items()}
@@ -304,21 +319,19 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
         raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
     reader = await request.multipart()
     data: bytes | None = None
+    parts = 0
     async for part in reader:
+        parts += 1
+        if parts > MAX_FORM_PARTS:   # each part costs a parse on the event loop: a body of 30,000 fields is refused early
+            raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
+        if not isinstance(part, BodyPartReader):
+            raise Refused(400, "nested multipart parts are not accepted; send the image and fields as flat parts")
         if part.name == "image":
             if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
                 raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            buf, size = [], 0
-            while chunk := await part.read_chunk(64 * 1024):
-                size += len(chunk)
-                if size > limit:
-                    raise Refused(413, f"image is over the limit of {limit} bytes")
-                buf.append(chunk)
-            data = b"".join(buf)
+            data = await _read_part(part, limit, "image")
         elif part.name:
-            value = await part.read(decode=True)
-            if len(value) > 1024:
-                raise Refused(413, f"form field {part.name!r} is over 1024 bytes")
+            value = part.decode(await _read_part(part, MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
             form[part.name] = value.decode("utf-8", "replace")
     if data is None:
         raise Refused(400, "multipart body has no 'image' part")

@@ -344,7 +344,8 @@ def auth_middleware(store: TokenStore, policy: AccessPolicy):
                 info = None
                 key = f"addr:{request.remote}"
                 rate, burst, max_sessions = policy.open_rate_per_minute, max(1, int(policy.open_rate_per_minute // 6)), policy.open_max_sessions
-            wait = store.take(key, rate, burst)
+            # teardown is never rate-limited: a client that ends its session frees what it held
+            wait = 0.0 if request.method == "DELETE" else store.take(key, rate, burst)
             if wait > 0:
                 raise AuthError(429, "rate limit exceeded", {"Retry-After": str(max(1, int(wait + 0.999)))})
             request[REQUEST_TOKEN] = info

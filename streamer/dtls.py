@@ -25,14 +25,13 @@ role, what the peer offered) as a warning on this module's logger.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from aiortc import RTCCertificate, RTCPeerConnection
 from aiortc.rtcdtlstransport import RTCDtlsTransport
 from OpenSSL import SSL
 
-__all__ = ["CIPHERS", "InteropCertificate", "answer_passive", "offer_setup", "use_certificate", "watch_dtls"]
+__all__ = ["CIPHERS", "InteropCertificate", "answer_passive", "use_certificate", "watch_dtls"]
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +93,6 @@ def use_certificate(pc: RTCPeerConnection, certificate: RTCCertificate | None = 
     return certificate
 
 
-_SETUP = re.compile(r"^a=setup:(\w+)", re.MULTILINE)
-
-
-def offer_setup(sdp: str) -> str | None:
-    """The offer's first `a=setup:` value (actpass, active, passive), or None."""
-    m = _SETUP.search(sdp)
-    return m.group(1).lower() if m else None
-
-
 def _transports(pc: RTCPeerConnection) -> list[RTCDtlsTransport]:
     out = [t.receiver.transport for t in pc.getTransceivers()]
     if pc.sctp is not None:
@@ -110,11 +100,12 @@ def _transports(pc: RTCPeerConnection) -> list[RTCDtlsTransport]:
     return list({id(t): t for t in out}.values())
 
 
-def answer_passive(pc: RTCPeerConnection, offer_sdp: str) -> bool:
-    """After setRemoteDescription(offer), before createAnswer: to `actpass` be the DTLS server (the answer
-    then says `a=setup:passive`). True when the role was chosen here; other offers keep aiortc's rule
-    (active -> we are server, passive -> we are client)."""
-    if offer_setup(offer_sdp) != "actpass":
+def answer_passive(pc: RTCPeerConnection, offer_setup: str) -> bool:
+    """After setRemoteDescription(offer), before createAnswer: to `actpass` (the offer's a=setup, as
+    `offer_limits.check_offer` read it) be the DTLS server (the answer then says `a=setup:passive`). True
+    when the role was chosen here; other offers keep aiortc's rule (active -> we are server, passive -> we
+    are client)."""
+    if offer_setup != "actpass":
         return False
     for transport in _transports(pc):
         if transport._role == "auto":

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import time
+from typing import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -284,28 +285,27 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
     """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all)."""
     if request.content_length is not None and request.content_length > limit:
         raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
-    chunks, size = [], 0
-    async for chunk in request.content.iter_chunked(64 * 1024):
-        size += len(chunk)
-        if size > limit:
-            raise Refused(413, f"body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await _bounded(request.content.iter_chunked(64 * 1024), limit, "body")
 
 
-MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, source_id, index)
-MAX_FIELD_BYTES = 1024
-
-
-async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
-    """A part's bytes, refused as soon as they pass `limit` (never read whole first)."""
+async def _bounded(chunks: AsyncIterator[bytes], limit: int, what: str) -> bytes:
+    """The chunks joined, or 413 as soon as they pass `limit` (never read whole first)."""
     buf, size = [], 0
-    while chunk := await part.read_chunk(64 * 1024):
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise Refused(413, f"{what} is over the limit of {limit} bytes")
         buf.append(chunk)
     return b"".join(buf)
+
+
+async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
+    while chunk := await part.read_chunk(64 * 1024):
+        yield chunk
+
+
+MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, source_id, index)
+MAX_FIELD_BYTES = 1024
 
 
 async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, dict[str, str]]:
@@ -329,9 +329,9 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
         if part.name == "image":
             if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
                 raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            data = await _read_part(part, limit, "image")
+            data = await _bounded(_part_chunks(part), limit, "image")
         elif part.name:
-            value = part.decode(await _read_part(part, MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
+            value = part.decode(await _bounded(_part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
             form[part.name] = value.decode("utf-8", "replace")
     if data is None:
         raise Refused(400, "multipart body has no 'image' part")

@@ -119,13 +119,6 @@ async def test_stock_aiortc_choices_fail_with_rsa_and_the_log_says_why(base, mon
                    and "handshake_failure" in m for m in lines), lines
     finally:
         await client.close()
-
-
-def test_offer_setup_reads_the_first_attribute():
-    assert dtls.offer_setup("v=0\r\na=setup:ACTPASS\r\na=setup:active\r\n") == "actpass"
-    assert dtls.offer_setup("v=0\r\n") is None
-
-
 async def test_use_certificate_refuses_a_connection_with_transports():
     pc = RTCPeerConnection()
     pc.addTransceiver("video")

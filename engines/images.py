@@ -41,7 +41,7 @@ def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
     """
     if isinstance(source, np.ndarray):
         return _check_size(to_rgb_uint8(source), max_pixels, min_side)
-    from PIL import Image, ImageOps
+    from PIL import ImageOps
 
     if isinstance(source, (str, Path)):
         path = Path(source)
@@ -52,6 +52,29 @@ def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
     else:
         data = bytes(source)
         label = "image"
+    img = _open_checked(data, max_pixels, formats, label)
+    try:
+        img.load()
+        img = ImageOps.exif_transpose(img)
+    except Exception as exc:
+        raise ImageError(f"{label}: truncated or corrupt {img.format} data ({exc})") from None
+    return _check_size(to_rgb_uint8(_pil_to_array(img)), max_pixels, min_side)
+
+
+def image_size(data: bytes | bytearray | memoryview, max_pixels: int = DEFAULT_MAX_PIXELS,
+               formats: tuple[str, ...] | None = None) -> tuple[int, int]:
+    """(width, height) from the header alone, with every check `load_image` makes before decoding.
+
+    Callers that budget memory size the decode with it (decoded RGB is width x height x 3 bytes).
+    """
+    with _open_checked(bytes(data), max_pixels, formats, "image") as img:
+        return img.size
+
+
+def _open_checked(data: bytes, max_pixels: int, formats: tuple[str, ...] | None, label: str):
+    """A PIL image opened lazily (header read, no pixels), or ImageError for anything unusable."""
+    from PIL import Image
+
     if not data:
         raise ImageError(f"{label}: empty input (0 bytes)")
     try:
@@ -66,12 +89,7 @@ def load_image(source: bytes | bytearray | memoryview | str | Path | np.ndarray,
     if w * h > max_pixels:
         raise ImageError(f"{label}: {w}x{h} is {w * h} pixels, above the limit of {max_pixels}", "too_large")
     _check_shape(w, h, label)
-    try:
-        img.load()
-        img = ImageOps.exif_transpose(img)
-    except Exception as exc:
-        raise ImageError(f"{label}: truncated or corrupt {img.format} data ({exc})") from None
-    return _check_size(to_rgb_uint8(_pil_to_array(img)), max_pixels, min_side)
+    return img
 
 
 def _pil_to_array(img) -> np.ndarray:

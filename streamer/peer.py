@@ -19,10 +19,12 @@ from aiortc.mediastreams import MediaStreamTrack
 from streamer import protocol
 from streamer.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
+from streamer.dtls import answer_passive, use_certificate, watch_dtls
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.media.stats import StreamStats
 from streamer.media.tracks import FusedTrack, pump
 from streamer.media.worker import FrameWorker
+from streamer.offer_limits import OfferRefused, check_offer
 from streamer.pipeline import Pipeline
 from streamer.services import Services
 from streamer.session import Session
@@ -34,54 +36,23 @@ log = logging.getLogger(__name__)
 
 class BadOffer(ValueError):
     """The client's SDP could not be used (HTTP 400 with this reason, in plain words: never the text of
-    an aiortc exception, which names our internals and tells the client nothing it can fix)."""
+    an aiortc exception, which names our internals and tells the client nothing it can fix). `code` is
+    stable, for clients and metrics (`streamer.offer_limits` names them)."""
+
+    def __init__(self, reason: str, code: str = "bad_sdp") -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 UNUSABLE_OFFER = "the SDP offer could not be used"
-DTLS_SETUPS = ("active", "passive", "actpass")
-
-
-def _sdp_sections(sdp: str) -> tuple[list[str], list[list[str]]]:
-    """(session-level lines, each m= section's lines)."""
-    session: list[str] = []
-    media: list[list[str]] = []
-    for line in sdp.replace("\r\n", "\n").split("\n"):
-        line = line.strip()
-        if line.startswith("m="):
-            media.append([line])
-        elif line:
-            (media[-1] if media else session).append(line)
-    return session, media
-
-
-def _attribute(name: str, session: list[str], section: list[str]) -> str | None:
-    """The value of a=name in an m= section, else at session level (where it applies to every section)."""
-    for line in section + session:
-        if line == f"a={name}" or line.startswith(f"a={name}:"):
-            return line.partition(":")[2].strip()
-    return None
-
-
-def offer_problem(sdp: str) -> str | None:
-    """What makes an offer unusable, said so that its sender can fix it; None when nothing is seen (aiortc
-    may still refuse it: then the reply is UNUSABLE_OFFER)."""
-    if "m=" not in sdp or not sdp.lstrip().startswith("v="):
-        return "not an SDP offer (it must start with v= and hold at least one m= section)"
-    session, media = _sdp_sections(sdp)
-    for section in media:
-        kind = section[0][2:].split(" ", 1)[0]
-        if not _attribute("fingerprint", session, section):
-            return f"the offer's {kind} section has no DTLS fingerprint (a=fingerprint)"
-        if _attribute("setup", session, section) not in DTLS_SETUPS:
-            return f"the offer's DTLS setup attribute (a=setup) is missing or invalid in its {kind} section"
-        if not _attribute("ice-ufrag", session, section) or not _attribute("ice-pwd", session, section):
-            return f"the offer's {kind} section has no ICE credentials (a=ice-ufrag and a=ice-pwd)"
-    return None
 
 
 def new_peer_connection(config: ServerConfig) -> RTCPeerConnection:
-    return RTCPeerConnection(rtc_configuration(config.ice_servers, config.ice_username, config.ice_credential,
-                                               loopback=config.loopback))
+    """A connection whose DTLS works with RSA and ECDSA peers (see streamer.dtls)."""
+    pc = RTCPeerConnection(rtc_configuration(config.ice_servers, config.ice_username, config.ice_credential,
+                                             loopback=config.loopback))
+    use_certificate(pc)
+    return pc
 
 
 def codec_preferences(codec: str, offer_sdp: str) -> list[Any]:
@@ -98,10 +69,12 @@ async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, vi
                        context: str = "peer") -> RTCSessionDescription:
     """(video transceiver first, so our codec order and return track apply; an audio track to send, when
     given and the offer has audio) -> setRemote -> createAnswer -> setLocal with ICE gathered (aiortc has
-    no trickle ICE). `context` names the session in the debug log of a refused offer."""
-    problem = offer_problem(sdp)
-    if problem is not None:
-        raise BadOffer(problem)
+    no trickle ICE). To `a=setup:actpass` the answer is `passive` (streamer.dtls says why). `context` names
+    the session in the log (a refused offer, a failed DTLS handshake)."""
+    try:  # cheap, bounded, and before aiortc's parser (whose cost grows with some line counts) sees it
+        setup = check_offer(sdp, max_bytes=config.max_sdp_bytes)
+    except OfferRefused as exc:
+        raise BadOffer(exc.reason, exc.code) from None
     if "m=video" in sdp:
         t = pc.addTransceiver(video_track if video_track is not None else "video", direction=direction)
         t.setCodecPreferences(codec_preferences(config.codec, sdp))
@@ -109,10 +82,12 @@ async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, vi
         pc.addTransceiver(audio_track, direction="sendonly")
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=strip_mdns_candidates(sdp), type="offer"))
+        answer_passive(pc, setup)
         answer = await pc.createAnswer()
     except Exception as exc:  # aiortc raises ValueError, KeyError, AttributeError... on bad SDP
         log.debug("%s: aiortc refused the offer", context, exc_info=True)
         raise BadOffer(UNUSABLE_OFFER) from exc
+    watch_dtls(pc, context, setup)
     with gathering_on(LOOPBACK_ADDRESSES if config.loopback else None):
         await pc.setLocalDescription(answer)
     return pc.localDescription

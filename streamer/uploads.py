@@ -15,28 +15,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from engines.images import DEFAULT_MIN_SIDE, ImageError, ImageLimits, image_size, load_image
+from engines.sources import SourceConfig, SourceRefused, decode_image, probe_image
 
 DEFAULT_MAX_PENDING_BYTES = 256 << 20   # about five 4096 x 4096 decodes at once
 
 
-class DecoderBusy(RuntimeError):
-    """The decoder's memory budget is taken by uploads in flight; try again shortly. `reason` is "busy"."""
-
-    reason = "busy"
+class DecoderBusy(SourceRefused):
+    """The decoder's memory budget is taken by uploads in flight; the client should retry shortly."""
 
     def __init__(self, needed: int, pending: int, budget: int) -> None:
-        super().__init__(f"the server is decoding other images ({pending} of {budget} bytes in use); this one "
-                         f"needs {needed} bytes: try again shortly")
+        super().__init__("busy", f"the server is decoding other images ({pending} of {budget} bytes in use); "
+                                 f"this one needs {needed} bytes: try again shortly")
         self.needed, self.pending, self.budget = needed, pending, budget
 
 
 class UploadDecoder:
-    """`await decode(data, max_pixels=...)` -> H x W x 3 uint8 RGB, run on `max_workers` threads of its own.
+    """`await decode(data, config)` -> H x W x 3 uint8 RGB, run on `max_workers` threads of its own.
 
-    Refusals: ImageError (from the header, before any decoding: not an image, too large, wrong shape)
-    and DecoderBusy (budget full). The budget is returned when the decode ends, however it ends: success,
-    an error, or the caller cancelled (a decode already running holds its memory until it finishes).
+    Refusals are SourceRefused: from the header, before any decoding (not an image, too large, wrong
+    shape), or DecoderBusy (budget full). The budget is returned when the decode ends, however it ends:
+    success, an error, or the caller cancelled (a decode already running holds its memory until it ends).
     """
 
     def __init__(self, max_workers: int = 2, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
@@ -54,21 +52,18 @@ class UploadDecoder:
         with self._lock:
             return self._pending
 
-    async def decode(self, data: bytes | bytearray | memoryview, *, max_pixels: int,
-                     min_side: int = DEFAULT_MIN_SIDE, formats: tuple[str, ...] | None = None) -> np.ndarray:
+    async def decode(self, data: bytes | bytearray | memoryview, config: SourceConfig = SourceConfig()) -> np.ndarray:
         if not isinstance(data, (bytes, bytearray, memoryview)):  # a str would be read as a file path
-            raise TypeError(f"upload data must be bytes, not {type(data).__name__}")
+            raise SourceRefused("bad_image", f"upload data must be bytes, not {type(data).__name__}")
         data = bytes(data)
-        limits = ImageLimits(max_pixels=max_pixels, min_side=min_side)
-        width, height = image_size(data)
-        limits.check(width, height)
+        width, height = probe_image(data, config)
         needed = width * height * 3
         if needed > self.max_pending_bytes:
-            raise ImageError(f"image: {width}x{height} needs {needed} bytes to decode, more than the decoder's "
-                             f"budget of {self.max_pending_bytes}", "too_large")
+            raise SourceRefused("too_large", f"image: {width}x{height} needs {needed} bytes to decode, more than "
+                                             f"the decoder's budget of {self.max_pending_bytes}")
         self._reserve(needed)
         try:
-            job: Future[np.ndarray] = self._pool.submit(load_image, data, max_pixels, min_side, formats)
+            job: Future[np.ndarray] = self._pool.submit(decode_image, data, config)
         except BaseException:
             self._release(needed)
             raise

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from streamer.safety import audit
-from streamer.safety.audit import AuditConfig, AuditLog, embedding_hash, segments, verify
+from streamer.cli import main
+from streamer.safety.audit import AuditConfig, AuditLog, embedding_hash, key_path, record_hash, segments, verify
 
 
 def write_log(tmp_path, n=30, **cfg):
@@ -173,8 +174,6 @@ def test_embedding_hash_is_stable_and_a_closed_log_refuses(tmp_path):
 
 # ---- malformed records, reordering, the default key ------------------------------------------------
 
-from streamer.cli import main  # noqa: E402
-from streamer.safety.audit import key_path, record_hash  # noqa: E402
 
 
 def test_a_string_seq_is_reported_not_raised(tmp_path, capsys):

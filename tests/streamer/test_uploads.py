@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engines.images import ImageError
+from engines.sources import SourceConfig, SourceRefused
 from streamer import uploads
 from streamer.uploads import DecoderBusy, UploadDecoder
 
@@ -40,7 +40,7 @@ def test_decodes_a_real_photo(astronaut, astronaut_png):
     async def go():
         decoder = UploadDecoder()
         try:
-            return await decoder.decode(astronaut_png, max_pixels=1 << 20), decoder.pending_bytes
+            return await decoder.decode(astronaut_png, SourceConfig(max_pixels=1 << 20)), decoder.pending_bytes
         finally:
             decoder.close()
 
@@ -50,18 +50,18 @@ def test_decodes_a_real_photo(astronaut, astronaut_png):
 
 def test_six_big_uploads_with_a_budget_for_two(big_png, monkeypatch):
     threads: set[str] = set()
-    real = uploads.load_image
+    real = uploads.decode_image
 
     def recording(*a, **k):
         threads.add(threading.current_thread().name)
         return real(*a, **k)
 
-    monkeypatch.setattr(uploads, "load_image", recording)
+    monkeypatch.setattr(uploads, "decode_image", recording)
 
     async def go():
         decoder = UploadDecoder(max_workers=2, max_pending_bytes=2 * BIG_COST)
         try:
-            results = await asyncio.gather(*(decoder.decode(big_png, max_pixels=BIG * BIG) for _ in range(6)),
+            results = await asyncio.gather(*(decoder.decode(big_png, SourceConfig(max_pixels=BIG * BIG)) for _ in range(6)),
                                            return_exceptions=True)
             return results, decoder.pending_bytes
         finally:
@@ -81,11 +81,11 @@ def test_an_image_larger_than_the_whole_budget_is_too_large_not_busy(big_png):
     async def go():
         decoder = UploadDecoder(max_pending_bytes=BIG_COST - 1)
         try:
-            await decoder.decode(big_png, max_pixels=BIG * BIG)
+            await decoder.decode(big_png, SourceConfig(max_pixels=BIG * BIG))
         finally:
             decoder.close()
 
-    with pytest.raises(ImageError, match="budget") as err:
+    with pytest.raises(SourceRefused, match="budget") as err:
         asyncio.run(go())
     assert err.value.reason == "too_large"
 
@@ -96,8 +96,8 @@ def test_header_refusals_cost_no_budget(astronaut_png):
         errors = []
         for data, limit in ((b"not an image", 1 << 20), (astronaut_png, 1000)):
             try:
-                await decoder.decode(data, max_pixels=limit)
-            except ImageError as exc:
+                await decoder.decode(data, SourceConfig(max_pixels=limit))
+            except SourceRefused as exc:
                 errors.append(exc.reason)
         decoder.close()
         return errors, decoder.pending_bytes
@@ -111,10 +111,10 @@ def test_a_corrupt_body_releases_its_budget(astronaut_png):
     async def go():
         decoder = UploadDecoder(max_pending_bytes=512 * 512 * 3)
         try:
-            with pytest.raises(ImageError, match="truncated|corrupt"):
-                await decoder.decode(truncated, max_pixels=1 << 20)
+            with pytest.raises(SourceRefused, match="truncated|corrupt"):
+                await decoder.decode(truncated, SourceConfig(max_pixels=1 << 20))
             assert decoder.pending_bytes == 0
-            return (await decoder.decode(astronaut_png, max_pixels=1 << 20)).shape  # the budget is back
+            return (await decoder.decode(astronaut_png, SourceConfig(max_pixels=1 << 20))).shape  # the budget is back
         finally:
             decoder.close()
 
@@ -124,8 +124,8 @@ def test_a_corrupt_body_releases_its_budget(astronaut_png):
 def test_cancelled_decodes_release_their_budget(big_png):
     async def go():
         decoder = UploadDecoder(max_workers=1, max_pending_bytes=2 * BIG_COST)
-        running = asyncio.ensure_future(decoder.decode(big_png, max_pixels=BIG * BIG))
-        queued = asyncio.ensure_future(decoder.decode(big_png, max_pixels=BIG * BIG))
+        running = asyncio.ensure_future(decoder.decode(big_png, SourceConfig(max_pixels=BIG * BIG)))
+        queued = asyncio.ensure_future(decoder.decode(big_png, SourceConfig(max_pixels=BIG * BIG)))
         await asyncio.sleep(0.01)
         assert decoder.pending_bytes == 2 * BIG_COST
         queued.cancel()
@@ -141,9 +141,9 @@ def test_text_is_not_taken_for_a_path():
     async def go():
         decoder = UploadDecoder()
         try:
-            await decoder.decode("/etc/passwd", max_pixels=1 << 20)  # type: ignore[arg-type]
+            await decoder.decode("/etc/passwd", SourceConfig(max_pixels=1 << 20))  # type: ignore[arg-type]
         finally:
             decoder.close()
 
-    with pytest.raises(TypeError, match="bytes"):
+    with pytest.raises(SourceRefused, match="bytes"):
         asyncio.run(go())

@@ -17,7 +17,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
-from streamer.probe import ClipTrack, ProbeClient, clip_background
+from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware, is_admin, slot_release, token_id_of
 from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services

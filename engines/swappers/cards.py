@@ -17,11 +17,12 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from engines.align import CropTemplate
+from engines.align import ARCFACE_112, CropTemplate
 
-# 5-point layouts, in pixels of a 112 (v1, v2) or 128 (arcface_128) square
+# 5-point layouts, in pixels of a 112 (v1, v2) or 128 (arcface_128) square. v2 is engines.align's ArcFace
+# template (the one InsightFace's recognition models are trained on); v1 the older layout SimSwap and GHOST use
 _ARCFACE_112_V1 = ((39.7300, 51.1380), (72.2700, 51.1380), (56.0000, 68.4930), (42.4630, 87.0100), (69.5370, 87.0100))
-_ARCFACE_112_V2 = ((38.2946, 51.6963), (73.5318, 51.5014), (56.0252, 71.7366), (41.5493, 92.3655), (70.7299, 92.2041))
+_ARCFACE_112_V2 = tuple((float(x), float(y)) for x, y in ARCFACE_112.points)
 _ARCFACE_128 = tuple((x + 8.0, y) for x, y in _ARCFACE_112_V2)   # InsightFace's norm_crop at 128: v2 shifted 8 px
 LAYOUTS: dict[str, tuple[tuple[tuple[float, float], ...], float]] = {
     "arcface_112_v1": (_ARCFACE_112_V1, 112.0),

@@ -16,12 +16,13 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import cv2
 import numpy as np
 
-from engines.align import CropTemplate, similarity, five_points
+from engines.align import align_crop
 from engines.backends.onnxruntime import OrtModel, OrtSettings, OrtUnavailable
 from engines.batching import ArrayBatchRunner
 from engines.face_masks import region_mask
@@ -29,8 +30,6 @@ from kernels.numpy.masks import feather as feather_mask
 from engines.swappers.cards import Signature, SwapCard, SwapperRefused, check_file, recognise
 
 log = logging.getLogger(__name__)
-
-FUSION_MODES = ("geometric", "neural", "both")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +50,8 @@ class SwapperConfig:
     source_cache: int = 64         # source vectors kept
 
     def __post_init__(self) -> None:
+        if self.max_batch < 1 or self.window_ms < 0 or self.source_cache < 1:
+            raise ValueError("max_batch and source_cache must be at least 1, window_ms at least 0")
         if self.swapper and not self.embedder:
             raise ValueError("--swapper needs --swapper-embedder: the ArcFace-class model that turns the source "
                              "photo into the vector the swapper takes")
@@ -66,18 +67,21 @@ def l2(v: np.ndarray) -> np.ndarray:
 
 
 def embedding_map(path: str) -> np.ndarray:
-    """inswapper's 512x512 embedding map: the file's last initializer of that shape (how InsightFace reads it)."""
+    """inswapper's 512x512 embedding map: the file's last initializer, as InsightFace reads it. A file whose
+    last initializer is not 512 x 512 is refused rather than guessed at."""
     try:
         import onnx
         from onnx import numpy_helper
     except ImportError:
         raise OrtUnavailable("reading inswapper's embedding map needs the onnx package: pip install 'livefuse[swap]'") from None
     model = onnx.load(path)
-    found = [t for t in model.graph.initializer if tuple(t.dims) == (512, 512)]
-    if not found:
-        raise SwapperRefused(f"{path}: an inswapper-signature file must hold its 512x512 embedding map "
-                             "(an initializer); this one has none")
-    return numpy_helper.to_array(found[-1]).astype(np.float32)
+    inits = model.graph.initializer
+    last = inits[-1] if len(inits) else None
+    if last is None or tuple(last.dims) != (512, 512):
+        got = "no initializer" if last is None else f"{last.name!r} of shape {tuple(last.dims)}"
+        raise SwapperRefused(f"{Path(path).name}: an inswapper_128 file keeps its 512x512 embedding map (emap) as its "
+                             f"last initializer; this one ends with {got}")
+    return numpy_helper.to_array(last).astype(np.float32)
 
 
 def to_network(crops: np.ndarray, card: SwapCard) -> np.ndarray:
@@ -96,11 +100,6 @@ def from_network(y: np.ndarray, card: SwapCard) -> np.ndarray:
     if card.bgr:
         x = x[..., ::-1]
     return np.clip(x, 0.0, 255.0)
-
-
-def crop_matrix(landmarks: np.ndarray, tmpl: CropTemplate) -> np.ndarray:
-    """2x3 frame -> crop similarity putting the face's 5 points on the template."""
-    return similarity(five_points(landmarks), tmpl.points)
 
 
 def crop_landmarks(landmarks: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -151,6 +150,7 @@ class NeuralSwapper:
         self._source = next(n for n, s in self.model.inputs if len(s) == 2)
         self._emb_in = self.embedder.inputs[0][0]
         self._lock = threading.Lock()
+        self._embed_lock = threading.Lock()
         self._vectors: OrderedDict[int, tuple[Any, np.ndarray]] = OrderedDict()
         self.embed_calls = 0
         self._runner = ArrayBatchRunner(self._forward, max_batch=config.max_batch, window_ms=config.window_ms)
@@ -180,10 +180,8 @@ class NeuralSwapper:
         return v.reshape(-1)
 
     def embed_image(self, image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
-        m = crop_matrix(landmarks, self._embed_template)
-        crop = cv2.warpAffine(image, m, (self._embed_template.size,) * 2, flags=cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_REPLICATE)
-        return self.embed(crop)
+        """Raw embedding of the face with these landmarks, aligned to the embedder's template."""
+        return self.embed(align_crop(image, landmarks, self._embed_template)[0])
 
     def source_vector(self, source: Any) -> np.ndarray:
         """The cached `source` input for a registered source face (its canonical texture and landmarks)."""
@@ -193,20 +191,23 @@ class NeuralSwapper:
             if hit is not None and hit[0] is source:
                 self._vectors.move_to_end(key)
                 return hit[1]
-        vec = self.vector_from_embedding(self.embed_image(source.texture, source.landmarks))
-        with self._lock:
-            self._vectors[key] = (source, vec)   # the record is held, so its id is not reused while cached
-            while len(self._vectors) > self.config.source_cache:
-                self._vectors.popitem(last=False)
+        with self._embed_lock:   # sessions meeting the same new source embed it once, not once each
+            with self._lock:
+                hit = self._vectors.get(key)
+                if hit is not None and hit[0] is source:
+                    return hit[1]
+            vec = self.vector_from_embedding(self.embed_image(source.texture, source.landmarks))
+            vec.setflags(write=False)
+            with self._lock:
+                self._vectors[key] = (source, vec)   # the record is held, so its id is not reused while cached
+                while len(self._vectors) > self.config.source_cache:
+                    self._vectors.popitem(last=False)
         return vec
 
     # -- swapping ------------------------------------------------------------------------------------
     def crop(self, image: np.ndarray, landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The face aligned to the card's template: (S x S x 3 uint8, 2x3 frame -> crop)."""
-        m = crop_matrix(landmarks, self.template)
-        crop = cv2.warpAffine(image, m, (self.template.size,) * 2, flags=cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_REPLICATE)
-        return crop, m
+        return align_crop(image, landmarks, self.template)
 
     def swap(self, crops: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """N aligned crops (uint8 RGB) with their source vectors -> N swapped crops (float32 RGB 0..255) and
@@ -254,5 +255,5 @@ def load_swapper(config: SwapperConfig) -> NeuralSwapper:
         raise SwapperRefused(str(exc)) from None
 
 
-__all__: Sequence[str] = ("FUSION_MODES", "NeuralSwapper", "SwapperConfig", "SwapperRefused", "load_swapper",
+__all__: Sequence[str] = ("NeuralSwapper", "SwapperConfig", "SwapperRefused", "load_swapper",
                           "paste_mask", "crop_landmarks", "to_network", "from_network", "l2")

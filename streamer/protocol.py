@@ -14,6 +14,7 @@ import jsonschema
 
 from engines.edit_vocabulary import EDIT_SPECS
 from engines.sources import SOURCE_ID_PATTERN
+from streamer.session import FUSION_MODES
 
 PROTOCOL_VERSION = 1
 
@@ -60,6 +61,7 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "keep_mouth": {"type": "boolean"},
                 "keep_eyes": {"type": "boolean"},
                 "enabled": {"type": "boolean"},
+                "fusion": {"enum": list(FUSION_MODES)},   # neural / both only where a swapper is loaded
             },
             "required": ["type"],
             "additionalProperties": False,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-TINT_SCALE = 0.25   # network units of tint per unit of (source @ W)
+TINT_SCALE = 2.0    # network units of tint per unit of (source @ W): a few tens of levels for a unit source vector
 
 
 def tint_matrix() -> np.ndarray:

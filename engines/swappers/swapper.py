@@ -110,16 +110,16 @@ def crop_landmarks(landmarks: np.ndarray, m: np.ndarray) -> np.ndarray:
 def paste_mask(lm_crop: np.ndarray, size: int, *, keep_mouth: bool, keep_eyes: bool,
                erode: float, feather: float) -> np.ndarray:
     """Where the swapped crop replaces the live one, float32 (size, size) in [0, 1]: the face oval pulled in
-    by `erode` and softened by `feather` (fractions of the face width), less the live mouth opening and
-    eyes when kept. Drawn from the live landmarks, as the geometric fusion's masks are."""
+    by `erode` and softened by `feather` (fractions of the face width) inside it, so nothing beyond the
+    oval changes; less the live mouth opening and eyes when kept. Drawn from the live landmarks, as the
+    geometric fusion's masks are."""
     fw = float(np.ptp(lm_crop[:, 0]))
     keep = (["lips_inner"] if keep_mouth else []) + (["left_eye", "right_eye"] if keep_eyes else [])
-    face = region_mask((size, size), lm_crop, ["face_oval"])
-    r = int(round(erode * fw))
-    if r > 0:
-        face = cv2.erode(face, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
+    oval = region_mask((size, size), lm_crop, ["face_oval"])
     sig = max(0.5, feather * fw)
-    face = feather_mask(face, sig)
+    r = int(round(erode * fw + 2.0 * sig))          # the feather's tail ends inside the oval
+    face = cv2.erode(oval, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))) if r > 0 else oval
+    face = feather_mask(face, sig) * (oval > 0.5)
     if keep:
         kept = region_mask((size, size), lm_crop, keep, feather_px=max(0.5, 0.3 * sig))
         kept = np.clip(kept * 1.6, 0.0, 1.0)   # grown a little past the lip/lid line

@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import cv2
 import numpy as np
 
 from engines.align import align_crop
 from engines.backends.onnxruntime import OrtModel, OrtSettings, OrtUnavailable
 from engines.batching import ArrayBatchRunner
 from engines.face_masks import region_mask
-from kernels.numpy.masks import feather as feather_mask
+from kernels.numpy.masks import inner_ramp
 from engines.swappers.cards import Signature, SwapCard, SwapperRefused, check_file, recognise
 
 log = logging.getLogger(__name__)
@@ -115,11 +114,9 @@ def paste_mask(lm_crop: np.ndarray, size: int, *, keep_mouth: bool, keep_eyes: b
     geometric fusion's masks are."""
     fw = float(np.ptp(lm_crop[:, 0]))
     keep = (["lips_inner"] if keep_mouth else []) + (["left_eye", "right_eye"] if keep_eyes else [])
-    oval = region_mask((size, size), lm_crop, ["face_oval"])
+    oval = region_mask((size, size), lm_crop, ["face_oval"]) > 0.5
     sig = max(0.5, feather * fw)
-    r = int(round(erode * fw + 2.0 * sig))          # the feather's tail ends inside the oval
-    face = cv2.erode(oval, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))) if r > 0 else oval
-    face = feather_mask(face, sig) * (oval > 0.5)
+    face = inner_ramp(oval, erode * fw, 2.5 * sig)
     if keep:
         kept = region_mask((size, size), lm_crop, keep, feather_px=max(0.5, 0.3 * sig))
         kept = np.clip(kept * 1.6, 0.0, 1.0)   # grown a little past the lip/lid line

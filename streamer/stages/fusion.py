@@ -23,7 +23,7 @@ from engines import mesh
 from engines.fusion_mesh import align, fusion_mesh, signed_areas
 from engines.sources import SourceFace
 from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
-from kernels.numpy.masks import polygon_mask
+from kernels.numpy.masks import polygon_mask, ramp as _ramp
 from streamer.pipeline import FrameState
 from streamer.session import FrameContext, fusion_mode
 
@@ -62,12 +62,6 @@ def face_weight(face: Any, frame_shape: tuple[int, int], cfg: FusionConfig) -> f
     margin = min(x0, y0, w - x1, h - y1)
     edge_w = smoothstep(-cfg.edge_fade * fw, 0.0, margin)
     return yaw_w * edge_w
-
-
-def _ramp(x: np.ndarray) -> np.ndarray:
-    """Smoothstep of x clipped to [0, 1]: a soft edge from a distance map."""
-    t = np.clip(x, 0.0, 1.0).astype(np.float32)
-    return t * t * (3.0 - 2.0 * t)
 
 
 def shape_weights(src: SourceFace) -> np.ndarray:

@@ -61,7 +61,8 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "keep_mouth": {"type": "boolean"},
                 "keep_eyes": {"type": "boolean"},
                 "enabled": {"type": "boolean"},
-                "fusion": {"enum": list(FUSION_MODES)},   # neural / both only where a swapper is loaded
+                # neural / both only where a swapper is loaded; null = back to the server's --fusion
+                "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
             },
             "required": ["type"],
             "additionalProperties": False,

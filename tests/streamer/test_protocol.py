@@ -123,6 +123,8 @@ def test_set_params_carries_a_fusion_mode():
 
     msg = parse_client_message('{"type": "set_params", "fusion": "neural"}', max_bytes=1024)
     assert params_to_controls(msg) == {"fusion": "neural"}
+    back = parse_client_message('{"type": "set_params", "fusion": null}', max_bytes=1024)
+    assert params_to_controls(back) == {"fusion": None}
     import pytest
 
     with pytest.raises(ProtocolError, match="fusion"):

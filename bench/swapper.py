@@ -48,22 +48,19 @@ def _timed(fn, frames: int, warmup: int) -> dict[str, dict[str, float]]:
 
 
 def _scene():
-    """The bench frame (Grace Hopper at 640x480), its one face (tracked id 1) and a registered source."""
-    import cv2
+    """The bench frame (Grace Hopper at 640x480, as `bench fusion` uses), its one face (tracked id 1) and a
+    registered source."""
     import matplotlib.cbook
     import skimage.data
     from PIL import Image
 
+    from bench.fusion import _frame
     from engines.faces import MediaPipeLandmarker
     from engines.sources import SourceRegistry
 
     with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
         target = np.asarray(Image.open(f).convert("RGB"))
-    s = 480 / target.shape[0]
-    r = cv2.resize(target, (int(target.shape[1] * s), 480), interpolation=cv2.INTER_AREA)
-    image = np.full((480, 640, 3), 90, np.uint8)
-    x = (640 - r.shape[1]) // 2
-    image[:, x: x + r.shape[1]] = r
+    image = _frame(target, 640, 480)
     lm = MediaPipeLandmarker()
     try:
         faces = lm.detect(image, 0)

@@ -10,7 +10,6 @@ corners) in crop pixels at the card's size.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -18,6 +17,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from engines.align import ARCFACE_112, CropTemplate
+from engines.cards import file_sha256
 
 # 5-point layouts, in pixels of a 112 (v1, v2) or 128 (arcface_128) square. v2 is engines.align's ArcFace
 # template (the one InsightFace's recognition models are trained on); v1 the older layout SimSwap and GHOST use
@@ -173,21 +173,13 @@ def matches(card: SwapCard, sig: Signature) -> bool:
     return _fits(card.inputs, sig.inputs) and _fits(card.outputs, sig.outputs)
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def check_file(path: str | Path, sha256: str | None = None) -> Path:
     """The file as a Path, refused when it is missing or (with a pin) its sha256 differs."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise SwapperRefused(f"{p}: no such model file")
     if sha256:
-        got = sha256_of(p)
+        got = file_sha256(p)
         if got != sha256.lower():
             raise SwapperRefused(f"{p.name}: sha256 {got}, but it was pinned to {sha256.lower()}")
     return p

@@ -14,26 +14,16 @@ import pytest
 from bench import _swap_models as sm
 from engines.face_masks import region_mask
 from engines.faces import MediaPipeLandmarker
-from engines.sources import SourceRegistry
 from engines.swappers.swapper import NeuralSwapper, SwapperConfig
 from streamer.media.stats import StreamStats
 from streamer.media.worker import FrameWorker
 from streamer.pipeline import FrameState, Pipeline
-from streamer.session import Session
 from streamer.stages.fusion import FusionStage
 from streamer.stages.swap import SwapStage, SwapStageConfig
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
-from tests.streamer.stages.test_fusion import frame640
+from tests.streamer.stages.test_fusion import detect, frame640, session_with, sources  # noqa: F401 - sources is a fixture
 
 FLAT = SwapStageConfig(colour_match=0.0, smoothing=0.0)   # the model's tint shows as it is
-
-
-def detect(img, video=False):
-    lm = MediaPipeLandmarker()
-    try:
-        return lm.detect(img, 0)
-    finally:
-        lm.close()
 
 
 @pytest.fixture(scope="module")
@@ -45,26 +35,12 @@ def swapper(swap_files):
 
 
 @pytest.fixture(scope="module")
-def sources(astronaut, grace_hopper):
-    reg = SourceRegistry()
-    return {"astronaut": reg.register(astronaut), "hopper": reg.register(grace_hopper)}
-
-
-@pytest.fixture(scope="module")
 def hopper_frame(grace_hopper):
     img = frame640(grace_hopper)
     faces = detect(img)
     assert len(faces) == 1
     faces[0].track_id = 1
     return img, faces
-
-
-def session_with(*srcs, **controls) -> Session:
-    s = Session()
-    for src in srcs:
-        s.add_source(src.id, src, activate=False)
-    s.update(source_id=srcs[0].id if srcs else None, **controls)
-    return s
 
 
 def run(stage, img, faces, session):

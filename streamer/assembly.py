@@ -170,8 +170,13 @@ class Product:
         return Pipeline(stages)
 
     def register_source(self, session: Session, image_rgb: Any, form: Any) -> dict[str, Any]:
-        """Consent, face, denylist, then the session's source (see SourceGate)."""
-        return self.safety.sources.register(session, image_rgb, form)
+        """Consent, face, denylist, then the session's source (see SourceGate). With a swapper loaded the
+        source's vector is made here too (this runs in an executor), so no frame waits for the embedder."""
+        result = self.safety.sources.register(session, image_rgb, form)
+        source = session.sources.get(result.get("source_id")) if isinstance(result, dict) else None
+        if source is not None and self.swapper is not None:
+            self.swapper.source_vector(source)
+        return result
 
     def set_prompt(self, session: Session, text: str) -> dict[str, Any]:
         """The prompt is read once, through the cache (the edits stage then finds it ready), and the

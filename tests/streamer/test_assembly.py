@@ -103,7 +103,9 @@ def test_a_swapper_adds_the_neural_stage_shared_by_every_session(swap_files, tmp
     try:
         one, two = Session("swap-1"), Session("swap-2")
         p.register_source(one, astronaut, {"consent": "true", "source_id": "demo"})
+        assert p.swapper.embed_calls == 1          # the source vector is made at registration, not on a frame
         states, names = run_clip(p, one, moving_clip(grace_hopper, n=3))
+        assert p.swapper.embed_calls == 1
         assert names == ["faces", "fusion", "swap", "watermark"]
         last = states[-1]
         assert not last.errors, last.errors

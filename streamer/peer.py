@@ -235,6 +235,9 @@ class PeerSession:
                 sid = changes.get("source_id")
                 if sid is not None and sid not in self.session.sources:
                     return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
+                if changes.get("fusion") in ("neural", "both") and "swap" not in self.worker.pipeline.names:
+                    return protocol.error("no_swapper", "neural fusion needs a swap model: this server runs "
+                                          "without --swapper", id=mid)
                 self.session.update(**changes)
                 self.services.audit("params", session=self.session.id,
                                     **{k: (dict(v) if isinstance(v, dict) else v) for k, v in changes.items()})

@@ -14,6 +14,7 @@ import jsonschema
 
 from engines.edit_vocabulary import EDIT_SPECS
 from engines.sources import SOURCE_ID_PATTERN
+from streamer.session import FUSION_MODES
 
 PROTOCOL_VERSION = 1
 
@@ -60,6 +61,8 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "keep_mouth": {"type": "boolean"},
                 "keep_eyes": {"type": "boolean"},
                 "enabled": {"type": "boolean"},
+                # neural / both only where a swapper is loaded; null = back to the server's --fusion
+                "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
             },
             "required": ["type"],
             "additionalProperties": False,

@@ -92,3 +92,28 @@ def test_watermark_cannot_be_left_out_of_the_stage_list():
         ProductConfig(stages=("faces", "fusion"))
     with pytest.raises(ValueError, match="unknown stages"):
         ProductConfig(stages=("faces", "sparkle", "watermark"))
+
+
+def test_a_swapper_adds_the_neural_stage_shared_by_every_session(swap_files, tmp_path, astronaut, grace_hopper):
+    from engines.swappers.swapper import SwapperConfig
+
+    cfg = ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl")), stages=("faces", "fusion", "watermark"),
+                        swapper=SwapperConfig(swapper=str(swap_files["inswapper_128"]), embedder=str(swap_files["embedder"])))
+    p = Product(cfg)
+    try:
+        one, two = Session("swap-1"), Session("swap-2")
+        p.register_source(one, astronaut, {"consent": "true", "source_id": "demo"})
+        assert p.swapper.embed_calls == 1          # the source vector is made at registration, not on a frame
+        states, names = run_clip(p, one, moving_clip(grace_hopper, n=3))
+        assert p.swapper.embed_calls == 1
+        assert names == ["faces", "fusion", "swap", "watermark"]
+        last = states[-1]
+        assert not last.errors, last.errors
+        assert last.fused == [] and [d["card"] for d in last.swapped] == ["inswapper_128"]   # neural by default
+        a, b = p.make_pipeline(one), p.make_pipeline(two)
+        assert a.stages[2].swapper is b.stages[2].swapper is p.swapper   # one model for all sessions
+        a.close(), b.close()
+    finally:
+        p.close()
+    with pytest.raises(ValueError, match="--fusion both needs a swap model"):
+        ProductConfig(fusion_mode="both")

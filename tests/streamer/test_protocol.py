@@ -116,3 +116,16 @@ def test_deep_nesting_is_bad_json_not_a_crash():
     with pytest.raises(ProtocolError) as err:
         parse_client_message("[" * 100_000 + "]" * 100_000, max_bytes=1 << 20)
     assert err.value.code == "bad_json"
+
+
+def test_set_params_carries_a_fusion_mode():
+    from streamer.protocol import ProtocolError, params_to_controls, parse_client_message
+
+    msg = parse_client_message('{"type": "set_params", "fusion": "neural"}', max_bytes=1024)
+    assert params_to_controls(msg) == {"fusion": "neural"}
+    back = parse_client_message('{"type": "set_params", "fusion": null}', max_bytes=1024)
+    assert params_to_controls(back) == {"fusion": None}
+    import pytest
+
+    with pytest.raises(ProtocolError, match="fusion"):
+        parse_client_message('{"type": "set_params", "fusion": "diffusion"}', max_bytes=1024)

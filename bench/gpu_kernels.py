@@ -59,8 +59,10 @@ def _cases(w: int, h: int, device, frame, landmarks):
     import numpy as np
     import torch
 
-    from kernels.numpy import blend as nb, color as nc, edits as ne, warp as nw, watermark as nwm
-    from kernels.torch import blend as tb, color as tc, edits as te, warp as tw, watermark as twm
+    from engines.edit_render import render_edits
+    from engines.edit_vocabulary import EDIT_NAMES
+    from kernels.numpy import blend as nb, color as nc, warp as nw, watermark as nwm
+    from kernels.torch import blend as tb, color as tc, warp as tw, watermark as twm
 
     cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
     tframe = torch.from_numpy(frame).to(device)
@@ -81,9 +83,9 @@ def _cases(w: int, h: int, device, frame, landmarks):
     cases["color"] = (lambda: nc.lab_to_rgb(nc.rgb_to_lab(frame)), lambda: tc.lab_to_rgb(tc.rgb_to_lab(tframe)))
 
     if landmarks is not None:
-        edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(ne.EDITS)}
-        cases["edits"] = (lambda: ne.render_edits(frame, [landmarks], edits),
-                          lambda: te.render_edits(tframe, [landmarks], edits))
+        edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(EDIT_NAMES)}
+        cases["edits"] = (lambda: render_edits(frame, [landmarks], edits),
+                          lambda: render_edits(tframe, [landmarks], edits))
 
     key = nwm.make_key()
     pat = nwm.pattern_for(key, (h, w), 0x5EED)

@@ -29,7 +29,8 @@ step() {   # step NAME SECONDS CMD...: run with a timeout, log to DEST/NAME.log,
 }
 
 if [ "$DRY" = 1 ]; then
-  echo "dry run: no wheel install, no device-only steps"
+  echo "dry run: no wheel install, no device-only steps; the CUDA twin tests run on the CPU"
+  export LIVEFUSE_TWIN_DEVICE=cpu
   SIZES=64x48,96x72; REPEATS=3; WARMUP=1; LNET=()
 else
   $PY --version

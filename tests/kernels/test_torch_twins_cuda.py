@@ -1,5 +1,6 @@
 """Every pixel kernel's torch twin on CUDA against its NumPy twin, at odd sizes, with the CPU tests'
-tolerances. Skipped without CUDA, a failure then when LIVEFUSE_REQUIRE_CUDA=1. Needs no scikit-image,
+tolerances. Skipped without CUDA, a failure then when LIVEFUSE_REQUIRE_CUDA=1; LIVEFUSE_TWIN_DEVICE=cpu runs
+the same code on the CPU (the GPU suite's dry run does, so the file cannot go stale unnoticed). Needs no scikit-image,
 matplotlib, Pillow or MediaPipe (the device machine has none): photos come from bench/_gpu_photos.py,
 so this file also runs with `pytest --noconftest`."""
 
@@ -13,11 +14,11 @@ import torch
 
 from bench._gpu_photos import photo, portrait_landmarks, synthetic
 
-HAS_CUDA = torch.cuda.is_available()
-if not HAS_CUDA and os.environ.get("LIVEFUSE_REQUIRE_CUDA") == "1":
+DEV = os.environ.get("LIVEFUSE_TWIN_DEVICE", "cuda")
+HAS_DEVICE = not DEV.startswith("cuda") or torch.cuda.is_available()
+if not HAS_DEVICE and os.environ.get("LIVEFUSE_REQUIRE_CUDA") == "1":
     raise RuntimeError("LIVEFUSE_REQUIRE_CUDA=1 but torch sees no CUDA device")
-pytestmark = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device on this machine")
-DEV = "cuda"
+pytestmark = pytest.mark.skipif(not HAS_DEVICE, reason="no CUDA device on this machine")
 
 
 def _odd(name: str, seed: int) -> np.ndarray:
@@ -57,7 +58,7 @@ def test_warp_on_cuda(a, dtype):
     tab = nw.affine_tables(pts, dst, tris)
     mx, my = nw.triangle_maps(ids, tab, origin=(0, 0), identity=True)
     tx, ty = tw.triangle_maps(_c(ids), _c(tab), origin=(0, 0), identity=True)
-    assert tx.device.type == "cuda"
+    assert tx.device.type == torch.device(DEV).type   # computed where the inputs live
     np.testing.assert_allclose(tx.cpu().numpy(), mx, atol=1e-3)
     np.testing.assert_allclose(ty.cpu().numpy(), my, atol=1e-3)
     diff = np.abs(nw.remap(img, mx, my).astype(np.float32) - tw.remap(_c(img), tx, ty).cpu().numpy().astype(np.float32))
@@ -122,19 +123,19 @@ def odd_face():
 
 
 def test_edits_on_cuda(odd_face):
-    from kernels.numpy import edits as ne
-    from kernels.torch import edits as te
+    from engines.edit_render import render_edits
+    from engines.edit_vocabulary import EDIT_NAMES
 
     img, lm = odd_face
-    for name in ne.EDITS:
+    for name in EDIT_NAMES:
         for v in (-1.0, 0.7):
-            want = ne.render_edits(img, [lm], {name: v}).astype(int)
-            got = te.render_edits(_c(img), [lm], {name: v}).cpu().numpy().astype(int)
+            want = render_edits(img, [lm], {name: v}).astype(int)
+            got = render_edits(_c(img), [lm], {name: v}).cpu().numpy().astype(int)
             diff = np.abs(want - got)
             assert diff.max() <= 2 and diff.mean() < 0.01, (name, v, diff.max(), diff.mean())
-    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(ne.EDITS)}
-    assert np.abs(ne.render_edits(img, [lm], edits).astype(int)
-                  - te.render_edits(_c(img), [lm], edits).cpu().numpy().astype(int)).max() <= 2
+    edits = {n: (0.8 if i % 2 else -0.6) for i, n in enumerate(EDIT_NAMES)}
+    assert np.abs(render_edits(img, [lm], edits).astype(int)
+                  - render_edits(_c(img), [lm], edits).cpu().numpy().astype(int)).max() <= 2
 
 
 def test_landmark_net_on_cuda_matches_cpu(odd_face):

@@ -97,8 +97,20 @@ class Viewer:
         deadline = time.monotonic() + timeout
         while self.frames < n:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"viewer got {self.frames} frames in {timeout} s, wanted {n}")
+                raise TimeoutError(f"viewer got {self.frames} frames in {timeout} s, wanted {n} "
+                                   f"({await self.describe()})")
             await asyncio.sleep(0.02)
+
+    async def describe(self) -> str:
+        """Where a viewer stands: connection states and what its receivers counted (for failures)."""
+        parts = [f"connection {self.pc.connectionState}", f"ice {self.pc.iceConnectionState}",
+                 f"track {'yes' if self._reader is not None else 'no'}"]
+        for t in self.pc.getTransceivers():
+            stats = await t.receiver.getStats()
+            for s in stats.values():
+                if getattr(s, "type", "") == "inbound-rtp":
+                    parts.append(f"{s.kind}: {s.packetsReceived} packets")
+        return ", ".join(parts)
 
     async def close(self) -> None:
         if self._reader is not None:

@@ -24,6 +24,7 @@ from aiohttp import BodyPartReader, web
 from streamer import protocol
 from streamer.config import ServerConfig
 from streamer.drain import Drainer, DrainResult
+from streamer.memory import HeapKeeper
 from streamer.load import GpuProbe, observe
 from streamer.readiness import Readiness, readiness
 from streamer.encoder_bitrates import check_encoder_bitrates
@@ -59,6 +60,7 @@ class LiveFuseServer:
         self.config = config
         self.services = services
         self.metrics = Metrics()
+        self.heap = HeapKeeper(on_collected=self.metrics.heap_release.observe)   # memory back after each peer
         self.peers: dict[str, PeerSession] = {}
         self._pending = 0
         self.started = time.time()
@@ -145,6 +147,14 @@ class LiveFuseServer:
         if self.camera is not None:
             self.camera.release(peer.session.id)
         self.metrics.sessions.set(len(self.peers))
+        self.heap.session_ended()
+
+    def _viewer_release(self, slot_release: Any) -> Any:
+        """What a WHEP viewer gives back when it goes: its slot, then its memory."""
+        def release() -> None:
+            slot_release()
+            self.heap.session_ended()
+        return release
 
     async def close_all(self, _app: web.Application | None = None) -> None:
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
@@ -198,7 +208,7 @@ class LiveFuseServer:
             self.metrics.refused.labels("viewers_full").inc()
             raise Refused(503, f"session has {self.config.max_viewers} viewers already",
                           {"Retry-After": str(self.config.retry_after_s)})
-        viewer = attach_viewer(source, self.metrics, release=self.services.claim(request))
+        viewer = attach_viewer(source, self.metrics, release=self._viewer_release(self.services.claim(request)))
         try:
             answer = await viewer.accept(sdp)
         except BadOffer as exc:
@@ -375,6 +385,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
         def warm_up() -> None:
             try:
                 services.startup()
+                server.heap.settle()           # the shared models stay out of later collections
             finally:
                 server.gpu = GpuProbe.make()   # only where an NVIDIA device exists; never imports torch otherwise
 

@@ -146,7 +146,11 @@ async def cycle(url: str, http: Any, background: np.ndarray, config: ChurnConfig
             viewers.append(viewer)
             await viewer.watch(http, url, sender.session_id)
         for viewer in viewers:
-            await viewer.wait_frames(config.frames, timeout=config.timeout_s)
+            before = len(sender.received)
+            try:
+                await viewer.wait_frames(config.frames, timeout=config.timeout_s)
+            except TimeoutError as exc:   # was it the viewer's stream, or the session's?
+                raise TimeoutError(f"{exc}; meanwhile the sender got {len(sender.received) - before} frames back") from None
         t1 = time.monotonic()
         for k, viewer in enumerate(viewers):
             if (index + k) % 2 == 0:

@@ -116,3 +116,10 @@ def test_deep_nesting_is_bad_json_not_a_crash():
     with pytest.raises(ProtocolError) as err:
         parse_client_message("[" * 100_000 + "]" * 100_000, max_bytes=1 << 20)
     assert err.value.code == "bad_json"
+
+
+@pytest.mark.parametrize("kind", [[1] * 50, {"a": {"b": {}}}, 7, None, True])
+def test_a_type_that_is_not_a_string_is_an_unknown_type_with_a_short_message(kind):
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message(json.dumps({"type": kind, "text": "x"}), max_bytes=16384)
+    assert err.value.code == "unknown_type" and len(err.value.message) < 200

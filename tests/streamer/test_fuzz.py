@@ -192,7 +192,9 @@ async def test_random_requests_and_messages_get_answers_and_the_live_stream_keep
                 await asyncio.gather(*(one(k) for k in range(start, start + 4)))
                 for _ in range(3):
                     if sent < MESSAGES:
-                        live.channel.send(_message(rng))
+                        msg = _message(rng)
+                        log.append((time.monotonic(), time.monotonic(), f"message {msg[:80]!r}", 0))
+                        live.channel.send(msg)
                         sent += 1
             while sent < MESSAGES:
                 live.channel.send(_message(rng))
@@ -217,7 +219,7 @@ async def test_random_requests_and_messages_get_answers_and_the_live_stream_keep
     edges = [t_start, *times, t_end]
     gaps = np.diff(edges)
     worst = int(np.argmax(gaps))
-    during = [entry for entry in log if entry[0] < edges[worst + 1] and entry[1] > edges[worst]]
+    during = [entry for entry in log if entry[0] < edges[worst + 1] and entry[1] > edges[worst] - 0.3]
     assert gaps.max() < MAX_GAP_S, (f"seed {SEED}: the live video stopped for {gaps.max():.2f} s while "
                                     f"{[(round(e[1] - e[0], 2), e[2], e[3]) for e in during]} ({statuses})")
     assert sum(v for k, v in statuses.items() if 400 <= k < 500) > HTTP_REQUESTS // 4   # the doors said no

@@ -194,8 +194,14 @@ class Product:
         self.safety.tokens.reload()
 
     def warm_up(self) -> None:
-        """Load the shared models now (in an executor at server start) rather than on the first call."""
+        """Load the shared models now (in an executor at server start) rather than on the first call,
+        and the face-mesh topology the fusion and edits stages read on their first face: it comes from
+        MediaPipe's connection lists, whose import takes the GIL for about 0.7 s, which on a frame
+        thread stops every stream (the first prompt of a session froze its video for 1.4 s)."""
+        from engines import mesh
+
         self.registry, self.prompts, self.safety, self.swapper  # noqa: B018 - properties that build on first use
+        mesh.loops(), mesh.triangles()
 
     def close(self) -> None:
         with self._lock:

@@ -32,6 +32,9 @@ class ServerConfig:
     max_source_pixels: int = 4096 * 4096
     max_message_bytes: int = 16 * 1024    # one data-channel message
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
+    # a request's headers must all arrive within this of its connection opening (or of the last reply);
+    # a body may go no longer than this without a byte: a slow client holds a connection, never more
+    read_timeout_s: float = 15.0
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
     overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (on with 4+ cores)

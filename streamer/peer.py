@@ -203,7 +203,11 @@ class PeerSession:
             self.send(self._unsent.popleft())
 
     def _send_reply(self, done: "asyncio.Future[dict[str, Any] | None]") -> None:
-        if done.cancelled() or done.exception() is not None:
+        if done.cancelled():
+            return
+        if done.exception() is not None:   # a fault of ours: the sender still hears that its message failed
+            log.error("session %s: a control message raised", self.session.id, exc_info=done.exception())
+            self.send(protocol.error("internal", "the server could not handle this message"))
             return
         reply = done.result()
         if reply is not None:

@@ -152,9 +152,10 @@ def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
         raise ProtocolError("invalid", f"message holds a bad number: {exc}") from None
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError("bad_json", f"message is not JSON: {exc}") from None
-    if not isinstance(msg, dict) or msg.get("type") not in _TYPES:
-        kind = msg.get("type") if isinstance(msg, dict) else type(msg).__name__
-        raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected one of {sorted(_TYPES)}")
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    if not isinstance(kind, str) or kind not in _TYPES:   # a list or an object as "type" is unknown too
+        shown = repr(kind)[:60] if isinstance(msg, dict) else type(msg).__name__
+        raise ProtocolError("unknown_type", f"unknown message type {shown}; expected one of {sorted(_TYPES)}")
     errors = sorted(_VALIDATORS[msg["type"]].iter_errors(msg), key=lambda e: list(e.path))
     if errors:
         e = errors[0]

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--vcam", nargs="?", const="auto",
                    help="feed a virtual camera (v4l2loopback / OBS) from the oldest live session; optional device path")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
+    g.add_argument("--read-timeout", dest="read_timeout_s", type=float,
+                   help="close a connection whose request headers take longer, or whose body stalls longer, than this many s (default 15)")
     g.add_argument("--public-url", help="the URL clients reach this replica by, e.g. http://POD_IP:8080: session "
                    "URLs it hands out (Location, WHEP, source upload) are absolute on it (env LIVEFUSE_PUBLIC_URL)")
     g.add_argument("--drain-timeout", type=float, help="on SIGTERM or POST /admin/drain, wait this many s for running "
@@ -153,11 +155,11 @@ def run(args: argparse.Namespace) -> int:
     from streamer.assembly import build_services
     from streamer.config import ServerConfig
     from streamer.encoder_bitrates import set_encoder_bitrates
-    from streamer.server import create_app, ssl_context
+    from streamer.server import create_app, runner_options, ssl_context
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
+        "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
@@ -181,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
                                        config.port, config.codec, config.max_sessions)
     app.on_startup.append(reload_on_sighup(services))
     app.on_startup.append(drain_on_sigterm)
-    web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None)
+    web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None,
+                **runner_options(config))
     return 0
 
 

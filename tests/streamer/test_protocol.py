@@ -129,3 +129,8 @@ def test_set_params_carries_a_fusion_mode():
 
     with pytest.raises(ProtocolError, match="fusion"):
         parse_client_message('{"type": "set_params", "fusion": "diffusion"}', max_bytes=1024)
+@pytest.mark.parametrize("kind", [[1] * 50, {"a": {"b": {}}}, 7, None, True])
+def test_a_type_that_is_not_a_string_is_an_unknown_type_with_a_short_message(kind):
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message(json.dumps({"type": kind, "text": "x"}), max_bytes=16384)
+    assert err.value.code == "unknown_type" and len(err.value.message) < 200

@@ -220,7 +220,7 @@ class Product:
             authorize=token_id_of,
             is_admin=is_admin,
             audit=self.audit,
-            middlewares=(self.safety.middleware(),),
+            middlewares=self.safety.middlewares(),
             claim=slot_release,
             session_ended=self.session_ended,
             startup=self.warm_up,

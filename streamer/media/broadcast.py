@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from fractions import Fraction
+from typing import Callable, NamedTuple
 
 from av import VideoFrame
+
+
+class Published(NamedTuple):
+    """One processed frame and its timing as it was when published. The timing is kept apart because the
+    first consumer's encoder rewrites the frame object itself (PyAV rebases `pts` and `time_base` to the
+    codec's own clock as it encodes): a later reader of `frame.pts` would see another clock."""
+
+    frame: VideoFrame
+    arrived: float
+    pts: int | None
+    time_base: Fraction | None
+
+    @property
+    def seconds(self) -> Fraction | None:
+        return None if self.pts is None or self.time_base is None else self.pts * self.time_base
 
 
 class Broadcast:
@@ -14,20 +30,21 @@ class Broadcast:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._item: tuple[VideoFrame, float] | None = None
+        self._item: Published | None = None
         self.seq = 0
         self.closed = False
         self._wakers: set[Callable[[], None]] = set()
 
     def publish(self, frame: VideoFrame, arrived: float) -> None:
+        item = Published(frame, arrived, frame.pts, frame.time_base)
         with self._lock:
-            self._item = (frame, arrived)
+            self._item = item
             self.seq += 1
             wakers = list(self._wakers)
         for wake in wakers:
             wake()
 
-    def latest(self) -> tuple[int, tuple[VideoFrame, float] | None]:
+    def latest(self) -> tuple[int, Published | None]:
         with self._lock:
             return self.seq, self._item
 
@@ -49,7 +66,8 @@ class Broadcast:
 
 def copy_frame(frame: VideoFrame) -> VideoFrame:
     """An independent frame with the same pixels and timing. aiortc's encoders write into the frame they
-    encode (pict_type) from their own threads, so two encoders must never share one frame object."""
+    encode (pict_type; PyAV rebases pts and time_base) from their own threads, so two encoders must never
+    share one frame object (and a copy takes its timing from `Published`, not from the shared frame)."""
     if frame.format.name == "yuv420p" and frame.width % 2 == 0 and frame.height % 2 == 0:
         out = VideoFrame.from_ndarray(frame.to_ndarray(), format="yuv420p")
     else:

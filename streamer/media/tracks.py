@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from fractions import Fraction
 from typing import Callable
 
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
@@ -30,7 +31,7 @@ class FusedTrack(MediaStreamTrack):
         self._ready = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._seen = source.seq
-        self._last_pts: int | None = None
+        self._last_at: Fraction | None = None        # seconds: frames of one stream never go back in time
         source.subscribe(self._wake)
 
     def _wake(self) -> None:
@@ -47,11 +48,16 @@ class FusedTrack(MediaStreamTrack):
             seq, item = self._source.latest()
             if seq != self._seen and item is not None:
                 self._seen = seq
-                frame = item[0]
-                if self._last_pts is not None and frame.pts is not None and frame.pts <= self._last_pts:
+                at = item.seconds   # as published: the first consumer's encoder rewrites frame.pts as it encodes
+                if self._last_at is not None and at is not None and at <= self._last_at:
                     continue  # an out-of-order frame would make the encoder's timestamps run backwards
-                self._last_pts = frame.pts
-                return copy_frame(frame) if self._private else frame
+                self._last_at = at
+                frame = copy_frame(item.frame) if self._private else item.frame
+                if item.pts is not None:
+                    frame.pts = item.pts
+                if item.time_base is not None:
+                    frame.time_base = item.time_base
+                return frame
             if self._source.closed:
                 self.stop()
                 raise MediaStreamError

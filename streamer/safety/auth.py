@@ -317,9 +317,13 @@ def _origin_ok(request: web.Request, policy: AccessPolicy) -> bool:
     origin = request.headers.get("Origin")
     if origin is None:
         return True
-    if origin in policy.allowed_origins or "*" in policy.allowed_origins:
-        return True
-    return _own_origin(origin, request, policy)
+    return listed_origin(origin, policy.allowed_origins) or _own_origin(origin, request, policy)
+
+
+def listed_origin(origin: str, allowed: Iterable[str]) -> bool:
+    """`origin` is one the operator listed ("*": any real origin; "null" only when listed itself)."""
+    allowed = tuple(allowed)
+    return origin in allowed or (origin != "null" and "*" in allowed)
 
 
 def auth_middleware(store: TokenStore, policy: AccessPolicy):

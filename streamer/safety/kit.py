@@ -38,8 +38,12 @@ class SafetyKit:
     tokens: TokenStore
     access: AccessPolicy
 
-    def middleware(self):
-        return auth_middleware(self.tokens, self.access)
+    def middlewares(self) -> tuple:
+        """CORS first (a preflight carries no token), then access."""
+        from streamer.cors import cors_middleware
+
+        return (cors_middleware(self.access.allowed_origins, self.access.protected_prefixes),
+                auth_middleware(self.tokens, self.access))
 
     def close(self) -> None:
         self.audit.close()

@@ -3,8 +3,8 @@ closed against `livefuse serve` (the product pipeline, in its own process so its
 its memory, threads, file descriptors and slots where they were.
 
 Every cycle ends another way (viewer DELETE or hang-up, sender DELETE or hang-up; see bench/_churn.py).
-One token (the loopback principal) opens all of them with 4 slots, so a slot kept by any ended session or
-viewer would refuse a later cycle."""
+One token opens all of them with 4 slots (and a rate limit the churn stays under), so a slot kept by any
+ended session or viewer would refuse a later cycle."""
 
 from __future__ import annotations
 
@@ -71,13 +71,17 @@ async def test_100_sessions_and_100_viewers_leave_memory_threads_fds_and_slots_f
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, LIVEFUSE_AUDIT_LOG=str(tmp_path / "audit.jsonl"))
+    tokens = tmp_path / "tokens.json"
+    token = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), "churn",
+                            "--rate", "6000", "--max-sessions", "4"], cwd=ROOT, env=env, check=True,
+                           capture_output=True, text=True).stdout.split()[0]
     proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--port", str(port),
-                             "--max-sessions", "4"], cwd=ROOT, env=env,
+                             "--max-sessions", "4", "--tokens", str(tokens)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     config = ChurnConfig(viewers=1)
     frame = background(config.width, config.height)
     try:
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
             await _ready(http, url, proc)
             for i in range(WARM_CYCLES):        # first sessions fill caches and pools that then stay
                 await cycle(url, http, frame, config, i)

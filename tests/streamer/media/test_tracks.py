@@ -36,6 +36,34 @@ async def test_private_fused_tracks_get_their_own_frames():
         await asyncio.wait_for(first.recv(), 2)
 
 
+async def test_a_viewer_gets_every_frame_whatever_the_first_consumers_encoder_did_to_it():
+    """aiortc's encoder (PyAV) rebases the frame it encodes to its own clock (pts and time_base change in
+    place). A viewer that copied one frame after that and the next before it compared pts of two clocks
+    and then dropped every later frame: WHEP viewers froze after a frame or two, about one in a hundred."""
+    from fractions import Fraction
+
+    from aiortc.codecs import get_encoder
+    from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+
+    encoder = get_encoder(RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000))
+    source = Broadcast()
+    first, viewer = FusedTrack(source), FusedTrack(source, private=True)
+    got = []
+    for k in range(1, 7):
+        f = indexed_frame(k)
+        f.pts, f.time_base = 3000 * k, Fraction(1, 90000)
+        source.publish(f, time.monotonic())
+        if k % 2:                                   # the viewer copies it after the encoder had it ...
+            encoder.encode(await asyncio.wait_for(first.recv(), 2), False)
+            got.append(await asyncio.wait_for(viewer.recv(), 2))
+        else:                                       # ... or before
+            got.append(await asyncio.wait_for(viewer.recv(), 2))
+            encoder.encode(await asyncio.wait_for(first.recv(), 2), False)
+    assert [read_index(g.to_ndarray(format="rgb24")) for g in got] == [1, 2, 3, 4, 5, 6]
+    assert [(g.pts, g.time_base) for g in got] == [(3000 * k, Fraction(1, 90000)) for k in range(1, 7)]
+    source.close()
+
+
 async def test_two_real_peers_frames_return_processed_in_order(astronaut):
     bg = clip_background(astronaut, 320, 240)
     server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])),

@@ -21,6 +21,8 @@ from typing import Any
 from pathlib import Path
 
 from engines.sources import SourceConfig, SourceRegistry
+from streamer.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
+from streamer.api.routes import ApiBackend
 from streamer.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
 from streamer.safety.auth import AccessPolicy, TokenStore, is_admin, slot_release, token_id_of
@@ -57,6 +59,7 @@ class ProductConfig:
     encoder: str | None = None        # a local transformers folder; None = the bundled MiniLM
     artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
     prompt_cache_size: int = 256
+    photos: PhotoConfig = field(default_factory=PhotoConfig)   # the REST API's photos: batching, encoding
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)
@@ -77,6 +80,7 @@ class Product:
         self._prompts: Any = None
         self._prompts_error: str | None = None
         self._kit: SafetyKit | None = None
+        self._photos: PhotoFuser | None = None
 
     # --- shared parts -------------------------------------------------------------------------------
     @property
@@ -123,6 +127,30 @@ class Product:
                     understand=(lambda text: cache.wait(text, PROMPT_READ_TIMEOUT_S)) if cache is not None else None)
             return self._kit
 
+    @property
+    def photos(self) -> PhotoFuser:
+        """The REST API's photo path: its own batched IMAGE-mode landmarker and identity calls, the
+        kit's denylist, prompt gate, watermark policy and audit log (built on first use)."""
+        with self._lock:
+            if self._photos is None:
+                models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos)
+                self._photos = PhotoFuser(self.config.photos, models, lambda: self._photo_parts(models))
+            return self._photos
+
+    def _photo_landmarker(self) -> Any:
+        from engines.backends import select_backend
+        from engines.faces import LandmarkerConfig
+
+        return select_backend(self.config.faces.backend).landmarker(
+            LandmarkerConfig(max_faces=self.config.sources.max_faces, mode="image"))
+
+    def _photo_parts(self, models: PhotoModels) -> PhotoParts:
+        kit = self.safety
+        registry = SourceRegistry(self.config.sources, embedder=models.embedder, landmarker_factory=models.landmarker)
+        return PhotoParts(sources=SourceGate(registry, kit.sources.denylist, audit=kit.audit), prompts=kit.prompts,
+                          prompt_cache=self.prompts, prompts_error=self.prompts_error, watermark=kit.watermark,
+                          audit=kit.audit, fusion=self.config.fusion, edits=self.config.edits)
+
     # --- per session --------------------------------------------------------------------------------
     def make_pipeline(self, session: Session) -> Pipeline:
         stages: list[Any] = []
@@ -162,11 +190,15 @@ class Product:
     def warm_up(self) -> None:
         """Load the shared models now (in an executor at server start) rather than on the first call."""
         self.registry, self.prompts, self.safety  # noqa: B018 - properties that build on first use
+        self.photos.parts()
+        self.photos.models.landmarker_model()
 
     def close(self) -> None:
         with self._lock:
             if self._prompts is not None:
                 self._prompts.close()
+            if self._photos is not None:
+                self._photos.close()
             if self._kit is not None:
                 self._kit.close()
 
@@ -184,6 +216,7 @@ class Product:
             startup=self.warm_up,
             shutdown=self.close,
             reload=self.reload_tokens,
+            api=ApiBackend(photos=self.photos),
         )
 
 

@@ -12,16 +12,15 @@ separate grant to let someone else watch.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from typing import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from aiohttp import BodyPartReader, web
 
 from streamer import protocol
+from streamer.api.routes import ApiBackend, ApiContext, mount as mount_api
 from streamer.config import ServerConfig
 from streamer.drain import Drainer, DrainResult
 from streamer.load import GpuProbe, observe
@@ -35,21 +34,14 @@ from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
 from streamer.urls import SessionUrls
+from streamer.httpkit import (MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded,  # noqa: F401 - re-exported
+                              read_limited, require_type)
 
 log = logging.getLogger(__name__)
 
 WEB_ROOT = Path(__file__).resolve().parent.parent / "web_client"
 DEMO_SOURCE = Path(__file__).resolve().parent / "assets" / "demo_source.jpg"
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
-
-
-class Refused(web.HTTPException):
-    """An HTTP refusal with a JSON body {"error": reason} (and a machine-readable "code" where one exists)."""
-
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None, code: str | None = None) -> None:
-        self.status_code = status
-        body = {"error": reason} if code is None else {"error": reason, "code": code}
-        super().__init__(headers=headers, text=json.dumps(body), content_type="application/json")
 
 
 class LiveFuseServer:
@@ -276,38 +268,6 @@ class LiveFuseServer:
         return resp
 
 
-def require_type(request: web.Request, allowed: tuple[str, ...]) -> None:
-    if request.content_type not in allowed:
-        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {' or '.join(allowed)}")
-
-
-async def read_limited(request: web.Request, limit: int) -> bytes:
-    """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all)."""
-    if request.content_length is not None and request.content_length > limit:
-        raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
-    return await _bounded(request.content.iter_chunked(64 * 1024), limit, "body")
-
-
-async def _bounded(chunks: AsyncIterator[bytes], limit: int, what: str) -> bytes:
-    """The chunks joined, or 413 as soon as they pass `limit` (never read whole first)."""
-    buf, size = [], 0
-    async for chunk in chunks:
-        size += len(chunk)
-        if size > limit:
-            raise Refused(413, f"{what} is over the limit of {limit} bytes")
-        buf.append(chunk)
-    return b"".join(buf)
-
-
-async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
-    while chunk := await part.read_chunk(64 * 1024):
-        yield chunk
-
-
-MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, source_id, index)
-MAX_FIELD_BYTES = 1024
-
-
 async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, dict[str, str]]:
     """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part."""
     form = {k: v for k, v in request.query.items()}
@@ -329,9 +289,9 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
         if part.name == "image":
             if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
                 raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            data = await _bounded(_part_chunks(part), limit, "image")
+            data = await read_bounded(part_chunks(part), limit, "image")
         elif part.name:
-            value = part.decode(await _bounded(_part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
+            value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
             form[part.name] = value.decode("utf-8", "replace")
     if data is None:
         raise Refused(400, "multipart body has no 'image' part")
@@ -367,6 +327,9 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/readyz", server.readyz)
     r.add_post("/admin/drain", server.admin_drain)
     r.add_get("/metrics", server.metrics_page)
+    mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
+                              limits=server.upload_limits, metrics=server.metrics,
+                              max_image_bytes=config.max_source_bytes), services.api or ApiBackend())
     app.on_shutdown.append(server.close_all)
 
     async def _start_services(app_: web.Application) -> None:

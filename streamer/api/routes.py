@@ -1,0 +1,224 @@
+"""The /v1 routes on the one app `streamer.server.create_app` builds: the same middleware (host, origin,
+token, rate limit), the same upload decoder and limits, the app's metrics. What a route does with a
+request is the product's (`ApiBackend`, filled by `streamer.assembly`); the defaults answer 503.
+
+Every refusal is JSON `{"error", "code"}` with the status a client can act on; nothing heavy runs on the
+event loop (images decode on the upload decoder's threads, the pipeline in the default executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from aiohttp import BodyPartReader, web
+
+from engines.sources import SourceConfig, SourceRefused
+from streamer.api.openapi import openapi
+from streamer.api.photos import FORMATS, FuseRefused, PhotoRequest, encode_image, parse_edits, parse_strength, source_refusal
+from streamer.httpkit import MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded
+from streamer.metrics import Metrics
+from streamer.uploads import UploadDecoder
+
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+PROMPT_MAX = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ApiBackend:
+    """The product's side of the API. `photos.fuse(PhotoRequest) -> PhotoResult` (thread-safe, blocking);
+    `photos.models.add_listener` hears each model batch's size. `jobs`: the clip-job queue (or None)."""
+
+    photos: Any = None
+    jobs: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiContext:
+    """What the routes need from the server they are mounted on (passed in, so the api package never
+    imports the server module)."""
+
+    authorize: Callable[[web.Request], str]        # the principal, or raises a 401 refusal
+    is_admin: Callable[[web.Request], bool]
+    uploads: UploadDecoder
+    limits: SourceConfig
+    metrics: Metrics
+    max_image_bytes: int
+    max_clip_bytes: int = 256 << 20
+
+
+def as_refused(exc: FuseRefused) -> Refused:
+    return Refused(exc.status, str(exc), headers=exc.headers or None, code=exc.code, extra=exc.extra or None)
+
+
+def choose_format(accept: str | None) -> str:
+    """image/png unless Accept prefers image/jpeg; 406 when it takes neither."""
+    if not accept or not accept.strip():
+        return "image/png"
+    best, best_q = None, 0.0
+    for i, item in enumerate(accept.split(",")):
+        media, _, params = item.strip().partition(";")
+        q = 1.0
+        for p in params.split(";"):
+            k, _, v = p.strip().partition("=")
+            if k == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+        media = media.strip().lower()
+        candidates = {"image/png": ["image/png"], "image/jpeg": ["image/jpeg"], "image/*": ["image/png"],
+                      "*/*": ["image/png"]}.get(media, [])
+        for c in candidates:
+            rank = q - (0.001 if media.endswith("*") else 0.0) - i * 1e-6   # exact types beat wildcards
+            if q > 0 and rank > best_q:
+                best, best_q = c, rank
+    if best is None:
+        raise Refused(406, f"Accept {accept[:100]!r} names no type this route returns; ask for image/png or image/jpeg",
+                      code="not_acceptable")
+    return best
+
+
+async def read_form(request: web.Request, files: dict[str, tuple[int, tuple[str, ...]]]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """A flat multipart form: the named file parts (each within its byte limit and of its types) and text
+    fields (each within MAX_FIELD_BYTES); 400/413/415 as for the live upload."""
+    if request.content_type != "multipart/form-data":
+        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send multipart/form-data")
+    total = sum(limit for limit, _ in files.values()) + 64 * 1024
+    if request.content_length is not None and request.content_length > total:
+        raise Refused(413, f"body is {request.content_length} bytes, the limit is {total}", code="too_large")
+    reader = await request.multipart()
+    data: dict[str, bytes] = {}
+    form: dict[str, str] = {}
+    parts = 0
+    async for part in reader:
+        parts += 1
+        if parts > MAX_FORM_PARTS:
+            raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
+        if not isinstance(part, BodyPartReader):
+            raise Refused(400, "nested multipart parts are not accepted; send flat parts", code="bad_request")
+        name = part.name or ""
+        if name in files:
+            limit, types = files[name]
+            ctype = part.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if ctype not in types + ("application/octet-stream", ""):
+                raise Refused(415, f"{name} part has type {ctype!r}; send {', '.join(types)}")
+            try:
+                data[name] = await read_bounded(part_chunks(part), limit, name)
+            except Refused as exc:
+                raise Refused(413, f"{name} is over the limit of {limit} bytes", code=f"{name}_too_large") from exc
+        elif name:
+            value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
+            form[name] = value.decode("utf-8", "replace")
+    missing = [n for n in files if n not in data]
+    if missing:
+        raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")
+    return data, form
+
+
+def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
+    """(prompt, strength, edits) from the form, or a 400."""
+    prompt = form.get("prompt", "")
+    if len(prompt) > PROMPT_MAX:
+        raise Refused(400, f"prompt is longer than {PROMPT_MAX} characters", code="bad_request")
+    try:
+        strength = parse_strength(form.get("strength"))
+        raw = form.get("edits", "")
+        try:
+            edits = parse_edits(json.loads(raw) if raw else None)
+        except ValueError:
+            raise FuseRefused(400, "bad_request", "edits must be a JSON object") from None
+    except FuseRefused as exc:
+        raise as_refused(exc) from None
+    return prompt, strength, edits
+
+
+class ApiRoutes:
+    def __init__(self, ctx: ApiContext, backend: ApiBackend) -> None:
+        self.ctx, self.backend = ctx, backend
+        self._spec = json.dumps(openapi(jobs=backend.jobs is not None), indent=1)
+
+    def _listen(self, model: str, size: int) -> None:
+        self.ctx.metrics.batch_size.labels(model).observe(size)
+
+    async def _start(self, app: web.Application) -> None:
+        if self.backend.photos is not None:
+            self.backend.photos.models.add_listener(self._listen)
+
+    async def _stop(self, app: web.Application) -> None:
+        if self.backend.photos is not None:
+            self.backend.photos.models.remove_listener(self._listen)
+
+    def _count(self, route: str, status: int, t0: float) -> None:
+        self.ctx.metrics.api_requests.labels(route, str(status)).inc()
+        self.ctx.metrics.api_latency.labels(route).observe(time.perf_counter() - t0)
+
+    async def spec(self, request: web.Request) -> web.Response:
+        self.ctx.authorize(request)
+        return web.Response(text=self._spec, content_type="application/json")
+
+    async def decode(self, data: bytes, role: str) -> Any:
+        try:
+            return await self.ctx.uploads.decode(data, self.ctx.limits)
+        except SourceRefused as exc:
+            raise as_refused(source_refusal(exc, role)) from None
+
+    async def fuse(self, request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await self._fuse(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            self._count("fuse", status, t0)
+
+    async def _fuse(self, request: web.Request) -> web.Response:
+        principal = self.ctx.authorize(request)
+        media_type = choose_format(request.headers.get("Accept"))
+        if self.backend.photos is None:
+            raise Refused(503, "this server does not fuse photos", code="unavailable")
+        limit = self.ctx.max_image_bytes
+        data, form = await read_form(request, {"source": (limit, IMAGE_TYPES), "target": (limit, IMAGE_TYPES)})
+        prompt, strength, edits = photo_fields(form)
+        source = await self.decode(data["source"], "source")
+        target = await self.decode(data["target"], "target")
+        req = PhotoRequest(source=source, target=target, principal=principal, consent=form.get("consent", ""),
+                           prompt=prompt, strength=strength, edits=edits)
+        photos = self.backend.photos
+        loop = asyncio.get_running_loop()
+
+        def work() -> tuple[Any, bytes]:
+            result = photos.fuse(req)
+            t = time.perf_counter()
+            body = encode_image(result.image, media_type, photos.config.jpeg_quality)
+            result.timings["encode_ms"] = round((time.perf_counter() - t) * 1000.0, 2)
+            return result, body
+
+        try:
+            result, body = await loop.run_in_executor(None, work)
+        except FuseRefused as exc:
+            self.ctx.metrics.refused.labels("api_" + exc.code).inc()
+            raise as_refused(exc) from None
+        timing = ", ".join(f"{k[:-3]};dur={v}" for k, v in result.timings.items() if k.endswith("_ms"))
+        return web.Response(body=body, content_type=media_type, headers={
+            "X-LiveFuse-Watermark": result.watermark, "X-LiveFuse-Audit-Record": result.request_id,
+            "X-LiveFuse-Faces": f"{result.faces}/{len(result.fused)}", "Server-Timing": timing,
+            "Cache-Control": "no-store"})
+
+
+def mount(app: web.Application, ctx: ApiContext, backend: ApiBackend) -> ApiRoutes:
+    """Add the /v1 routes to `app` (the one app the server builds)."""
+    routes = ApiRoutes(ctx, backend)
+    r = app.router
+    r.add_get("/v1/openapi.json", routes.spec)
+    r.add_post("/v1/fuse", routes.fuse)
+    app.on_startup.append(routes._start)
+    app.on_cleanup.append(routes._stop)
+    return routes

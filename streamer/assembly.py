@@ -41,6 +41,17 @@ from streamer.stages.watermark import WatermarkStage
 log = logging.getLogger(__name__)
 
 STAGE_NAMES = ("faces", "fusion", "edits", "watermark")
+
+
+def default_results() -> str:
+    """LIVEFUSE_RESULTS, else the user's state folder (beside the audit log's default)."""
+    import os
+
+    explicit = os.environ.get("LIVEFUSE_RESULTS")
+    if explicit:
+        return explicit
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "livefuse", "results")
 PROMPT_READ_TIMEOUT_S = 10.0   # how long a prompt change waits for its reading before terms alone decide
 
 
@@ -60,6 +71,7 @@ class ProductConfig:
     artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
     prompt_cache_size: int = 256
     photos: PhotoConfig = field(default_factory=PhotoConfig)   # the REST API's photos: batching, encoding
+    results: str = field(default_factory=lambda: default_results())   # clip-job results: s3://bucket/prefix or a folder
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)

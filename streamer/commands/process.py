@@ -7,15 +7,17 @@ import fractions
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 HELP = "run the pipeline over a video file (audio kept, progress shown)"
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", help="input video (anything FFmpeg reads)")
-    parser.add_argument("-o", "--output", required=True, help="output file: .mp4, .mkv, .mov (H.264) or .webm (VP8)")
+    parser.add_argument("input", help="input video (anything FFmpeg reads), a path or s3://bucket/key")
+    parser.add_argument("-o", "--output", required=True,
+                        help="output file: .mp4, .mkv, .mov (H.264) or .webm (VP8); a path or s3://bucket/key "
+                             "(endpoint and credentials from the standard AWS settings, AWS_ENDPOINT_URL included)")
     parser.add_argument("--source", help="source face image (JPEG/PNG/WebP); 'demo' for the bundled one")
     parser.add_argument("--prompt", default="", help="edit prompt, e.g. 'a slight smile'")
     parser.add_argument("--strength", type=float, default=1.0, help="fusion strength 0..1")
@@ -35,12 +37,24 @@ def run(args: argparse.Namespace) -> int:
     from engines.sources import SourceRefused
     from streamer.assembly import build_services
 
+    import tempfile
+
+    from streamer.storage import StoreError, fetch_input, store_output
+
     services = build_services(product_config(args, "127.0.0.1"))
     try:
-        summary = process_file(args.input, args.output, services, source=args.source, prompt=args.prompt,
-                               strength=args.strength, codec=args.codec, crf=args.crf,
-                               progress=not args.no_progress, overwrite=args.overwrite, consent=args.consent)
-    except (FileNotFoundError, FileExistsError, ValueError, SourceRefused) as exc:
+        with tempfile.TemporaryDirectory(prefix="livefuse-process-") as scratch:
+            remote_out = args.output if args.output.startswith("s3://") else None
+            src = fetch_input(args.input, scratch)
+            dst = Path(scratch) / ("fused-result" + Path(remote_out).suffix) if remote_out else Path(args.output)
+            summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
+                                   strength=args.strength, codec=args.codec, crf=args.crf,
+                                   progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
+                                   consent=args.consent)
+            if remote_out:
+                stored = store_output(dst, remote_out, _media_type(dst))
+                summary["output"] = f"{remote_out} ({stored.size} bytes in {stored.parts} part(s))"
+    except (FileNotFoundError, FileExistsError, ValueError, SourceRefused, StoreError) as exc:
         print(f"livefuse process: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -50,11 +64,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def process_file(input_path: str, output_path: str, services: Any, *, source: str | None = None, prompt: str = "",
+def _media_type(path: Path) -> str:
+    return {".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska",
+            ".webm": "video/webm"}.get(path.suffix.lower(), "application/octet-stream")
+
+
+def process_file(input_path: str, output_path: str, services: Any, *, source: Any = None, prompt: str = "",
                  strength: float = 1.0, codec: str | None = None, crf: int = 20, progress: bool = True,
-                 overwrite: bool = False, consent: bool = False) -> dict[str, Any]:
+                 overwrite: bool = False, consent: bool = False,
+                 on_frame: Callable[[int, int | None], None] | None = None, source_form: dict[str, str] | None = None,
+                 session: Any = None) -> dict[str, Any]:
     """Decode -> pipeline -> encode, in order, no frame dropped (a file is not live). A source other
-    than the bundled demo face needs `consent`; a prompt the policy refuses stops before any work."""
+    than the bundled demo face needs `consent`; a prompt the policy refuses stops before any work.
+    `on_frame(done, total)` after each frame (progress; an exception it raises stops the run and
+    leaves no output file). `source` may also be a decoded RGB array, with `source_form` the upload's
+    form fields (a clip job's), and `session` the Session it runs in (its id goes into the audit log)."""
     import av
     from tqdm import tqdm
 
@@ -71,9 +95,11 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
         raise FileExistsError(f"{dst} exists (use -y to replace it)")
     if dst.resolve() == src.resolve():
         raise ValueError("output must not be the input")
-    session = Session()
+    session = session if session is not None else Session()
     session.update(strength=strength)
-    if source:
+    if source is not None and not isinstance(source, str):   # an uploaded image, already decoded
+        services.register_source(session, source, {"source_id": "source", **(source_form or {})})
+    elif source:
         path = DEMO_SOURCE if source == "demo" else Path(source)
         if not path.is_file():
             raise FileNotFoundError(f"no source image {path}")
@@ -116,6 +142,8 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: st
                     writer.write_video(out)
                     frames += 1
                     bar.update(1)
+                    if on_frame is not None:
+                        on_frame(frames, total)
             writer.close()
         except BaseException:
             bar.close()

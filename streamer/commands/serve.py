@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "sessions to end before closing them (default 900; env LIVEFUSE_DRAIN_TIMEOUT)")
     g.add_argument("--no-hold-audio", dest="hold_audio", action="store_false", default=None,
                    help="send WHEP viewers the sender's audio as it arrives, not held back by the video's server delay")
+    g.add_argument("--results", help="where clip-job results go: s3://bucket/prefix (endpoint, region and credentials "
+                   "from the standard AWS settings, AWS_ENDPOINT_URL included) or a folder (default "
+                   "$LIVEFUSE_RESULTS or ~/.local/state/livefuse/results)")
     add_product_arguments(parser)
 
 
@@ -85,6 +88,8 @@ def product_config(args: argparse.Namespace, host: str):
         changes.update(disable_watermark=True, disable_reason=args.no_watermark_reason)
     config = ProductConfig(safety=replace(safety, **changes), encoder=getattr(args, "encoder", None),
                            artifact=getattr(args, "artifact", None))
+    if getattr(args, "results", None):
+        config = replace(config, results=args.results)
     if getattr(args, "stages", None):
         config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
     backend = config.faces.backend

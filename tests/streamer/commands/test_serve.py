@@ -40,3 +40,9 @@ def test_public_host_reaches_the_access_policy_and_every_address_needs_one(tmp_p
     tokens.write_text('{"tokens": []}')
     with pytest.raises(SystemExit, match="--public-host"):
         main(["serve", "--host", "0.0.0.0", "--port", "8099", "--tokens", str(tokens)])
+
+
+def test_results_option_reaches_the_product(monkeypatch, tmp_path):
+    assert product_config(_args("--results", "s3://bucket/jobs"), "127.0.0.1").results == "s3://bucket/jobs"
+    monkeypatch.setenv("LIVEFUSE_RESULTS", str(tmp_path / "r"))
+    assert product_config(_args(), "127.0.0.1").results == str(tmp_path / "r")

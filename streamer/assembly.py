@@ -21,6 +21,7 @@ from typing import Any
 from pathlib import Path
 
 from engines.sources import SourceConfig, SourceRegistry
+from streamer.api.jobs import JobConfig, JobQueue, JobSpec
 from streamer.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
 from streamer.api.routes import ApiBackend
 from streamer.pipeline import Pipeline
@@ -72,6 +73,7 @@ class ProductConfig:
     prompt_cache_size: int = 256
     photos: PhotoConfig = field(default_factory=PhotoConfig)   # the REST API's photos: batching, encoding
     results: str = field(default_factory=lambda: default_results())   # clip-job results: s3://bucket/prefix or a folder
+    jobs: JobConfig = field(default_factory=JobConfig)
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)
@@ -93,6 +95,7 @@ class Product:
         self._prompts_error: str | None = None
         self._kit: SafetyKit | None = None
         self._photos: PhotoFuser | None = None
+        self._jobs: JobQueue | None = None
 
     # --- shared parts -------------------------------------------------------------------------------
     @property
@@ -148,6 +151,28 @@ class Product:
                 models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos)
                 self._photos = PhotoFuser(self.config.photos, models, lambda: self._photo_parts(models))
             return self._photos
+
+    @property
+    def jobs(self) -> JobQueue:
+        """Clip jobs: each runs the clip path `livefuse process` runs (a session per job, the same
+        stages, consent and prompt gates), its result to the results store."""
+        with self._lock:
+            if self._jobs is None:
+                from streamer.storage import open_store
+
+                results = self.config.results
+                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: open_store(results), audit=self.audit)
+            return self._jobs
+
+    def _run_clip(self, spec: JobSpec, output: Path, on_frame: Any) -> dict[str, Any]:
+        from streamer.clips import process_file
+
+        services = Services(make_pipeline=self.make_pipeline, register_source=self.register_source,
+                            set_prompt=self.set_prompt, audit=self.audit, session_ended=self.session_ended)
+        return process_file(str(spec.clip), str(output), services, source=spec.source,
+                            source_form={"consent": spec.consent}, prompt=spec.prompt, strength=spec.strength,
+                            progress=False, overwrite=True, on_frame=on_frame,
+                            session=Session(spec.id, token_id=spec.owner))
 
     def _photo_landmarker(self) -> Any:
         from engines.backends import select_backend
@@ -209,6 +234,8 @@ class Product:
         with self._lock:
             if self._prompts is not None:
                 self._prompts.close()
+            if self._jobs is not None:
+                self._jobs.close()
             if self._photos is not None:
                 self._photos.close()
             if self._kit is not None:
@@ -228,7 +255,7 @@ class Product:
             startup=self.warm_up,
             shutdown=self.close,
             reload=self.reload_tokens,
-            api=ApiBackend(photos=self.photos),
+            api=ApiBackend(photos=self.photos, jobs=self.jobs),
         )
 
 

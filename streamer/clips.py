@@ -9,12 +9,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def media_type(path: Path) -> str:
-    """The HTTP media type of a clip file, by its suffix."""
-    return {".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska",
-            ".webm": "video/webm"}.get(path.suffix.lower(), "application/octet-stream")
-
-
 def process_file(input_path: str, output_path: str, services: Any, *, source: Any = None, prompt: str = "",
                  strength: float = 1.0, codec: str | None = None, crf: int = 20, progress: bool = True,
                  overwrite: bool = False, consent: bool = False,

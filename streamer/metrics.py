@@ -44,7 +44,6 @@ class Metrics:
         self.api_requests = Counter("livefuse_api_requests", "REST API requests answered", ["route", "status"], registry=r)
         self.api_latency = Histogram("livefuse_api_latency_seconds", "REST API request received to reply ready",
                                      ["route"], buckets=API_BUCKETS, registry=r)
-        self.jobs = Gauge("livefuse_jobs", "clip jobs by state", ["state"], registry=r)
         self._gpu: tuple[Gauge, Gauge, Gauge] | None = None
 
     def gpu_gauges(self) -> tuple[Gauge, Gauge, Gauge]:

@@ -82,6 +82,13 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "delete": {"operationId": "cancelJob", "summary": "Cancel a queued or running job", "parameters": [job_id],
                        "responses": {"200": {"description": "the job, now cancelled (or already finished)", "content": job},
                                      **_common_errors(), "404": _error("no such job for this token")}}}
+        paths["/v1/jobs/{job}/result"] = {"get": {
+            "operationId": "jobResult", "summary": "The result: the file (a local results folder) or a redirect to its presigned URL",
+            "parameters": [job_id],
+            "responses": {"200": {"description": "the fused clip", "content": {"video/*": {"schema": {"type": "string"}}}},
+                          "302": {"description": "to the presigned URL of the result in object storage"},
+                          **_common_errors(), "404": _error("no such job for this token"),
+                          "409": _error("the job has no result (yet)")}}}
         paths["/v1/jobs/{job}/events"] = {"get": {
             "operationId": "jobEvents", "summary": "Server-Sent Events: the job's state and progress as it runs",
             "parameters": [job_id],

@@ -307,28 +307,36 @@ class PhotoFuser:
                 self._parts = parts
             return self._parts, self._watermark  # type: ignore[return-value]
 
+    def admit(self, session: Session, source: np.ndarray, consent: str, prompt: str) -> dict[str, Any]:
+        """The checks a request passes before any work on its target: the source face through the
+        consent / face / denylist gate (into `session`), the prompt through the policy gate. Returns the
+        source gate's reply; FuseRefused (audited) otherwise. Clip jobs run it before they are queued."""
+        parts, _ = self.parts()
+        base = {"request": session.id, "token": session.token_id}
+        try:
+            reply = parts.sources.register(session, source, {"consent": consent})
+        except SourceRefused as exc:
+            parts.audit("api_fuse_refused", **base, code=f"source_{exc.reason}")
+            raise source_refusal(exc) from None
+        if prompt:
+            if parts.prompt_cache is None:
+                raise FuseRefused(503, "prompt_unavailable", f"prompts are unavailable here: {parts.prompts_error}")
+            decision = parts.prompts.set_prompt(session, prompt)
+            if decision.get("allowed") is False:
+                parts.audit("api_fuse_refused", **base, code="prompt_refused", category=decision.get("category"))
+                raise FuseRefused(422, "prompt_refused", f"prompt refused: {decision.get('reason')}",
+                                  extra={"category": decision.get("category")})
+        return reply
+
     def fuse(self, req: PhotoRequest) -> PhotoResult:
         parts, watermark = self.parts()
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         session = Session(req.request_id, token_id=req.principal)
         base = {"request": req.request_id, "token": req.principal}
-        try:
-            reply = parts.sources.register(session, req.source, {"consent": req.consent})
-        except SourceRefused as exc:
-            parts.audit("api_fuse_refused", **base, code=f"source_{exc.reason}")
-            raise source_refusal(exc) from None
-        timings["source_ms"] = (time.perf_counter() - t0) * 1000.0
-        if req.prompt:
-            if parts.prompt_cache is None:
-                raise FuseRefused(503, "prompt_unavailable", f"prompts are unavailable here: {parts.prompts_error}")
-            decision = parts.prompts.set_prompt(session, req.prompt)
-            if decision.get("allowed") is False:
-                parts.audit("api_fuse_refused", **base, code="prompt_refused", category=decision.get("category"))
-                raise FuseRefused(422, "prompt_refused", f"prompt refused: {decision.get('reason')}",
-                                  extra={"category": decision.get("category")})
+        reply = self.admit(session, req.source, req.consent, req.prompt)
+        timings["admit_ms"] = (time.perf_counter() - t0) * 1000.0
         t1 = time.perf_counter()
-        timings["prompt_ms"] = (t1 - t0) * 1000.0 - timings["source_ms"]
         try:
             faces = self.models.detect(req.target)
         except Exception as exc:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from aiohttp import BodyPartReader, web
@@ -24,6 +26,8 @@ from streamer.metrics import Metrics
 from streamer.uploads import UploadDecoder
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
+SSE_KEEPALIVE_S = 15.0
 PROMPT_MAX = 500
 
 
@@ -213,12 +217,206 @@ class ApiRoutes:
             "Cache-Control": "no-store"})
 
 
+    # ---- clip jobs ----------------------------------------------------------------------------------
+    def _jobs(self) -> Any:
+        if self.backend.jobs is None or self.backend.photos is None:
+            raise Refused(503, "this server runs no clip jobs", code="unavailable")
+        return self.backend.jobs
+
+    def _owned(self, request: web.Request) -> Any:
+        principal = self.ctx.authorize(request)
+        job_id = request.match_info["job"]
+        job = self._jobs().get(job_id, principal, self.ctx.is_admin(request))
+        if job is None:
+            raise Refused(404, f"no job {job_id[:64]!r}", code="not_found")
+        return job
+
+    def _job_json(self, job: Any) -> dict[str, Any]:
+        url = self._jobs().result_url(job)
+        if url is not None and url.startswith("file://"):   # a local results folder: served by this API
+            url = f"/v1/jobs/{job.id}/result"
+        return job.public(url)
+
+    async def create_job(self, request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await self._create_job(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            self._count("jobs", status, t0)
+
+    async def _create_job(self, request: web.Request) -> web.Response:
+        from streamer.api.jobs import JobSpec, QueueFull
+        from streamer.session import Session
+
+        principal = self.ctx.authorize(request)
+        jobs = self._jobs()
+        if request.content_type != "multipart/form-data":
+            raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send multipart/form-data")
+        job_id = jobs.new_id()
+        folder_made: list[Path] = []
+        try:
+            source_bytes, clip, suffix, form = await self._read_job_form(request, job_id, folder_made)
+            prompt, strength, _ = photo_fields(form)
+            source = await self.decode(source_bytes, "source")
+            loop = asyncio.get_running_loop()
+            frames = await loop.run_in_executor(None, probe_clip, clip)
+            session = Session(job_id, token_id=principal)
+            try:
+                await loop.run_in_executor(None, self.backend.photos.admit, session, source, form.get("consent", ""), prompt)
+            except FuseRefused as exc:
+                self.ctx.metrics.refused.labels("api_" + exc.code).inc()
+                raise as_refused(exc) from None
+            spec = JobSpec(id=job_id, owner=principal, clip=clip, source=source, consent=form.get("consent", ""),
+                           prompt=prompt, strength=strength, suffix=suffix, frames_total=frames)
+            try:
+                job = jobs.submit(spec)
+            except QueueFull as exc:
+                raise Refused(503, str(exc), {"Retry-After": "30"}, code="queue_full") from None
+        except BaseException:
+            for folder in folder_made:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return web.json_response(self._job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})
+
+    async def _read_job_form(self, request: web.Request, job_id: str, made: list[Path]) -> tuple[bytes, Path, str, dict[str, str]]:
+        """The source image (in memory, within the image limit), the clip (streamed to the job's spool
+        file, within the clip limit) and the text fields."""
+        limit, clip_limit = self.ctx.max_image_bytes, self.ctx.max_clip_bytes
+        if request.content_length is not None and request.content_length > limit + clip_limit + 64 * 1024:
+            raise Refused(413, f"body is {request.content_length} bytes, over the limit", code="too_large")
+        reader = await request.multipart()
+        source: bytes | None = None
+        clip: Path | None = None
+        suffix = ".mp4"
+        form: dict[str, str] = {}
+        parts = 0
+        async for part in reader:
+            parts += 1
+            if parts > MAX_FORM_PARTS:
+                raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
+            if not isinstance(part, BodyPartReader):
+                raise Refused(400, "nested multipart parts are not accepted; send flat parts", code="bad_request")
+            name = part.name or ""
+            ctype = part.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if name == "source":
+                if ctype not in IMAGE_TYPES + ("application/octet-stream", ""):
+                    raise Refused(415, f"source part has type {ctype!r}; send {', '.join(IMAGE_TYPES)}")
+                try:
+                    source = await read_bounded(part_chunks(part), limit, "source")
+                except Refused as exc:
+                    raise Refused(413, f"source is over the limit of {limit} bytes", code="source_too_large") from exc
+            elif name == "target":
+                if ctype not in tuple(CLIP_TYPES) + ("application/octet-stream", ""):
+                    raise Refused(415, f"target part has type {ctype!r}; send {', '.join(CLIP_TYPES)}")
+                suffix = CLIP_TYPES.get(ctype) or (Path(part.filename or "").suffix.lower() if Path(part.filename or "").suffix.lower() in CLIP_TYPES.values() else ".mp4")
+                clip = self._jobs().spool_path(job_id, suffix)
+                made.append(clip.parent)
+                size = 0
+                with clip.open("wb") as f:   # to disk as it arrives: a clip never sits in memory whole
+                    async for chunk in part_chunks(part):
+                        size += len(chunk)
+                        if size > clip_limit:
+                            raise Refused(413, f"target clip is over the limit of {clip_limit} bytes", code="target_too_large")
+                        f.write(chunk)
+            elif name:
+                value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
+                form[name] = value.decode("utf-8", "replace")
+        if source is None or clip is None:
+            missing = [n for n, v in (("source", source), ("target", clip)) if v is None]
+            raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")
+        return source, clip, suffix, form
+
+    async def get_job(self, request: web.Request) -> web.Response:
+        job = self._owned(request)
+        return web.json_response(self._job_json(job), headers={"Cache-Control": "no-store"})
+
+    async def cancel_job(self, request: web.Request) -> web.Response:
+        job = self._owned(request)
+        job = self._jobs().cancel(job.id, job.owner, True)
+        return web.json_response(self._job_json(job))
+
+    async def job_events(self, request: web.Request) -> web.StreamResponse:
+        """Server-Sent Events: an event whenever the job changes, until it ends. The job runs on whether
+        or not anyone listens."""
+        job = self._owned(request)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                               "X-Accel-Buffering": "no"})
+        await response.prepare(request)
+        jobs = self._jobs()
+        version, quiet = -1, 0.0
+        try:
+            while True:
+                job = jobs.get(job.id, job.owner, True)
+                if job is None:
+                    break
+                if job.version != version:
+                    version, quiet = job.version, 0.0
+                    data = json.dumps(self._job_json(job))
+                    await response.write(f"id: {job.version}\nevent: {job.state}\ndata: {data}\n\n".encode())
+                    if job.finished:
+                        break
+                elif quiet >= SSE_KEEPALIVE_S:
+                    quiet = 0.0
+                    await response.write(b": keep-alive\n\n")
+                await asyncio.sleep(0.1)
+                quiet += 0.1
+        except (ConnectionResetError, asyncio.CancelledError):
+            return response   # the client left; the job goes on
+        await response.write_eof()
+        return response
+
+    async def job_result(self, request: web.Request) -> web.StreamResponse:
+        """The result: from a local results folder, the file; from object storage, a redirect to its
+        presigned URL (which a CDN may front)."""
+        job = self._owned(request)
+        url = self._jobs().result_url(job)
+        if url is None:
+            raise Refused(409, f"job {job.id} is {job.state}, it has no result", code="not_ready")
+        if url.startswith("file://"):
+            from streamer.storage.base import media_type
+
+            path = self._jobs().store.path(job.result_key)
+            return web.FileResponse(path, headers={"Content-Type": media_type(path)})
+        raise web.HTTPFound(url)
+
+
+def probe_clip(path: Path) -> int | None:
+    """The clip's frame count (an estimate when its header has none), or a 422 when it holds no video."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise Refused(422, "the target clip has no video stream", code="target_bad_clip")
+            v = container.streams.video[0]
+            if v.frames:
+                return int(v.frames)
+            rate = v.average_rate or v.guessed_rate
+            if container.duration and rate:
+                return int(container.duration / 1e6 * float(rate))
+            return None
+    except av.error.FFmpegError as exc:
+        raise Refused(422, f"the target is not a clip this server reads: {exc}", code="target_bad_clip") from None
+
+
 def mount(app: web.Application, ctx: ApiContext, backend: ApiBackend) -> ApiRoutes:
     """Add the /v1 routes to `app` (the one app the server builds)."""
     routes = ApiRoutes(ctx, backend)
     r = app.router
     r.add_get("/v1/openapi.json", routes.spec)
     r.add_post("/v1/fuse", routes.fuse)
+    if backend.jobs is not None:
+        r.add_post("/v1/jobs", routes.create_job)
+        r.add_get("/v1/jobs/{job}", routes.get_job)
+        r.add_delete("/v1/jobs/{job}", routes.cancel_job)
+        r.add_get("/v1/jobs/{job}/events", routes.job_events)
+        r.add_get("/v1/jobs/{job}/result", routes.job_result)
     app.on_startup.append(routes._start)
     app.on_cleanup.append(routes._stop)
     return routes

@@ -7,7 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from streamer.clips import media_type as _media_type, process_file  # noqa: F401 - the command's engine, re-exported
+from streamer.clips import process_file  # noqa: F401 - the command's engine (tests import it from here)
+from streamer.storage.base import media_type as _media_type
 
 HELP = "run the pipeline over a video file (audio kept, progress shown)"
 log = logging.getLogger(__name__)

@@ -49,3 +49,10 @@ def split_s3_url(url: str) -> tuple[str, str]:
     if not bucket:
         raise ValueError(f"no bucket in {url!r}; write s3://BUCKET/PREFIX")
     return bucket, prefix.strip("/")
+
+
+def media_type(path: str | os.PathLike) -> str:
+    """The HTTP media type of a result file, by its suffix."""
+    return {".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska", ".webm": "video/webm",
+            ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}.get(Path(path).suffix.lower(),
+                                                                                 "application/octet-stream")

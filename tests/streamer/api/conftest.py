@@ -4,7 +4,9 @@ Grace Hopper photo as a protected identity."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fractions
 import io
 import time
 from pathlib import Path
@@ -59,7 +61,8 @@ def api_world(tmp_path_factory, grace_hopper):
     Image.fromarray(grace_hopper).save(deny / "grace.jpg", quality=95)
     audit_path = root / "audit.jsonl"
     product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(audit_path), tokens_file=str(root / "tokens.json"),
-                                                        denylist_dir=str(deny))))
+                                                        denylist_dir=str(deny)),
+                                    results=str(root / "results")))
     product.warm_up()
     yield ApiWorld(product, audit_path, tokens, grace_hopper)
     product.close()
@@ -68,7 +71,14 @@ def api_world(tmp_path_factory, grace_hopper):
 @pytest.fixture
 async def api(api_world):
     """(base url, client session, LiveFuseServer) on loopback; the product outlives each app."""
-    services = dataclasses.replace(api_world.product.services(), shutdown=lambda: None)
+    async with serve_product(api_world.product) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serve_product(product, **service_changes):
+    """The product's services on a loopback server (its shutdown left to the product's owner)."""
+    services = dataclasses.replace(product.services(), shutdown=lambda: None, **service_changes)
     app = create_app(ServerConfig(), services)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
@@ -98,3 +108,45 @@ def wait_until(pred, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return pred()
+
+
+def make_clip(path: Path, photo: np.ndarray, frames: int = 24, size: tuple[int, int] = (320, 240)) -> Path:
+    """An H.264 + AAC mp4: the photo moving as a person before a webcam does, and a 440 Hz tone (1 s)."""
+    import av
+
+    from bench._product import moving_face
+
+    w, h = size
+    with av.open(str(path), "w") as out:
+        v = out.add_stream("libx264", rate=24)
+        v.width, v.height, v.pix_fmt = w, h, "yuv420p"
+        v.options = {"crf": "18", "preset": "ultrafast"}
+        a = out.add_stream("aac", rate=48000)
+        for i in range(frames):
+            f = av.VideoFrame.from_ndarray(moving_face(photo, w, h, i), format="rgb24")
+            f.pts, f.time_base = i, fractions.Fraction(1, 24)
+            for p in v.encode(f):
+                out.mux(p)
+        for p in v.encode(None):
+            out.mux(p)
+        t = np.arange(48000) / 48000.0
+        tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+        for k in range(0, len(tone), 1024):
+            af = av.AudioFrame.from_ndarray(tone[None, k:k + 1024], format="fltp", layout="mono")
+            af.sample_rate, af.pts, af.time_base = 48000, k, fractions.Fraction(1, 48000)
+            for p in a.encode(af):
+                out.mux(p)
+        for p in a.encode(None):
+            out.mux(p)
+    return path
+
+
+def job_form(source: bytes | None, clip: bytes | None, **fields: str) -> aiohttp.FormData:
+    form = aiohttp.FormData()
+    if source is not None:
+        form.add_field("source", source, filename="source.jpg", content_type="image/jpeg")
+    if clip is not None:
+        form.add_field("target", clip, filename="clip.mp4", content_type="video/mp4")
+    for k, v in fields.items():
+        form.add_field(k, v)
+    return form

@@ -17,6 +17,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--size", type=int, default=512, help="target photo height in pixels (Grace Hopper, scaled)")
     parser.add_argument("--window-ms", type=float, default=4.0, help="the batchers' wait for company")
     parser.add_argument("--max-batch", type=int, default=8)
+    parser.add_argument("--clip-frames", type=int, default=48, help="frames of the clip job (640x480, 24 fps, audio); 0 skips it")
 
 
 def _jpeg(img) -> bytes:
@@ -89,10 +90,44 @@ async def _run_mode(batching: bool, args, source: bytes, targets: list[bytes], l
                 out[f"c{c}"] = {"requests": n, "photos_per_s": round(n / wall, 2),
                                 "p50_ms": round(float(np.percentile(lat, 50)), 1),
                                 "p95_ms": round(float(np.percentile(lat, 95)), 1), "batches": batches}
+            if batching and args.clip_frames > 0:
+                out["clip_job"] = await _clip_job(http, str(server.make_url("")).rstrip("/"), source, args.clip_frames)
     finally:
         await server.close()
         product.close()
     return out
+
+
+async def _clip_job(http, base: str, source: bytes, frames: int) -> dict:
+    """One clip job through POST /v1/jobs and its events: frames per second while it runs."""
+    import json
+
+    import aiohttp
+
+    from bench._product import grace_hopper
+    from tests.streamer.api.conftest import make_clip
+
+    path = make_clip(Path(tempfile.mkdtemp(prefix="livefuse-bench-clip-")) / "clip.mp4", grace_hopper(), frames, (640, 480))
+    form = aiohttp.FormData()
+    form.add_field("source", source, filename="s.jpg", content_type="image/jpeg")
+    form.add_field("target", path.read_bytes(), filename="clip.mp4", content_type="video/mp4")
+    form.add_field("consent", "true")
+    t0 = time.perf_counter()
+    async with http.post(f"{base}/v1/jobs", data=form) as r:
+        job = await r.json()
+    started = done = None
+    async with http.get(f"{base}/v1/jobs/{job['id']}/events") as r:
+        async for raw in r.content:
+            line = raw.decode().strip()
+            if line == "event: running" and started is None:
+                started = time.perf_counter()
+            if line.startswith("data: "):
+                job = json.loads(line[6:])
+        done = time.perf_counter()
+    run_s = done - (started or t0)
+    return {"frames": job["frames_done"], "size": "640x480", "state": job["state"],
+            "frames_per_s": round(job["frames_done"] / run_s, 1) if run_s > 0 else None,
+            "submit_to_done_s": round(done - t0, 2), "results": "a local folder"}
 
 
 def run(args) -> dict:

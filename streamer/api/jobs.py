@@ -205,6 +205,11 @@ class JobQueue:
         job = self.states.get(job_id)
         if job is None or not (admin or job.owner == principal):
             return None
+        if job.state == "running" and time.time() - job.heartbeat > self.config.stale_after_s:
+            with self._lock:
+                mine = job_id in self._active
+            if not mine:   # whoever asks about a job whose runner is gone learns so (and records it)
+                job = self._reap_one(job, time.time())
         return job
 
     def cancel(self, job_id: str, principal: str | None, admin: bool = False) -> Job | None:
@@ -231,11 +236,14 @@ class JobQueue:
             mine = set(self._active)
         for job in self.states.all():
             if job.state == "running" and job.id not in mine and now - job.heartbeat > self.config.stale_after_s:
-                job = self.states.update(job.id, state="failed",
-                                         error=f"its runner stopped (no heartbeat for {now - job.heartbeat:.0f} s)")
-                self.audit("job_failed", job=job.id, token=job.owner, error=job.error)
-                reaped.append(job)
+                reaped.append(self._reap_one(job, now))
         return reaped
+
+    def _reap_one(self, job: Job, now: float) -> Job:
+        job = self.states.update(job.id, state="failed",
+                                 error=f"its runner stopped (no heartbeat for {now - job.heartbeat:.0f} s)")
+        self.audit("job_failed", job=job.id, token=job.owner, error=job.error)
+        return job
 
     def close(self) -> None:
         """Stop taking jobs; running ones are cancelled at their next frame, queued ones marked failed."""

@@ -180,4 +180,6 @@ def test_a_job_whose_runner_died_is_marked_failed_with_a_reason(tmp_path):
     dead = queue.get("a" * 32, "alice")
     assert dead.state == "failed" and "runner stopped (no heartbeat for 120 s)" in dead.error
     assert queue.get("b" * 32, "alice").state == "running"
+    states.put(Job("c" * 32, "alice", state="running", heartbeat=now - 90))
+    assert "no heartbeat for 90 s" in queue.get("c" * 32, "alice").error   # asking about it is enough
     assert queue.cancel("a" * 32, "alice").state == "failed"   # a finished job stays as it ended

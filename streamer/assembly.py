@@ -74,6 +74,7 @@ class ProductConfig:
     photos: PhotoConfig = field(default_factory=PhotoConfig)   # the REST API's photos: batching, encoding
     results: str = field(default_factory=lambda: default_results())   # clip-job results: s3://bucket/prefix or a folder
     jobs: JobConfig = field(default_factory=JobConfig)
+    jobs_redis: str = ""              # redis://host:port/db: clip jobs shared by every replica; "" = this process only
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)
@@ -161,7 +162,14 @@ class Product:
                 from streamer.storage import open_store
 
                 results = self.config.results
-                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: open_store(results), audit=self.audit)
+                shared: dict[str, Any] = {}
+                if self.config.jobs_redis:
+                    from streamer.api.redis_jobs import RedisJobStates, RedisTransport, connect
+
+                    client = connect(self.config.jobs_redis)
+                    shared = {"states": RedisJobStates(client), "transport": lambda store: RedisTransport(client, store)}
+                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: open_store(results), audit=self.audit,
+                                      **shared)
             return self._jobs
 
     def _run_clip(self, spec: JobSpec, output: Path, on_frame: Any) -> dict[str, Any]:
@@ -229,6 +237,8 @@ class Product:
         self.registry, self.prompts, self.safety  # noqa: B018 - properties that build on first use
         self.photos.parts()
         self.photos.models.landmarker_model()
+        if self.config.jobs_redis:   # a replica of a shared queue runs jobs any replica accepted
+            self.jobs.start()
 
     def close(self) -> None:
         with self._lock:

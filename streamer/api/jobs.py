@@ -34,7 +34,7 @@ STATES = ("queued", "running") + TERMINAL
 
 @dataclass(frozen=True, slots=True)
 class JobConfig:
-    workers: int = 1                 # clips run one at a time per worker; a clip is already many frames of work
+    workers: int = 1                 # clips run one at a time per worker (0: this replica accepts jobs, others run them)
     max_queued: int = 16             # beyond this, 503 + Retry-After
     spool: str = ""                  # where uploaded clips wait ("" = a temporary folder)
     stale_after_s: float = 60.0      # a running job with no heartbeat for this long has lost its runner
@@ -54,6 +54,7 @@ class Job:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     heartbeat: float = field(default_factory=time.time)
+    cancel_requested: bool = False   # DELETE on a running job: its runner (on any replica) stops at its next frame
     version: int = 0
 
     @property
@@ -91,6 +92,14 @@ class JobStates(Protocol):
     def all(self) -> list[Job]: ...
 
 
+def changed(job: Job, changes: dict[str, Any]) -> Job:
+    """`job` with `changes` applied, its version bumped; a finished job keeps its state (a late cancel or
+    reap changes nothing)."""
+    if job.finished and changes.get("state") not in (None, job.state):
+        return job
+    return replace(job, **changes, updated=time.time(), version=job.version + 1)
+
+
 class MemoryJobStates:
     """Job state in this process (lost with it; one replica)."""
 
@@ -108,17 +117,42 @@ class MemoryJobStates:
 
     def update(self, job_id: str, **changes: Any) -> Job:
         with self._lock:
-            job = self._jobs[job_id]
-            if job.finished and changes.get("state") not in (None, job.state):
-                return job   # a finished job stays finished (a late cancel, a late reap)
-            now = time.time()
-            job = replace(job, **changes, updated=now, version=job.version + 1)
+            job = changed(self._jobs[job_id], changes)
             self._jobs[job_id] = job
             return job
 
     def all(self) -> list[Job]:
         with self._lock:
             return list(self._jobs.values())
+
+
+class JobTransport(Protocol):
+    """How a job gets from the replica that accepted it to the one that runs it."""
+
+    def push(self, spec: JobSpec) -> None: ...
+    def pop(self, timeout: float, spool: Path) -> JobSpec | None:
+        """The next job (its inputs on this machine, under `spool`), or None after `timeout` s."""
+    def done(self, spec: JobSpec) -> None:
+        """The job has ended: drop what the transport kept for it."""
+
+
+class MemoryTransport:
+    """Jobs handed between threads of this process (the spooled clip stays where it was written)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[JobSpec] = queue.Queue()
+
+    def push(self, spec: JobSpec) -> None:
+        self._queue.put(spec)
+
+    def pop(self, timeout: float, spool: Path) -> JobSpec | None:
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def done(self, spec: JobSpec) -> None:
+        return None
 
 
 class QueueFull(RuntimeError):
@@ -135,7 +169,8 @@ ClipRunner = Callable[[JobSpec, Path, Callable[[int, "int | None"], None]], dict
 
 class JobQueue:
     def __init__(self, config: JobConfig, run: ClipRunner, store: ResultStore | Callable[[], ResultStore], *,
-                 states: JobStates | None = None, audit: Callable[..., None] | None = None) -> None:
+                 states: JobStates | None = None, transport: JobTransport | Callable[[ResultStore], JobTransport] | None = None,
+                 audit: Callable[..., None] | None = None) -> None:
         """`store` may be a callable that opens it: nothing is opened, spooled or started until the
         first job (a server that takes none pays nothing)."""
         self.config = config
@@ -144,12 +179,21 @@ class JobQueue:
         self.states = states or MemoryJobStates()
         self.audit = audit or (lambda event, **fields: None)
         self._spool: Path | None = None
-        self._queue: queue.Queue[JobSpec | None] = queue.Queue()
+        self._transport = transport or MemoryTransport()
         self._cancel: set[str] = set()
         self._active: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
         self._workers: list[threading.Thread] = []
+
+    @property
+    def transport(self) -> JobTransport:
+        """(A callable transport is given the store when first needed: a shared queue keeps inputs there.)"""
+        store = self.store
+        with self._lock:
+            if not hasattr(self._transport, "push"):
+                self._transport = self._transport(store)  # type: ignore[operator]
+            return self._transport  # type: ignore[return-value]
 
     @property
     def store(self) -> ResultStore:
@@ -165,12 +209,17 @@ class JobQueue:
                 self._spool.mkdir(parents=True, exist_ok=True)
             return self._spool
 
+    def start(self) -> None:
+        """Start the workers now (they start with the first job otherwise); with a shared queue, a replica
+        runs jobs other replicas accepted."""
+        self._start_workers()
+
     def _start_workers(self) -> None:
         with self._lock:
             if self._workers or self._closed:
                 return
             self._workers = [threading.Thread(target=self._work, name=f"clip-job-{i}", daemon=True)
-                             for i in range(max(1, self.config.workers))]
+                             for i in range(self.config.workers)]
             for t in self._workers:
                 t.start()
 
@@ -194,10 +243,13 @@ class JobQueue:
                 raise QueueFull(f"{waiting} jobs are waiting already; try again later")
             job = Job(spec.id, spec.owner, frames_total=spec.frames_total)
             self.states.put(job)
-        self.store  # noqa: B018 - opened now, so a bad store setting fails the first job's worker, not silently
         self._start_workers()
+        try:
+            self.transport.push(spec)
+        except Exception as exc:
+            self.states.update(spec.id, state="failed", error=f"queueing the job failed: {exc}")
+            raise
         self.audit("job_submitted", job=spec.id, token=spec.owner, frames=spec.frames_total, prompt=spec.prompt[:500])
-        self._queue.put(spec)
         return job
 
     def get(self, job_id: str, principal: str | None, admin: bool = False) -> Job | None:
@@ -221,6 +273,8 @@ class JobQueue:
         if job.state == "queued":   # a queued job is cancelled at once; a running one at its next frame
             job = self.states.update(job_id, state="cancelled", error="cancelled by the client")
             self.audit("job_cancelled", job=job_id, token=principal)
+        else:
+            job = self.states.update(job_id, cancel_requested=True)
         return job
 
     def result_url(self, job: Job) -> str | None:
@@ -251,26 +305,35 @@ class JobQueue:
             self._closed = True
             self._cancel.update(self._active)
             workers = list(self._workers)
-        for _ in workers:
-            self._queue.put(None)
         for t in workers:
             t.join(timeout=30)
-        for job in self.states.all():
-            if job.state == "queued":
-                self.states.update(job.id, state="failed", error="the server stopped before the job ran")
+        if isinstance(self._transport, MemoryTransport):   # a shared queue keeps its jobs for the other replicas
+            for job in self.states.all():
+                if job.state == "queued":
+                    self.states.update(job.id, state="failed", error="the server stopped before the job ran")
 
     # -- the worker's side ---------------------------------------------------------------------------
     def _work(self) -> None:
-        while True:
-            spec = self._queue.get()
+        transport = self.transport
+        while not self._closed:
+            try:
+                spec = transport.pop(0.5, self._spool_root())
+            except Exception as exc:   # the queue is unreachable: say so, wait, try again
+                log.warning("taking a clip job failed: %s", exc)
+                time.sleep(1.0)
+                continue
             if spec is None:
-                return
+                continue
             try:
                 self._run_one(spec)
             except Exception:   # never lose the worker; the job is already marked
                 log.exception("clip job %s", spec.id)
             finally:
                 shutil.rmtree(self._spool_root() / spec.id, ignore_errors=True)
+                try:
+                    transport.done(spec)
+                except Exception:
+                    log.exception("cleaning up after clip job %s", spec.id)
 
     def _run_one(self, spec: JobSpec) -> None:
         job = self.states.get(spec.id)
@@ -279,7 +342,8 @@ class JobQueue:
         with self._lock:
             self._active.add(spec.id)
         try:
-            self.states.update(spec.id, state="running", heartbeat=time.time())
+            if self.states.update(spec.id, state="running", heartbeat=time.time()).state != "running":
+                return   # cancelled between the queue and here
             last = [0.0]
 
             def on_frame(done: int, total: int | None) -> None:
@@ -288,7 +352,10 @@ class JobQueue:
                 now = time.time()
                 if now - last[0] >= self.config.progress_every_s or (total is not None and done >= total):
                     last[0] = now
-                    self.states.update(spec.id, frames_done=done, frames_total=total or spec.frames_total, heartbeat=now)
+                    job = self.states.update(spec.id, frames_done=done, frames_total=total or spec.frames_total,
+                                             heartbeat=now)
+                    if job.cancel_requested or job.finished:   # cancelled through another replica
+                        raise JobCancelled()
 
             out = self._spool_root() / spec.id / f"result{spec.suffix}"
             try:

@@ -275,9 +275,12 @@ class ApiRoutes:
             spec = JobSpec(id=job_id, owner=principal, clip=clip, source=source, consent=form.get("consent", ""),
                            prompt=prompt, strength=strength, suffix=suffix, frames_total=frames)
             try:
-                job = jobs.submit(spec)
+                job = await loop.run_in_executor(None, jobs.submit, spec)   # a shared queue uploads the inputs first
             except QueueFull as exc:
                 raise Refused(503, str(exc), {"Retry-After": "30"}, code="queue_full") from None
+            except Exception as exc:   # the shared queue or the store is unreachable: nothing was queued
+                raise Refused(503, f"the job could not be queued: {exc}", {"Retry-After": "30"},
+                              code="queue_unavailable") from None
         except BaseException:
             for folder in folder_made:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--results", help="where clip-job results go: s3://bucket/prefix (endpoint, region and credentials "
                    "from the standard AWS settings, AWS_ENDPOINT_URL included) or a folder (default "
                    "$LIVEFUSE_RESULTS or ~/.local/state/livefuse/results)")
+    g.add_argument("--jobs-redis", help="redis://HOST:PORT/DB: clip jobs (state and queue) shared by every replica "
+                   "that names it (env LIVEFUSE_JOBS_REDIS); default: jobs live in this process")
     add_product_arguments(parser)
 
 
@@ -90,6 +92,11 @@ def product_config(args: argparse.Namespace, host: str):
                            artifact=getattr(args, "artifact", None))
     if getattr(args, "results", None):
         config = replace(config, results=args.results)
+    import os
+
+    redis_url = getattr(args, "jobs_redis", None) or os.environ.get("LIVEFUSE_JOBS_REDIS", "")
+    if redis_url:
+        config = replace(config, jobs_redis=redis_url)
     if getattr(args, "stages", None):
         config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
     backend = config.faces.backend

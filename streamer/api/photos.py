@@ -29,11 +29,10 @@ from engines.sources import SourceRefused
 from kernels.numpy import watermark as np_wm
 from streamer.pipeline import FrameState, Pipeline
 from streamer.safety.watermark_policy import WatermarkPolicy
-from streamer.session import Controls, Session, frame_context
+from streamer.session import Session, frame_context
 from streamer.stages.edits import EditsStage, EditsStageConfig
 from streamer.stages.fusion import FusionConfig, FusionStage
 
-FORMATS = {"image/png": "png", "image/jpeg": "jpeg"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from aiohttp import BodyPartReader, web
 
 from engines.sources import SourceConfig, SourceRefused
 from streamer.api.openapi import openapi
-from streamer.api.photos import FORMATS, FuseRefused, PhotoRequest, encode_image, parse_edits, parse_strength, source_refusal
+from streamer.api.photos import FuseRefused, PhotoRequest, encode_image, parse_edits, parse_strength, source_refusal
 from streamer.httpkit import MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded
 from streamer.metrics import Metrics
 from streamer.uploads import UploadDecoder

@@ -8,7 +8,6 @@ import io
 import json
 
 import numpy as np
-import pytest
 from PIL import Image
 
 from streamer.cli import main

@@ -180,7 +180,8 @@ class JobQueue:
         self.audit = audit or (lambda event, **fields: None)
         self._spool: Path | None = None
         self._transport = transport or MemoryTransport()
-        self._cancel: set[str] = set()
+        self._cancel: set[str] = set()          # runs to stop at their next frame (a client's cancel, or closing)
+        self._client_cancel: set[str] = set()   # ... of those, the ones a client cancelled
         self._active: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -270,6 +271,7 @@ class JobQueue:
             return job
         with self._lock:
             self._cancel.add(job_id)
+            self._client_cancel.add(job_id)
         if job.state == "queued":   # a queued job is cancelled at once; a running one at its next frame
             job = self.states.update(job_id, state="cancelled", error="cancelled by the client")
             self.audit("job_cancelled", job=job_id, token=principal)
@@ -300,7 +302,8 @@ class JobQueue:
         return job
 
     def close(self) -> None:
-        """Stop taking jobs; running ones are cancelled at their next frame, queued ones marked failed."""
+        """Stop taking jobs; running ones stop at their next frame and fail with that reason; queued ones
+        are marked failed (a shared queue keeps them for the other replicas)."""
         with self._lock:
             self._closed = True
             self._cancel.update(self._active)
@@ -361,7 +364,13 @@ class JobQueue:
             try:
                 summary = self.run(spec, out, on_frame)
             except JobCancelled:
-                self._finish(spec, "cancelled", error="cancelled by the client")
+                with self._lock:
+                    by_client = spec.id in self._client_cancel
+                current = self.states.get(spec.id)
+                if by_client or (current is not None and current.cancel_requested):
+                    self._finish(spec, "cancelled", error="cancelled by the client")
+                else:   # this replica is stopping: say so, so the client knows to submit it again
+                    self._finish(spec, "failed", error="the server stopped while the job ran; submit it again")
                 return
             except Exception as exc:
                 self._finish(spec, "failed", error=f"processing failed: {exc}")
@@ -378,6 +387,7 @@ class JobQueue:
             with self._lock:
                 self._active.discard(spec.id)
                 self._cancel.discard(spec.id)
+                self._client_cancel.discard(spec.id)
 
     def _finish(self, spec: JobSpec, state: str, **changes: Any) -> None:
         job = self.states.update(spec.id, state=state, heartbeat=time.time(), **changes)

@@ -369,7 +369,7 @@ class ApiRoutes:
                     await response.write(b": keep-alive\n\n")
                 await asyncio.sleep(0.1)
                 quiet += 0.1
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:
             return response   # the client left; the job goes on
         await response.write_eof()
         return response

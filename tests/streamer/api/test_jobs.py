@@ -183,3 +183,24 @@ def test_a_job_whose_runner_died_is_marked_failed_with_a_reason(tmp_path):
     states.put(Job("c" * 32, "alice", state="running", heartbeat=now - 90))
     assert "no heartbeat for 90 s" in queue.get("c" * 32, "alice").error   # asking about it is enough
     assert queue.cancel("a" * 32, "alice").state == "failed"   # a finished job stays as it ended
+
+
+def test_a_replica_that_stops_mid_job_fails_it_with_that_reason(api_world, astronaut, grace_hopper, tmp_path):
+    """Closing the queue (the server stopping) is not a client's cancel: the job says what happened."""
+    import numpy as np
+
+    from streamer.api.jobs import JobSpec
+    from streamer.storage.local import LocalStore
+
+    product = api_world.product
+    queue = JobQueue(JobConfig(progress_every_s=0.0), product._run_clip, LocalStore(tmp_path / "results"))
+    clip = queue.spool_path("e" * 32, ".mp4")
+    make_clip(clip, grace_hopper, 96)
+    queue.submit(JobSpec(id="e" * 32, owner="alice", clip=clip, source=np.ascontiguousarray(astronaut), consent="true"))
+    deadline = time.monotonic() + 60
+    while queue.get("e" * 32, "alice").frames_done < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    queue.close()
+    job = queue.get("e" * 32, "alice")
+    assert job.state == "failed" and job.error == "the server stopped while the job ran; submit it again"
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.mp4"))

@@ -90,7 +90,7 @@ class S3Store:
                 status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
                 if code not in RETRYABLE_CODES and status not in RETRYABLE_CODES:
                     raise StoreError(f"{self.description}: {what} refused: {code or status} "
-                                     f"{err.get('Message', '')}".rstrip()) from None
+                                     f"{err.get('Message') or ''}".rstrip()) from None
                 last = exc
             except BotoCoreError as exc:   # connection refused or reset, timeouts, bad endpoint
                 last = exc

@@ -40,6 +40,7 @@ class JobConfig:
     stale_after_s: float = 60.0      # a running job with no heartbeat for this long has lost its runner
     url_expires_s: int = 3600        # presigned result URLs
     progress_every_s: float = 0.2    # how often progress is written to the state store
+    input_allow: tuple[str, ...] = ()   # URL prefixes a job's `target_url` may name (s3://bucket/, https://host/); none by default
 
 
 @dataclass(frozen=True, slots=True)

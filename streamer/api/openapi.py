@@ -72,6 +72,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "responses": {"202": {"description": "accepted; poll Location or follow its events", "content": job,
                                   "headers": {"Location": {"schema": {"type": "string"}}}},
                           "400": _error("a malformed form"), **_common_errors(),
+                          "403": _error("target_url is not on this server's input allowlist (input_not_allowed)"),
                           "413": _error("the clip or source is over its limit"), "415": _error("not multipart/form-data"),
                           "422": _error("the source face or prompt is refused (codes as for /v1/fuse)"),
                           "503": _error("the job queue is full (Retry-After)")}}}
@@ -121,9 +122,11 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
                     "edits": {"type": "string", "description": "a JSON object of slider edits, e.g. {\"smile\": 0.4}",
                               "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/Edits"}}}},
-                "JobForm": {"type": "object", "required": ["source", "target", "consent"], "properties": {
+                "JobForm": {"type": "object", "required": ["source", "consent"], "properties": {
                     "source": {"type": "string", "contentMediaType": "image/*"},
                     "target": {"type": "string", "contentMediaType": "video/*", "description": "the clip (mp4, mkv, mov, webm)"},
+                    "target_url": {"type": "string", "description": "instead of `target`: an s3:// or https:// URL the "
+                                   "server reads, if its input allowlist admits it (redirects are not followed)"},
                     "consent": {"type": "string", "enum": ["true", "1", "yes", "on"]},
                     "prompt": {"type": "string", "maxLength": 500},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1}}},

@@ -265,13 +265,15 @@ class ApiRoutes:
             prompt, strength, _ = photo_fields(form)
             source = await self.decode(source_bytes, "source")
             loop = asyncio.get_running_loop()
-            frames = await loop.run_in_executor(None, probe_clip, clip)
             session = Session(job_id, token_id=principal)
-            try:
+            try:   # consent, face, denylist and prompt first: cheap refusals before any clip is read
                 await loop.run_in_executor(None, self.backend.photos.admit, session, source, form.get("consent", ""), prompt)
             except FuseRefused as exc:
                 self.ctx.metrics.refused.labels("api_" + exc.code).inc()
                 raise as_refused(exc) from None
+            if clip is None:
+                clip, suffix = await self._fetch_target(form["target_url"], job_id, folder_made)
+            frames = await loop.run_in_executor(None, probe_clip, clip)
             spec = JobSpec(id=job_id, owner=principal, clip=clip, source=source, consent=form.get("consent", ""),
                            prompt=prompt, strength=strength, suffix=suffix, frames_total=frames)
             try:
@@ -287,7 +289,23 @@ class ApiRoutes:
             raise
         return web.json_response(self._job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
-    async def _read_job_form(self, request: web.Request, job_id: str, made: list[Path]) -> tuple[bytes, Path, str, dict[str, str]]:
+    async def _fetch_target(self, url: str, job_id: str, made: list[Path]) -> tuple[Path, str]:
+        """A clip the server reads itself (`target_url`), if the input allowlist admits it."""
+        from streamer.storage.stores import InputRefused, fetch_url
+
+        suffix = Path(url.split("?")[0]).suffix.lower()
+        suffix = suffix if suffix in CLIP_TYPES.values() else ".mp4"
+        clip = self._jobs().spool_path(job_id, suffix)
+        made.append(clip.parent)
+        allow, limit = tuple(self._jobs().config.input_allow), self.ctx.max_clip_bytes
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: fetch_url(url, clip, allow=allow, max_bytes=limit))
+        except InputRefused as exc:
+            status = {"input_not_allowed": 403, "input_too_large": 413, "input_bad_url": 400}.get(exc.code, 422)
+            raise Refused(status, str(exc), code=exc.code) from None
+        return clip, suffix
+
+    async def _read_job_form(self, request: web.Request, job_id: str, made: list[Path]) -> tuple[bytes, Path | None, str, dict[str, str]]:
         """The source image (in memory, within the image limit), the clip (streamed to the job's spool
         file, within the clip limit) and the text fields."""
         limit, clip_limit = self.ctx.max_image_bytes, self.ctx.max_clip_bytes
@@ -330,6 +348,10 @@ class ApiRoutes:
             elif name:
                 value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
                 form[name] = value.decode("utf-8", "replace")
+        if clip is not None and form.get("target_url"):
+            raise Refused(400, "send the clip as a 'target' part or a 'target_url', not both", code="bad_request")
+        if source is not None and clip is None and form.get("target_url"):
+            return source, None, suffix, form   # the clip is read after the source and prompt pass their gates
         if source is None or clip is None:
             missing = [n for n, v in (("source", source), ("target", clip)) if v is None]
             raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "$LIVEFUSE_RESULTS or ~/.local/state/livefuse/results)")
     g.add_argument("--jobs-redis", help="redis://HOST:PORT/DB: clip jobs (state and queue) shared by every replica "
                    "that names it (env LIVEFUSE_JOBS_REDIS); default: jobs live in this process")
+    g.add_argument("--job-input-allow", dest="job_input_allow", action="append",
+                   help="a URL prefix clip jobs may read their clip from (target_url), e.g. s3://uploads/ or "
+                        "https://media.example.com/clips/; repeatable; none by default")
     add_product_arguments(parser)
 
 
@@ -94,6 +97,8 @@ def product_config(args: argparse.Namespace, host: str):
         config = replace(config, results=args.results)
     import os
 
+    if getattr(args, "job_input_allow", None):
+        config = replace(config, jobs=replace(config.jobs, input_allow=tuple(args.job_input_allow)))
     redis_url = getattr(args, "jobs_redis", None) or os.environ.get("LIVEFUSE_JOBS_REDIS", "")
     if redis_url:
         config = replace(config, jobs_redis=redis_url)

@@ -204,3 +204,47 @@ def test_a_replica_that_stops_mid_job_fails_it_with_that_reason(api_world, astro
     job = queue.get("e" * 32, "alice")
     assert job.state == "failed" and job.error == "the server stopped while the job ran; submit it again"
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.mp4"))
+
+
+async def test_a_job_reads_its_clip_from_an_allowlisted_url_only(api_world, moto_s3, astronaut, clip_bytes, tmp_path):
+    """`target_url` instead of a `target` part: s3:// and http(s):// inputs on the allowlist are read
+    (bounded, no redirects followed); anything else is refused before any work."""
+    from aiohttp import web
+
+    product = api_world.product
+    s3 = moto_s3.client()
+    s3.create_bucket(Bucket="uploads")
+    s3.put_object(Bucket="uploads", Key="clips/in.mp4", Body=clip_bytes)
+    media = web.Application()
+    media.router.add_get("/clips/in.mp4", lambda r: web.Response(body=clip_bytes, content_type="video/mp4"))
+    media.router.add_get("/clips/moved.mp4", lambda r: web.HTTPFound("http://127.0.0.1:9/elsewhere.mp4"))
+    from aiohttp.test_utils import TestServer
+
+    media_server = TestServer(media, host="127.0.0.1", port=0)
+    await media_server.start_server()
+    http_base = str(media_server.make_url("")).rstrip("/")
+    queue = JobQueue(JobConfig(input_allow=("s3://uploads/clips/", f"{http_base}/clips/")), product._run_clip,
+                     S3Store("results", "livefuse"), audit=product.audit)
+    try:
+        async with serve_product(product, api=ApiBackend(photos=product.photos, jobs=queue)) as (url, http, _):
+            async def post(target_url: str):
+                async with http.post(f"{url}/v1/jobs", data=job_form(encode(astronaut), None, consent="true",
+                                                                     target_url=target_url),
+                                     headers=api_world.headers()) as r:
+                    return r.status, await r.json()
+
+            for good in ("s3://uploads/clips/in.mp4", f"{http_base}/clips/in.mp4"):
+                status, job = await post(good)
+                assert status == 202 and job["frames_total"] == FRAMES, (good, job)
+                events = await events_until_done(http, f"{url}/v1/jobs/{job['id']}/events", api_world.headers())
+                assert events[-1][0] == "done", events[-1]
+            for bad, code in (("s3://uploads/private/in.mp4", "input_not_allowed"),
+                              ("s3://uploads/clipsX/in.mp4", "input_not_allowed"),
+                              ("file:///etc/passwd", "input_bad_url"),
+                              (f"{http_base}/clips/moved.mp4", "input_unreadable"),
+                              ("s3://uploads/clips/missing.mp4", "input_unreadable")):
+                status, body = await post(bad)
+                assert body.get("code") == code, (bad, status, body)
+    finally:
+        queue.close()
+        await media_server.close()

@@ -44,6 +44,7 @@ class PhotoConfig:
     window_ms: float = 4.0         # how long the first call of a batch waits for company
     jpeg_quality: int = 92
     pattern_cache: int = 32        # watermark patterns kept, by (image size, payload)
+    max_inflight: int = 64         # photo requests decoded and waiting or running at once; beyond it 503 busy
 
 
 class FuseRefused(Exception):

@@ -143,6 +143,7 @@ def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
 class ApiRoutes:
     def __init__(self, ctx: ApiContext, backend: ApiBackend) -> None:
         self.ctx, self.backend = ctx, backend
+        self._inflight = 0   # photo requests past the door (on the event loop only: no lock)
         self._spec = json.dumps(openapi(jobs=backend.jobs is not None), indent=1)
 
     def _listen(self, model: str, size: int) -> None:
@@ -188,6 +189,17 @@ class ApiRoutes:
         media_type = choose_format(request.headers.get("Accept"))
         if self.backend.photos is None:
             raise Refused(503, "this server does not fuse photos", code="unavailable")
+        most = self.backend.photos.config.max_inflight
+        if self._inflight >= most:   # each holds two decoded images until it runs: memory stays bounded
+            self.ctx.metrics.refused.labels("api_busy").inc()
+            raise Refused(503, f"{most} photos are in progress; try again shortly", {"Retry-After": "1"}, code="busy")
+        self._inflight += 1
+        try:
+            return await self._fuse_admitted(request, principal, media_type)
+        finally:
+            self._inflight -= 1
+
+    async def _fuse_admitted(self, request: web.Request, principal: str, media_type: str) -> web.Response:
         limit = self.ctx.max_image_bytes
         data, form = await read_form(request, {"source": (limit, IMAGE_TYPES), "target": (limit, IMAGE_TYPES)})
         prompt, strength, edits = photo_fields(form)

@@ -58,3 +58,26 @@ async def test_fifty_concurrent_requests_none_lost_batches_formed(api, api_world
     print(f"\n50 requests, 16 connections: {wall:.1f} s, {50 / wall:.1f} photos/s, p50 {np.percentile(lat, 50):.0f} ms, "
           f"p95 {np.percentile(lat, 95):.0f} ms; landmark calls {calls:.0f} for {items:.0f} images "
           f"(mean batch {items / calls:.2f}, {single:.0f} of one)")
+
+
+async def test_photos_past_the_inflight_bound_are_told_busy(api_world, astronaut, grace_hopper):
+    """Requests beyond `max_inflight` are refused at once with 503 + Retry-After, not queued in memory."""
+    import dataclasses
+
+    from streamer.api.routes import ApiBackend
+    from tests.streamer.api.conftest import serve_product
+
+    from streamer.api.photos import PhotoFuser
+
+    product = api_world.product
+    shared = product.photos
+    narrow = PhotoFuser(dataclasses.replace(shared.config, max_inflight=1), shared.models, lambda: shared.parts()[0])
+    async with serve_product(product, api=ApiBackend(photos=narrow)) as (url, http, _):
+        async def one():
+            async with http.post(f"{url}/v1/fuse", data=fuse_form(encode(astronaut), encode(grace_hopper), consent="true"),
+                                 headers=api_world.headers()) as r:
+                return r.status, r.headers.get("Retry-After"), (await r.json())["code"] if r.status != 200 else None
+
+        results = await asyncio.gather(*(one() for _ in range(4)))
+    assert (200, None, None) in results
+    assert (503, "1", "busy") in results, results

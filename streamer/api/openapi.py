@@ -55,7 +55,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                               "source_occluded, source_bad_image, source_protected_identity, target_no_face, "
                               "target_bad_image, prompt_refused (with its category)"),
                 "500": _error("a pipeline step failed (code <stage>_failed); no unmarked image is ever returned"),
-                "503": _error("busy (the upload decoder's budget is taken; Retry-After) or prompts unavailable"),
+                "503": _error("busy: too many photos in progress (code busy) or the upload decoder's budget taken (source_busy), both with Retry-After; or prompt_unavailable"),
             }}},
         "/v1/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This description",

@@ -248,3 +248,23 @@ async def test_a_job_reads_its_clip_from_an_allowlisted_url_only(api_world, moto
     finally:
         queue.close()
         await media_server.close()
+
+
+async def test_a_job_survives_its_client_leaving(api, api_world, astronaut, clip_bytes):
+    """The events stream is closed after its first event; the job runs to the end regardless."""
+    url, http, _ = api
+    async with http.post(f"{url}/v1/jobs", data=job_form(encode(astronaut), clip_bytes, consent="true"),
+                         headers=api_world.headers()) as r:
+        job_id = (await r.json())["id"]
+    async with http.get(f"{url}/v1/jobs/{job_id}/events", headers=api_world.headers()) as r:
+        first = await r.content.readline()
+        assert first.startswith(b"id: ")
+    # the client went away; ask again later, on a new connection
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        async with http.get(f"{url}/v1/jobs/{job_id}", headers=api_world.headers()) as r:
+            job = await r.json()
+        if job["state"] in ("done", "failed", "cancelled"):
+            break
+        await asyncio.sleep(0.1)
+    assert job["state"] == "done" and job["frames_done"] == FRAMES

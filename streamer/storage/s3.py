@@ -204,3 +204,82 @@ class S3Store:
 
     def delete(self, key: str) -> None:
         self._call(f"deleting {key}", self.client.delete_object, Bucket=self.bucket, Key=self.full_key(key))
+
+
+class GrowingUpload:
+    """A file that is still being written (a live recording), uploaded while it grows: each time `poll()`
+    finds a whole part's worth of new bytes past what is sent, that part goes up; `finish()` sends the
+    rest as the last part and completes the upload; `abort()` (or a failure) leaves no object. The file
+    must only grow by appending (a fragmented MP4 does). Memory: one part at a time."""
+
+    def __init__(self, store: S3Store, key: str, path: str | os.PathLike, content_type: str = "video/mp4") -> None:
+        self.store, self.key, self.path = store, store.full_key(key), Path(path)
+        self.content_type = content_type
+        self.sent = 0
+        self.parts: list[dict[str, Any]] = []
+        self.upload_id: str | None = None
+        self.done = False
+
+    def _start(self) -> str:
+        if self.upload_id is None:
+            s = self.store
+            self.upload_id = s._call(f"starting the upload of {self.key}", s.client.create_multipart_upload,
+                                     Bucket=s.bucket, Key=self.key, ContentType=self.content_type)["UploadId"]
+        return self.upload_id
+
+    def _send(self, data: bytes) -> None:
+        s = self.store
+        n = len(self.parts) + 1
+        reply = s._call(f"uploading part {n} of {self.key}", s.client.upload_part, Bucket=s.bucket, Key=self.key,
+                        UploadId=self._start(), PartNumber=n, Body=data)
+        self.parts.append({"PartNumber": n, "ETag": reply["ETag"]})
+        self.sent += len(data)
+
+    def poll(self) -> int:
+        """Send every whole part written since the last call; how many went."""
+        part, count = self.store.settings.part_size, 0
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        while size - self.sent >= part:
+            with self.path.open("rb") as f:
+                f.seek(self.sent)
+                data = f.read(part)
+            try:
+                self._send(data)
+            except BaseException:
+                self.abort()
+                raise
+            count += 1
+        return count
+
+    def finish(self) -> StoredObject:
+        """The file is complete: the rest goes up (as the last part, or as one object when it is small)."""
+        try:
+            self.poll()
+            with self.path.open("rb") as f:
+                f.seek(self.sent)
+                rest = f.read()
+            if self.upload_id is None:   # never reached one part: one plain upload, whole or not at all
+                s = self.store
+                s._call(f"uploading {self.key}", s.client.put_object, Bucket=s.bucket, Key=self.key, Body=rest,
+                        ContentType=self.content_type)
+                self.sent += len(rest)
+            else:
+                if rest:
+                    self._send(rest)
+                s = self.store
+                s._call(f"completing the upload of {self.key}", s.client.complete_multipart_upload, Bucket=s.bucket,
+                        Key=self.key, UploadId=self.upload_id, MultipartUpload={"Parts": self.parts})
+        except BaseException:
+            self.abort()
+            raise
+        self.done = True
+        return StoredObject(key=self.key, url=f"s3://{self.store.bucket}/{self.key}", size=self.sent,
+                            parts=max(1, len(self.parts)))
+
+    def abort(self) -> None:
+        if self.upload_id is not None and not self.done:
+            self.store._abort(self.key, self.upload_id)
+            self.upload_id = None

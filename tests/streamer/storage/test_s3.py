@@ -90,3 +90,30 @@ def test_a_store_that_is_down_from_the_start_says_so(moto_s3, tmp_path):
     with pytest.raises(StoreError, match=r"s3://results: uploading x.bin failed after 2 tries: .*(Could not connect|Connect)"):
         store.put_file("x.bin", tmp_path / "x.bin")
     moto_s3.start()
+
+
+def test_a_growing_file_goes_up_in_parts_while_it_is_written(moto_s3, tmp_path):
+    from streamer.storage.s3 import GrowingUpload
+
+    store = S3Store("results", "rec", fast())
+    path = tmp_path / "live.mp4"
+    up = GrowingUpload(store, "session/live.mp4", path)
+    written = b""
+    with path.open("ab") as f:
+        for _ in range(6):   # 2 MiB at a time, as a recording grows
+            chunk = os.urandom(2 * MiB)
+            f.write(chunk)
+            f.flush()
+            written += chunk
+            up.poll()
+    s3 = moto_s3.client()
+    uploads = s3.list_multipart_uploads(Bucket="results").get("Uploads", [])
+    assert len(uploads) == 1   # parts went up while the file was still open
+    assert len(s3.list_parts(Bucket="results", Key="rec/session/live.mp4", UploadId=uploads[0]["UploadId"])["Parts"]) == 2
+    assert s3.list_objects_v2(Bucket="results").get("KeyCount", 0) == 0   # nothing visible until it ends
+    got = up.finish()
+    assert got.parts == 3 and got.size == len(written)
+    assert s3.get_object(Bucket="results", Key="rec/session/live.mp4")["Body"].read() == written
+    small = GrowingUpload(store, "session/short.mp4", tmp_path / "short.mp4")
+    (tmp_path / "short.mp4").write_bytes(b"x" * 1000)
+    assert small.finish().parts == 1

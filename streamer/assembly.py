@@ -97,6 +97,7 @@ class Product:
         self._kit: SafetyKit | None = None
         self._photos: PhotoFuser | None = None
         self._jobs: JobQueue | None = None
+        self._results: Any = None
 
     # --- shared parts -------------------------------------------------------------------------------
     @property
@@ -154,21 +155,34 @@ class Product:
             return self._photos
 
     @property
+    def results_store(self) -> Any:
+        """Where clip-job results and session recordings go (`ProductConfig.results`), opened on first use."""
+        with self._lock:
+            if self._results is None:
+                from streamer.storage import open_store
+
+                self._results = open_store(self.config.results)
+            return self._results
+
+    def record_session(self, session: Session, video: Any, audio: Any) -> Any:
+        """A live session's recording (streamer/sinks/recorder.py) into the results store."""
+        from streamer.sinks.recorder import SessionRecording
+
+        return SessionRecording(session.id, video, audio, self.results_store)
+
+    @property
     def jobs(self) -> JobQueue:
         """Clip jobs: each runs the clip path `livefuse process` runs (a session per job, the same
         stages, consent and prompt gates), its result to the results store."""
         with self._lock:
             if self._jobs is None:
-                from streamer.storage import open_store
-
-                results = self.config.results
                 shared: dict[str, Any] = {}
                 if self.config.jobs_redis:
                     from streamer.api.redis_jobs import RedisJobStates, RedisTransport, connect
 
                     client = connect(self.config.jobs_redis)
                     shared = {"states": RedisJobStates(client), "transport": lambda store: RedisTransport(client, store)}
-                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: open_store(results), audit=self.audit,
+                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: self.results_store, audit=self.audit,
                                       **shared)
             return self._jobs
 
@@ -266,6 +280,7 @@ class Product:
             shutdown=self.close,
             reload=self.reload_tokens,
             api=ApiBackend(photos=self.photos, jobs=self.jobs),
+            record=self.record_session,
         )
 
 

@@ -31,6 +31,7 @@ class ServerConfig:
     max_source_bytes: int = 10 * 1024 * 1024
     max_source_pixels: int = 4096 * 4096
     max_clip_bytes: int = 256 * 1024 * 1024   # a clip job's upload (streamed to disk as it arrives)
+    record_sessions: bool = False         # record every session to the results store (else those that ask: "record": true)
     max_message_bytes: int = 16 * 1024    # one data-channel message
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
     stats_interval_s: float = 1.0

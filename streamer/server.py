@@ -52,6 +52,8 @@ class LiveFuseServer:
         self.services = services
         self.metrics = Metrics()
         self.peers: dict[str, PeerSession] = {}
+        self.recordings: dict[str, tuple[str | None, Any]] = {}   # session id -> (owner, recording), the last 256
+        self._finishing: set[asyncio.Task] = set()                 # recordings being finalised
         self._pending = 0
         self.started = time.time()
         self.camera = None
@@ -101,8 +103,11 @@ class LiveFuseServer:
             raise Refused(404, f"no session {session_id!r}")
         return peer
 
-    async def open_session(self, request: web.Request, sdp: str, kind: str) -> PeerSession:
+    async def open_session(self, request: web.Request, sdp: str, kind: str, record: bool = False) -> PeerSession:
         token = self.authorize(request)
+        record = record or self.config.record_sessions
+        if record and self.services.record is None:
+            raise Refused(400, "this server records no sessions", code="recording_unavailable")
         self.reserve()
         try:
             session = Session(client=request.remote or "", token_id=token)
@@ -121,6 +126,8 @@ class LiveFuseServer:
             except Exception:
                 await peer.close("setup failed")
                 raise
+            if record and kind != "whep":
+                await self._start_recording(peer)
             self.peers[session.id] = peer
             self.metrics.sessions.set(len(self.peers))
             self.metrics.sessions_total.labels(kind).inc()
@@ -131,7 +138,32 @@ class LiveFuseServer:
         finally:
             self._pending -= 1
 
+    async def _start_recording(self, peer: PeerSession) -> None:
+        from streamer.media.tracks import FusedTrack
+
+        rec = self.services.record(peer.session, FusedTrack(peer.worker.outbox, private=True), peer.listen())
+        try:
+            await rec.start()
+        except Exception as exc:
+            await peer.close("recording failed to start")
+            raise Refused(503, f"the recording could not start: {exc}", code="recording_failed") from None
+        self.recordings[peer.session.id] = (peer.session.token_id, rec)
+        while len(self.recordings) > 256:
+            self.recordings.pop(next(iter(self.recordings)))
+        self.services.audit("recording_started", session=peer.session.id, key=rec.key)
+
+    async def _finish_recording(self, session_id: str, rec: Any) -> None:
+        await rec.stop()
+        info = rec.info()
+        self.services.audit("recording_" + ("done" if info["state"] == "done" else "failed"), session=session_id,
+                            key=info["key"], parts=info["parts"], error=info["error"])
+
     def _closed(self, peer: PeerSession) -> None:
+        held = self.recordings.get(peer.session.id)
+        if held is not None:   # finalised in the background: the file closes, the rest goes up
+            task = asyncio.ensure_future(self._finish_recording(peer.session.id, held[1]))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
         if self.peers.get(peer.session.id) is peer:
             del self.peers[peer.session.id]
         if self.camera is not None:
@@ -142,6 +174,8 @@ class LiveFuseServer:
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
         if self.camera is not None:
             self.camera.close()
+        if self._finishing:
+            await asyncio.gather(*list(self._finishing), return_exceptions=True)
         await asyncio.to_thread(self.uploads.close)
 
     # ---- routes ----------------------------------------------------------------------------------------
@@ -162,7 +196,9 @@ class LiveFuseServer:
             raise Refused(400, f"body is not JSON the server accepts: {exc}") from None
         if not isinstance(msg, dict) or not isinstance(msg.get("sdp"), str) or msg.get("type") != "offer":
             raise Refused(400, 'expected {"sdp": "<offer SDP>", "type": "offer"}')
-        peer = await self.open_session(request, msg["sdp"], "offer")
+        if not isinstance(msg.get("record", False), bool):
+            raise Refused(400, '"record" must be true or false')
+        peer = await self.open_session(request, msg["sdp"], "offer", record=msg.get("record", False))
         desc = peer.pc.localDescription
         return web.json_response({"sdp": desc.sdp, "type": desc.type, "session": peer.session.id,
                                   "stages": peer.worker.pipeline.names,
@@ -235,7 +271,17 @@ class LiveFuseServer:
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
                          "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
             "sources": sorted(peer.session.sources),
+            "recording": self.recordings[peer.session.id][1].info() if peer.session.id in self.recordings else None,
         })
+
+    async def recording(self, request: web.Request) -> web.Response:
+        """A session's recording, also after the session ended (its owner or an admin; 404 otherwise)."""
+        principal = self.authorize(request)
+        sid = request.match_info["session"]
+        held = self.recordings.get(sid)
+        if held is None or not (held[0] == principal or self.services.is_admin(request)):
+            raise Refused(404, f"no recording of session {sid!r}")
+        return web.json_response(held[1].info())
 
     async def edits(self, request: web.Request) -> web.Response:
         """The edit vocabulary the page builds its sliders from."""
@@ -322,6 +368,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)
     r.add_get("/sessions/{session}", server.session_info)
+    r.add_get("/sessions/{session}/recording", server.recording)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
     r.add_get("/readyz", server.readyz)

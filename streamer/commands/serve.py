@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--results", help="where clip-job results go: s3://bucket/prefix (endpoint, region and credentials "
                    "from the standard AWS settings, AWS_ENDPOINT_URL included) or a folder (default "
                    "$LIVEFUSE_RESULTS or ~/.local/state/livefuse/results)")
+    g.add_argument("--record-sessions", dest="record_sessions", action="store_true", default=None,
+                   help="record every live session (processed video, audio kept) to the --results store, in parts "
+                        "while it runs (else only sessions whose offer says \"record\": true)")
     g.add_argument("--jobs-redis", help="redis://HOST:PORT/DB: clip jobs (state and queue) shared by every replica "
                    "that names it (env LIVEFUSE_JOBS_REDIS); default: jobs live in this process")
     g.add_argument("--job-input-allow", dest="job_input_allow", action="append",
@@ -140,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
+        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout",
+        "record_sessions")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:

@@ -72,6 +72,15 @@ rgw data = {d}/rgw
 
 
 def start_radosgw(folder: Path, timeout: float = 60.0) -> RadosGW:
+    """The cluster up and a user made; whatever started is stopped again if any step fails."""
+    try:
+        return _start(folder, timeout)
+    except BaseException:
+        stop_radosgw(RadosGW("", folder))
+        raise
+
+
+def _start(folder: Path, timeout: float) -> RadosGW:
     d = folder
     for sub in ("run", "log", "mon", "osd/ceph-0", "rgw"):
         (d / sub).mkdir(parents=True, exist_ok=True)
@@ -89,7 +98,14 @@ def start_radosgw(folder: Path, timeout: float = 60.0) -> RadosGW:
     run("ceph-mon", *c, "-i", "a")
     run("ceph", *c, "osd", "new", osd_uuid)
     run("ceph-osd", *c, "-i", "0", "--mkfs", "--osd-uuid", osd_uuid)   # the OSD's uuid must be the one the map holds
-    run("ceph-osd", *c, "-i", "0")
+    for attempt in range(5):   # Ceph 16's OSD sometimes sends its first command before it has the monitor's map
+        try:                   # ("wrong fsid") and exits; a moment later it starts
+            run("ceph-osd", *c, "-i", "0")
+            break
+        except subprocess.CalledProcessError:
+            if attempt == 4:
+                raise
+            time.sleep(1.0)
     run("radosgw", *c, "-n", "client.rgw")
     gw = RadosGW(f"http://127.0.0.1:{rgw}", d)
     deadline = time.monotonic() + timeout
@@ -99,7 +115,6 @@ def start_radosgw(folder: Path, timeout: float = 60.0) -> RadosGW:
             break
         except Exception:
             if time.monotonic() > deadline:
-                stop_radosgw(gw)
                 raise RuntimeError(f"radosgw did not answer on {gw.endpoint} within {timeout} s; logs in {d / 'log'}")
             time.sleep(0.3)
     run("radosgw-admin", *c, "user", "create", "--uid", "livefuse", "--display-name", "livefuse",

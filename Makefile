@@ -42,6 +42,8 @@ debian-tools:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
 	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v radosgw >/dev/null 2>&1 || missing="$$missing ceph-mon ceph-osd radosgw ceph-common"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \

@@ -1,4 +1,7 @@
-"""One landmark network shared by every stream in the process: calls that arrive together run as one batch.
+"""Model calls shared by every caller in the process: calls that arrive together run as one batch.
+
+`DynamicBatcher` (at the end) batches any model over a list of items (the photo API's landmarker and identity
+embedder); `SharedBatchRunner` batches the torch landmark network's crops for live streams.
 
 Each session's face stage runs on its own worker thread and asks for its faces' landmarks once a frame.
 On a GPU, one batch of 8 or 32 crops costs little more than one crop, so a shared runner gathers the
@@ -213,3 +216,136 @@ def shared_runner(key: tuple, make: Callable[[Callable[[], None]], ArrayBatchRun
         made = make(forget)
         _SHARED[key] = made
         return made
+
+
+BatchListener = Callable[[str, int], None]   # (model name, batch size) after each batch
+
+
+class DynamicBatcher:
+    """Any model call over a list of items, shared by the threads that call it: calls that arrive within
+    `window_ms` of the first (up to `max_batch` items) run as one `fn(items)` on the batcher's own thread,
+    and each caller gets its own result. Where a model is cheaper per item in a batch (a GPU, dlib's
+    batched descriptor) requests that arrive together share its calls; where it is not, the queue still
+    serves one model from one thread instead of many threads fighting over its lock.
+
+    `fn(items) -> results` returns one result per item, in order; an Exception instance in its place
+    fails only that caller, and an exception raised by `fn` fails the whole batch (each caller learns
+    why; the next batch runs as usual). With `enabled=False` each call runs `fn([item])` on the caller's
+    thread (the baseline batching is measured against). Listeners hear every batch's size (metrics)."""
+
+    def __init__(self, fn: Callable[[list[Any]], list[Any]], *, name: str, max_batch: int = 8,
+                 window_ms: float = 5.0, enabled: bool = True) -> None:
+        self.name, self._fn = name, fn
+        self.max_batch, self.window_s = max(1, int(max_batch)), max(0.0, window_ms) / 1000.0
+        self.enabled = enabled
+        self.stats = BatchStats()
+        self._listeners: list[BatchListener] = []
+        self._queue: list[tuple[Any, Future]] = []
+        self._cv = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        if enabled:
+            self._thread = threading.Thread(target=self._serve, name=f"batcher-{name}", daemon=True)
+            self._thread.start()
+
+    def add_listener(self, listener: BatchListener) -> None:
+        with self._cv:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: BatchListener) -> None:
+        with self._cv:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def __call__(self, item: Any) -> Any:
+        if not self.enabled:
+            with self._cv:
+                if self._closed:
+                    raise RuntimeError(f"the {self.name} batcher is closed")
+                self.stats.calls += 1
+            out = self._fn([item])
+            self._count(1)
+            return _result(out, 1, self.name)[0].result()
+        done: Future = Future()
+        with self._cv:
+            if self._closed:
+                raise RuntimeError(f"the {self.name} batcher is closed")
+            self._queue.append((item, done))
+            self.stats.calls += 1
+            self._cv.notify_all()
+        return done.result()
+
+    def close(self) -> None:
+        """Stop the worker; calls still queued fail (none hang)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def _take(self) -> list[tuple[Any, Future]] | None:
+        import time
+
+        with self._cv:
+            while not self._queue and not self._closed:
+                self._cv.wait()
+            if self._closed:
+                for _, done in self._queue:
+                    done.set_exception(RuntimeError(f"the {self.name} batcher was closed"))
+                self._queue.clear()
+                return None
+            deadline = time.monotonic() + self.window_s
+            while len(self._queue) < self.max_batch and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
+            return batch
+
+    def _serve(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                results = _result(self._fn([item for item, _ in batch]), len(batch), self.name)
+            except BaseException as exc:   # every caller learns why; the next batch runs as usual
+                for _, done in batch:
+                    done.set_exception(exc)
+                self._count(len(batch))
+                continue
+            for (_, done), res in zip(batch, results):
+                if res.exception() is not None:
+                    done.set_exception(res.exception())
+                else:
+                    done.set_result(res.result())
+            self._count(len(batch))
+
+    def _count(self, n: int) -> None:
+        with self._cv:
+            self.stats.batches += 1
+            self.stats.items += n
+            self.stats.largest = max(self.stats.largest, n)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(self.name, n)
+            except Exception:   # a metrics hook must not fail the callers
+                pass
+
+
+def _result(out: Any, n: int, name: str) -> list[Future]:
+    """`fn`'s list as settled futures (an Exception in a slot fails that slot only)."""
+    if not isinstance(out, (list, tuple)) or len(out) != n:
+        raise RuntimeError(f"the {name} model returned {len(out) if hasattr(out, '__len__') else out!r} "
+                           f"results for {n} items")
+    futures = []
+    for value in out:
+        f: Future = Future()
+        if isinstance(value, BaseException):
+            f.set_exception(value)
+        else:
+            f.set_result(value)
+        futures.append(f)
+    return futures

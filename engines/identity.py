@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -59,6 +60,31 @@ class IdentityEmbedder:
             shape = self._shape(img, rect)
             vec = self._net.compute_face_descriptor(img, shape, self.config.num_jitters, self.config.chip_padding)
         return np.asarray(vec, dtype=np.float32)
+
+    def embed_many(self, items: Sequence[tuple[np.ndarray, Face]]) -> list[np.ndarray | IdentityError]:
+        """Embeddings of many (image, face) pairs in one batched network call (dlib's batch descriptor:
+        cheaper per face where dlib runs on a GPU; on the CPU about the same as one call each). A face
+        that cannot be embedded gets its IdentityError in its place; the others are still embedded."""
+        out: list[np.ndarray | IdentityError | None] = [None] * len(items)
+        imgs, shapes, where = [], [], []
+        with self._lock:
+            for i, (image, face) in enumerate(items):
+                img = _rgb(image)
+                try:
+                    rect = self._rect(img, face)
+                except IdentityError as exc:
+                    out[i] = exc
+                    continue
+                dets = self._dlib.full_object_detections()
+                dets.append(self._shape(img, rect))
+                imgs.append(img)
+                shapes.append(dets)
+                where.append(i)
+            if imgs:
+                vecs = self._net.compute_face_descriptor(imgs, shapes, self.config.num_jitters, self.config.chip_padding)
+                for i, per_image in zip(where, vecs):
+                    out[i] = np.asarray(per_image[0], dtype=np.float32)
+        return out  # type: ignore[return-value]
 
     def chip(self, image: np.ndarray, face: Face, size: int = 150) -> np.ndarray:
         """The aligned chip the network sees (for drawing and debugging)."""

@@ -23,6 +23,9 @@ from pathlib import Path
 
 from engines.sources import SourceConfig, SourceRegistry
 from engines.swappers.swapper import NeuralSwapper, SwapperConfig, load_swapper
+from streamer.api.jobs import JobConfig, JobQueue, JobSpec
+from streamer.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
+from streamer.api.routes import ApiBackend
 from streamer.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
 from streamer.safety.auth import AccessPolicy, TokenStore, is_admin, slot_release, token_id_of
@@ -42,6 +45,17 @@ from streamer.stages.watermark import WatermarkStage
 log = logging.getLogger(__name__)
 
 STAGE_NAMES = ("faces", "fusion", "edits", "watermark")
+
+
+def default_results() -> str:
+    """LIVEFUSE_RESULTS, else the user's state folder (beside the audit log's default)."""
+    import os
+
+    explicit = os.environ.get("LIVEFUSE_RESULTS")
+    if explicit:
+        return explicit
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "livefuse", "results")
 PROMPT_READ_TIMEOUT_S = 10.0   # how long a prompt change waits for its reading before terms alone decide
 
 
@@ -63,6 +77,10 @@ class ProductConfig:
     encoder: str | None = None        # a local transformers folder; None = the bundled MiniLM
     artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
     prompt_cache_size: int = 256
+    photos: PhotoConfig = field(default_factory=PhotoConfig)   # the REST API's photos: batching, encoding
+    results: str = field(default_factory=lambda: default_results())   # clip-job results: s3://bucket/prefix or a folder
+    jobs: JobConfig = field(default_factory=JobConfig)
+    jobs_redis: str = ""              # redis://host:port/db: clip jobs shared by every replica; "" = this process only
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)
@@ -94,6 +112,9 @@ class Product:
         self._prompts_error: str | None = None
         self._kit: SafetyKit | None = None
         self._swapper: NeuralSwapper | None = None
+        self._photos: PhotoFuser | None = None
+        self._jobs: JobQueue | None = None
+        self._results: Any = None
 
     # --- shared parts -------------------------------------------------------------------------------
     @property
@@ -149,6 +170,72 @@ class Product:
                     understand=(lambda text: cache.wait(text, PROMPT_READ_TIMEOUT_S)) if cache is not None else None)
             return self._kit
 
+    @property
+    def photos(self) -> PhotoFuser:
+        """The REST API's photo path: its own batched IMAGE-mode landmarker and identity calls, the
+        kit's denylist, prompt gate, watermark policy and audit log (built on first use)."""
+        with self._lock:
+            if self._photos is None:
+                models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos)
+                self._photos = PhotoFuser(self.config.photos, models, lambda: self._photo_parts(models))
+            return self._photos
+
+    @property
+    def results_store(self) -> Any:
+        """Where clip-job results and session recordings go (`ProductConfig.results`), opened on first use."""
+        with self._lock:
+            if self._results is None:
+                from streamer.storage import open_store
+
+                self._results = open_store(self.config.results)
+            return self._results
+
+    def record_session(self, session: Session, video: Any, audio: Any) -> Any:
+        """A live session's recording (streamer/sinks/recorder.py) into the results store."""
+        from streamer.sinks.recorder import SessionRecording
+
+        return SessionRecording(session.id, video, audio, self.results_store)
+
+    @property
+    def jobs(self) -> JobQueue:
+        """Clip jobs: each runs the clip path `livefuse process` runs (a session per job, the same
+        stages, consent and prompt gates), its result to the results store."""
+        with self._lock:
+            if self._jobs is None:
+                shared: dict[str, Any] = {}
+                if self.config.jobs_redis:
+                    from streamer.api.redis_jobs import RedisJobStates, RedisTransport, connect
+
+                    client = connect(self.config.jobs_redis)
+                    shared = {"states": RedisJobStates(client), "transport": lambda store: RedisTransport(client, store)}
+                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: self.results_store, audit=self.audit,
+                                      **shared)
+            return self._jobs
+
+    def _run_clip(self, spec: JobSpec, output: Path, on_frame: Any) -> dict[str, Any]:
+        from streamer.clips import process_file
+
+        services = Services(make_pipeline=self.make_pipeline, register_source=self.register_source,
+                            set_prompt=self.set_prompt, audit=self.audit, session_ended=self.session_ended)
+        return process_file(str(spec.clip), str(output), services, source=spec.source,
+                            source_form={"consent": spec.consent}, prompt=spec.prompt, strength=spec.strength,
+                            progress=False, overwrite=True, on_frame=on_frame,
+                            session=Session(spec.id, token_id=spec.owner))
+
+    def _photo_landmarker(self) -> Any:
+        from engines.backends import select_backend
+        from engines.faces import LandmarkerConfig
+
+        return select_backend(self.config.faces.backend).landmarker(
+            LandmarkerConfig(max_faces=self.config.sources.max_faces, mode="image"))
+
+    def _photo_parts(self, models: PhotoModels) -> PhotoParts:
+        kit = self.safety
+        registry = SourceRegistry(self.config.sources, embedder=models.embedder, landmarker_factory=models.landmarker)
+        return PhotoParts(sources=SourceGate(registry, kit.sources.denylist, audit=kit.audit), prompts=kit.prompts,
+                          prompt_cache=self.prompts, prompts_error=self.prompts_error, watermark=kit.watermark,
+                          audit=kit.audit, fusion=self.config.fusion, edits=self.config.edits)
+
     # --- per session --------------------------------------------------------------------------------
     def make_pipeline(self, session: Session) -> Pipeline:
         stages: list[Any] = []
@@ -202,11 +289,19 @@ class Product:
 
         self.registry, self.prompts, self.safety, self.swapper  # noqa: B018 - properties that build on first use
         mesh.loops(), mesh.triangles()
+        self.photos.parts()
+        self.photos.models.landmarker_model()
+        if self.config.jobs_redis:   # a replica of a shared queue runs jobs any replica accepted
+            self.jobs.start()
 
     def close(self) -> None:
         with self._lock:
             if self._prompts is not None:
                 self._prompts.close()
+            if self._jobs is not None:
+                self._jobs.close()
+            if self._photos is not None:
+                self._photos.close()
             if self._kit is not None:
                 self._kit.close()
             if self._swapper is not None:
@@ -226,6 +321,8 @@ class Product:
             startup=self.warm_up,
             shutdown=self.close,
             reload=self.reload_tokens,
+            api=ApiBackend(photos=self.photos, jobs=self.jobs),
+            record=self.record_session,
         )
 
 

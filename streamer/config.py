@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
+from streamer.httpkit import DEFAULT_READ_TIMEOUT_S
+
 Codec = Literal["VP8", "H264"]
 CODECS: tuple[str, ...] = ("VP8", "H264")
 
@@ -30,11 +32,13 @@ class ServerConfig:
     max_sdp_bytes: int = 64 * 1024
     max_source_bytes: int = 10 * 1024 * 1024
     max_source_pixels: int = 4096 * 4096
+    max_clip_bytes: int = 256 * 1024 * 1024   # a clip job's upload (streamed to disk as it arrives)
+    record_sessions: bool = False         # record every session to the results store (else those that ask: "record": true)
     max_message_bytes: int = 16 * 1024    # one data-channel message
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
     # a request's headers must all arrive within this of its connection opening (or of the last reply);
     # a body may go no longer than this without a byte: a slow client holds a connection, never more
-    read_timeout_s: float = 15.0
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
     overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (on with 4+ cores)

@@ -6,6 +6,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.033, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+API_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0)
 STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.033, 0.05, 0.1, 0.25)
 
 
@@ -39,6 +41,12 @@ class Metrics:
         self.heap_release = Histogram("livefuse_heap_release_seconds",
                                       "one collection + malloc_trim after sessions or viewers ended (off the event loop)",
                                       buckets=STAGE_BUCKETS, registry=r)
+        # the REST API (streamer/api): photo requests and the model batches they share
+        self.batch_size = Histogram("livefuse_batch_size", "items per model call (dynamic batching)", ["model"],
+                                    buckets=BATCH_BUCKETS, registry=r)
+        self.api_requests = Counter("livefuse_api_requests", "REST API requests answered", ["route", "status"], registry=r)
+        self.api_latency = Histogram("livefuse_api_latency_seconds", "REST API request received to reply ready",
+                                     ["route"], buckets=API_BUCKETS, registry=r)
         self._gpu: tuple[Gauge, Gauge, Gauge] | None = None
 
     def gpu_gauges(self) -> tuple[Gauge, Gauge, Gauge]:

@@ -12,16 +12,15 @@ separate grant to let someone else watch.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from typing import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from aiohttp import BodyPartReader, web
 
 from streamer import protocol
+from streamer.api.routes import ApiBackend, ApiContext, mount as mount_api
 from streamer.config import ServerConfig
 from streamer.drain import Drainer, DrainResult
 from streamer.memory import HeapKeeper
@@ -36,21 +35,14 @@ from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
 from streamer.urls import SessionUrls
+from streamer.httpkit import (MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, in_time, part_chunks,  # noqa: F401 - re-exported
+                              read_bounded, read_limited, require_type)
 
 log = logging.getLogger(__name__)
 
 WEB_ROOT = Path(__file__).resolve().parent.parent / "web_client"
 DEMO_SOURCE = Path(__file__).resolve().parent / "assets" / "demo_source.jpg"
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
-
-
-class Refused(web.HTTPException):
-    """An HTTP refusal with a JSON body {"error": reason} (and a machine-readable "code" where one exists)."""
-
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None, code: str | None = None) -> None:
-        self.status_code = status
-        body = {"error": reason} if code is None else {"error": reason, "code": code}
-        super().__init__(headers=headers, text=json.dumps(body), content_type="application/json")
 
 
 class LiveFuseServer:
@@ -62,6 +54,8 @@ class LiveFuseServer:
         self.metrics = Metrics()
         self.heap = HeapKeeper(on_collected=self.metrics.heap_release.observe)   # memory back after each peer
         self.peers: dict[str, PeerSession] = {}
+        self.recordings: dict[str, tuple[str | None, Any]] = {}   # session id -> (owner, recording), the last 256
+        self._finishing: set[asyncio.Task] = set()                 # recordings being finalised
         self._pending = 0
         self.started = time.time()
         self.camera = None
@@ -111,8 +105,11 @@ class LiveFuseServer:
             raise Refused(404, f"no session {session_id!r}")
         return peer
 
-    async def open_session(self, request: web.Request, sdp: str, kind: str) -> PeerSession:
+    async def open_session(self, request: web.Request, sdp: str, kind: str, record: bool = False) -> PeerSession:
         token = self.authorize(request)
+        record = record or self.config.record_sessions
+        if record and self.services.record is None:
+            raise Refused(400, "this server records no sessions", code="recording_unavailable")
         self.reserve()
         try:
             session = Session(client=request.remote or "", token_id=token)
@@ -131,6 +128,8 @@ class LiveFuseServer:
             except Exception:
                 await peer.close("setup failed")
                 raise
+            if record and kind != "whep":
+                await self._start_recording(peer)
             self.peers[session.id] = peer
             self.metrics.sessions.set(len(self.peers))
             self.metrics.sessions_total.labels(kind).inc()
@@ -141,7 +140,32 @@ class LiveFuseServer:
         finally:
             self._pending -= 1
 
+    async def _start_recording(self, peer: PeerSession) -> None:
+        from streamer.media.tracks import FusedTrack
+
+        rec = self.services.record(peer.session, FusedTrack(peer.worker.outbox, private=True), peer.listen())
+        try:
+            await rec.start()
+        except Exception as exc:
+            await peer.close("recording failed to start")
+            raise Refused(503, f"the recording could not start: {exc}", code="recording_failed") from None
+        self.recordings[peer.session.id] = (peer.session.token_id, rec)
+        while len(self.recordings) > 256:
+            self.recordings.pop(next(iter(self.recordings)))
+        self.services.audit("recording_started", session=peer.session.id, key=rec.key)
+
+    async def _finish_recording(self, session_id: str, rec: Any) -> None:
+        await rec.stop()
+        info = rec.info()
+        self.services.audit("recording_" + ("done" if info["state"] == "done" else "failed"), session=session_id,
+                            key=info["key"], parts=info["parts"], error=info["error"])
+
     def _closed(self, peer: PeerSession) -> None:
+        held = self.recordings.get(peer.session.id)
+        if held is not None:   # finalised in the background: the file closes, the rest goes up
+            task = asyncio.ensure_future(self._finish_recording(peer.session.id, held[1]))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
         if self.peers.get(peer.session.id) is peer:
             del self.peers[peer.session.id]
         if self.camera is not None:
@@ -160,6 +184,8 @@ class LiveFuseServer:
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
         if self.camera is not None:
             self.camera.close()
+        if self._finishing:
+            await asyncio.gather(*list(self._finishing), return_exceptions=True)
         await asyncio.to_thread(self.uploads.close)
 
     # ---- routes ----------------------------------------------------------------------------------------
@@ -180,7 +206,9 @@ class LiveFuseServer:
             raise Refused(400, f"body is not JSON the server accepts: {exc}") from None
         if not isinstance(msg, dict) or not isinstance(msg.get("sdp"), str) or msg.get("type") != "offer":
             raise Refused(400, 'expected {"sdp": "<offer SDP>", "type": "offer"}')
-        peer = await self.open_session(request, msg["sdp"], "offer")
+        if not isinstance(msg.get("record", False), bool):
+            raise Refused(400, '"record" must be true or false')
+        peer = await self.open_session(request, msg["sdp"], "offer", record=msg.get("record", False))
         desc = peer.pc.localDescription
         return web.json_response({"sdp": desc.sdp, "type": desc.type, "session": peer.session.id,
                                   "stages": peer.worker.pipeline.names,
@@ -253,7 +281,17 @@ class LiveFuseServer:
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
                          "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
             "sources": sorted(peer.session.sources),
+            "recording": self.recordings[peer.session.id][1].info() if peer.session.id in self.recordings else None,
         })
+
+    async def recording(self, request: web.Request) -> web.Response:
+        """A session's recording, also after the session ended (its owner or an admin; 404 otherwise)."""
+        principal = self.authorize(request)
+        sid = request.match_info["session"]
+        held = self.recordings.get(sid)
+        if held is None or not (held[0] == principal or self.services.is_admin(request)):
+            raise Refused(404, f"no recording of session {sid!r}")
+        return web.json_response(held[1].info())
 
     async def edits(self, request: web.Request) -> web.Response:
         """The edit vocabulary the page builds its sliders from."""
@@ -286,53 +324,6 @@ class LiveFuseServer:
         return resp
 
 
-def require_type(request: web.Request, allowed: tuple[str, ...]) -> None:
-    if request.content_type not in allowed:
-        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {' or '.join(allowed)}")
-
-
-async def read_limited(request: web.Request, limit: int, stall_s: float) -> bytes:
-    """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all)."""
-    if request.content_length is not None and request.content_length > limit:
-        raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
-    return await _bounded(request.content.iter_chunked(64 * 1024), limit, "body", stall_s)
-
-
-async def _in_time(step: Any, stall_s: float, what: str) -> Any:
-    """One read of a request, or 408 (and the connection closed) when nothing arrives for `stall_s`."""
-    try:
-        return await asyncio.wait_for(step, stall_s)
-    except TimeoutError:
-        raise Refused(408, f"{what} stalled: nothing arrived for {stall_s:g} s",
-                      {"Connection": "close"}, code="read_timeout") from None
-
-
-async def _bounded(chunks: AsyncIterator[bytes], limit: int, what: str, stall_s: float) -> bytes:
-    """The chunks joined, or 413 as soon as they pass `limit` (never read whole first), or 408 when the
-    sender goes quiet for `stall_s`."""
-    buf, size = [], 0
-    it = aiter(chunks)
-    while True:
-        try:
-            chunk = await _in_time(anext(it), stall_s, what)
-        except StopAsyncIteration:
-            break
-        size += len(chunk)
-        if size > limit:
-            raise Refused(413, f"{what} is over the limit of {limit} bytes")
-        buf.append(chunk)
-    return b"".join(buf)
-
-
-async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
-    while chunk := await part.read_chunk(64 * 1024):
-        yield chunk
-
-
-MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, source_id, index)
-MAX_FIELD_BYTES = 1024
-
-
 async def read_image_upload(request: web.Request, limit: int, stall_s: float) -> tuple[bytes, dict[str, str]]:
     """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part."""
     form = {k: v for k, v in request.query.items()}
@@ -345,7 +336,7 @@ async def read_image_upload(request: web.Request, limit: int, stall_s: float) ->
     reader = await request.multipart()
     data: bytes | None = None
     parts = 0
-    while (part := await _in_time(reader.next(), stall_s, "multipart body")) is not None:
+    while (part := await in_time(reader.next(), stall_s, "multipart body")) is not None:
         parts += 1
         if parts > MAX_FORM_PARTS:   # each part costs a parse on the event loop: a body of 30,000 fields is refused early
             raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
@@ -354,9 +345,9 @@ async def read_image_upload(request: web.Request, limit: int, stall_s: float) ->
         if part.name == "image":
             if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
                 raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            data = await _bounded(_part_chunks(part), limit, "image", stall_s)
+            data = await read_bounded(part_chunks(part, stall_s), limit, "image")
         elif part.name:
-            value = part.decode(await _bounded(_part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}", stall_s))
+            value = part.decode(await read_bounded(part_chunks(part, stall_s), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
             form[part.name] = value.decode("utf-8", "replace")
     if data is None:
         raise Refused(400, "multipart body has no 'image' part")
@@ -387,11 +378,16 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)
     r.add_get("/sessions/{session}", server.session_info)
+    r.add_get("/sessions/{session}/recording", server.recording)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
     r.add_get("/readyz", server.readyz)
     r.add_post("/admin/drain", server.admin_drain)
     r.add_get("/metrics", server.metrics_page)
+    mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
+                              limits=server.upload_limits, metrics=server.metrics,
+                              max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes),
+              services.api or ApiBackend())
     app.on_shutdown.append(server.close_all)
 
     async def _start_services(app_: web.Application) -> None:

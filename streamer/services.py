@@ -86,5 +86,11 @@ class Services:
     """Load shared models before the first client; runs in an executor at server start."""
     shutdown: Callable[[], None] = _nothing
     """The server is stopping."""
+    record: Callable[[Session, Any, Any], Any] | None = None
+    """(session, its processed video track, the sender's audio track or None) -> a recording with
+    `start()`, `stop()` (async) and `info()`; None: this server records no sessions (asking is a 400)."""
+    api: Any = None
+    """The REST API's product side (`streamer.api.routes.ApiBackend`: photos, clip jobs); None: the /v1
+    routes answer 503."""
     reload: Callable[[], None] = _nothing
     """Re-read what may change under a running server (the tokens file); `livefuse serve` runs it on SIGHUP."""

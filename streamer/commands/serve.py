@@ -35,6 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "sessions to end before closing them (default 900; env LIVEFUSE_DRAIN_TIMEOUT)")
     g.add_argument("--no-hold-audio", dest="hold_audio", action="store_false", default=None,
                    help="send WHEP viewers the sender's audio as it arrives, not held back by the video's server delay")
+    g.add_argument("--results", help="where clip-job results go: s3://bucket/prefix (endpoint, region and credentials "
+                   "from the standard AWS settings, AWS_ENDPOINT_URL included) or a folder (default "
+                   "$LIVEFUSE_RESULTS or ~/.local/state/livefuse/results)")
+    g.add_argument("--record-sessions", dest="record_sessions", action="store_true", default=None,
+                   help="record every live session (processed video, audio kept) to the --results store, in parts "
+                        "while it runs (else only sessions whose offer says \"record\": true)")
+    g.add_argument("--jobs-redis", help="redis://HOST:PORT/DB: clip jobs (state and queue) shared by every replica "
+                   "that names it (env LIVEFUSE_JOBS_REDIS); default: jobs live in this process")
+    g.add_argument("--job-input-allow", dest="job_input_allow", action="append",
+                   help="a URL prefix clip jobs may read their clip from (target_url), e.g. s3://uploads/ or "
+                        "https://media.example.com/clips/; repeatable; none by default")
     add_product_arguments(parser)
 
 
@@ -102,6 +113,15 @@ def product_config(args: argparse.Namespace, host: str):
     config = ProductConfig(safety=replace(safety, **changes), encoder=getattr(args, "encoder", None),
                            artifact=getattr(args, "artifact", None))
     config = replace(config, swapper=swapper_config(args), fusion_mode=_fusion_mode(args))
+    if getattr(args, "results", None):
+        config = replace(config, results=args.results)
+    import os
+
+    if getattr(args, "job_input_allow", None):
+        config = replace(config, jobs=replace(config.jobs, input_allow=tuple(args.job_input_allow)))
+    redis_url = getattr(args, "jobs_redis", None) or os.environ.get("LIVEFUSE_JOBS_REDIS", "")
+    if redis_url:
+        config = replace(config, jobs_redis=redis_url)
     if getattr(args, "stages", None):
         config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
     backend = config.faces.backend
@@ -159,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
+        "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "hold_audio", "public_url",
+        "drain_timeout", "record_sessions")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:

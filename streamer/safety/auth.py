@@ -270,7 +270,7 @@ class AccessPolicy:
     allowed_origins: tuple[str, ...] = ()          # page origins allowed besides the server's own
     # the names the server answers to (Host); empty: not checked, and no Origin but allowed_origins passes
     public_hosts: tuple[str, ...] = ()
-    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions", "/admin")
+    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions", "/admin", "/v1")
     session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
     open_rate_per_minute: float = 120.0            # per client address when running open on loopback
     open_max_sessions: int = 16

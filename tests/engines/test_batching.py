@@ -137,3 +137,81 @@ def test_torch_backend_streams_share_one_network_and_find_the_same_faces(astrona
         two.close()
         solo.close()
     assert not runner._thread.is_alive()
+
+
+# --- DynamicBatcher: any model over a list of items -----------------------------------------------------
+
+def test_dynamic_batcher_runs_calls_that_arrive_together_as_one_batch():
+    from engines.batching import DynamicBatcher
+
+    seen: list[list[int]] = []
+    sizes: list[tuple[str, int]] = []
+
+    def square(items):
+        seen.append(list(items))
+        return [x * x for x in items]
+
+    batcher = DynamicBatcher(square, name="square", max_batch=8, window_ms=300)
+    batcher.add_listener(lambda name, n: sizes.append((name, n)))
+    try:
+        assert _at_once(batcher, list(range(6))) == [x * x for x in range(6)]
+        assert len(seen) == 1 and sorted(seen[0]) == list(range(6))
+        assert sizes == [("square", 6)] and batcher.stats.largest == 6
+        assert _at_once(batcher, list(range(11))) == [x * x for x in range(11)]   # past max_batch: split
+        assert max(len(b) for b in seen[1:]) == 8 and sum(len(b) for b in seen[1:]) == 11
+    finally:
+        batcher.close()
+
+
+def test_dynamic_batcher_fails_one_item_or_the_whole_batch_and_goes_on():
+    from engines.batching import DynamicBatcher
+
+    def picky(items):
+        if "boom" in items:
+            raise RuntimeError("the model fell over")
+        return [ValueError(f"bad {x}") if x == "bad" else x.upper() for x in items]
+
+    batcher = DynamicBatcher(picky, name="picky", max_batch=4, window_ms=300)
+    try:
+        out = _at_once(batcher, ["a", "bad", "c"])
+        assert out[0] == "A" and out[2] == "C" and isinstance(out[1], ValueError)
+        out = _at_once(batcher, ["a", "boom"])
+        assert all(isinstance(o, RuntimeError) and "fell over" in str(o) for o in out)
+        assert batcher("z") == "Z"          # the next batch runs as usual
+    finally:
+        batcher.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        batcher("late")
+
+
+def test_dynamic_batcher_off_runs_each_call_alone_on_its_thread():
+    from engines.batching import DynamicBatcher
+
+    threads: list[str] = []
+
+    def who(items):
+        threads.append(threading.current_thread().name)
+        return [len(items)] * len(items)
+
+    batcher = DynamicBatcher(who, name="who", window_ms=300, enabled=False)
+    assert _at_once(batcher, [1, 2, 3]) == [1, 1, 1]
+    assert not any(name.startswith("batcher-") for name in threads)
+    batcher.close()
+
+
+def test_embed_many_matches_embed_and_keeps_errors_per_face(astronaut, grace_hopper):
+    from dataclasses import replace
+
+    from engines.identity import IdentityEmbedder, IdentityError
+
+    lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
+    try:
+        faces = [(img, lm.detect(img, 0)[0]) for img in (astronaut, grace_hopper)]
+    finally:
+        lm.close()
+    emb = IdentityEmbedder()
+    tiny = (astronaut, replace(faces[0][1], bbox=(10.0, 10.0, 14.0, 14.0)))
+    many = emb.embed_many([faces[0], tiny, faces[1]])
+    assert isinstance(many[1], IdentityError)
+    for (img, face), vec in zip(faces, (many[0], many[2])):
+        assert np.allclose(vec, emb.embed(img, face), atol=1e-5)

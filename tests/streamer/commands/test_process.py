@@ -117,3 +117,19 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(clip, tmp_path, capsys):
     assert "exists" in capsys.readouterr().err and out.read_bytes() == b"keep me"
     assert main(["process", str(clip[0]), "-o", str(tmp_path / "x.avi"), "--no-progress"]) == 2
     assert "use one of .mp4" in capsys.readouterr().err and not list(tmp_path.glob("x*"))
+
+
+def test_process_reads_and_writes_s3_urls(clip, moto_s3, tmp_path, capsys):
+    """`livefuse process s3://... -o s3://...` with the store named only by the standard AWS variables."""
+    path, _ = clip
+    s3 = moto_s3.client()
+    s3.put_object(Bucket="results", Key="in/clip.mp4", Body=path.read_bytes())
+    assert main(["process", "s3://results/in/clip.mp4", "-o", "s3://results/out/fused.mp4", "--source", "demo",
+                 "--no-progress", "--audit-log", str(tmp_path / "audit.jsonl")]) == 0
+    assert "s3://results/out/fused.mp4" in capsys.readouterr().err
+    (tmp_path / "fused.mp4").write_bytes(s3.get_object(Bucket="results", Key="out/fused.mp4")["Body"].read())
+    frames, seconds = read_all(tmp_path / "fused.mp4")[:2]
+    assert len(frames) == FRAMES and seconds > 0.9   # every frame, and the audio kept
+    assert main(["process", "s3://results/in/missing.mp4", "-o", str(tmp_path / "x.mp4"), "--no-progress",
+                 "--audit-log", str(tmp_path / "audit.jsonl")]) == 2
+    assert "no object results/in/missing.mp4" in capsys.readouterr().err

@@ -67,3 +67,9 @@ def test_swapper_options_and_environment_reach_the_product_config(monkeypatch, t
     # a file that cannot be used stops `serve` before it starts, saying why
     with pytest.raises(SystemExit, match=r"livefuse serve: .*missing.onnx: no such model file"):
         _services_or_exit(_args("--swapper", str(tmp_path / "missing.onnx"), "--swapper-embedder", "e.onnx"), "127.0.0.1")
+
+
+def test_results_option_reaches_the_product(monkeypatch, tmp_path):
+    assert product_config(_args("--results", "s3://bucket/jobs"), "127.0.0.1").results == "s3://bucket/jobs"
+    monkeypatch.setenv("LIVEFUSE_RESULTS", str(tmp_path / "r"))
+    assert product_config(_args(), "127.0.0.1").results == str(tmp_path / "r")

@@ -1,0 +1,143 @@
+"""The API's OpenAPI 3.1 description, written as data (served at GET /v1/openapi.json). A test checks it
+against the OpenAPI 3.1 schema and that it names every /v1 route the app serves, and no other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engines.edit_vocabulary import EDIT_NAMES
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ERROR}}}
+
+
+def _common_errors() -> dict[str, Any]:
+    return {
+        "401": _error("no token, or one that is unknown, expired or revoked"),
+        "421": _error("the Host header names no name this server answers to"),
+        "429": _error("rate limit exceeded (Retry-After says when to try again)"),
+    }
+
+
+def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
+    """The description of the routes mounted (`jobs`: the clip-job routes are mounted too)."""
+    paths: dict[str, Any] = {
+        "/v1/fuse": {"post": {
+            "operationId": "fusePhoto",
+            "summary": "Fuse the source face into every face of the target photo; the result is watermarked",
+            "requestBody": {"required": True, "content": {"multipart/form-data": {
+                "schema": {"$ref": "#/components/schemas/FuseForm"},
+                "encoding": {"source": {"contentType": "image/jpeg, image/png, image/webp"},
+                             "target": {"contentType": "image/jpeg, image/png, image/webp"}}}}},
+            "parameters": [{"name": "Accept", "in": "header", "required": False,
+                            "schema": {"type": "string", "default": "image/png"},
+                            "description": "image/png (the default) or image/jpeg"}],
+            "responses": {
+                "200": {"description": "the fused, watermarked photo",
+                        "headers": {
+                            "X-LiveFuse-Watermark": {"description": "the 64-bit watermark payload the image carries, 16 hex digits",
+                                                     "schema": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
+                            "X-LiveFuse-Audit-Record": {"description": "the request id the audit log's records of this request carry (data.request / data.session)",
+                                                        "schema": {"type": "string"}},
+                            "X-LiveFuse-Faces": {"description": "faces found in the target / fused", "schema": {"type": "string"}},
+                            "Server-Timing": {"description": "ms per step", "schema": {"type": "string"}}},
+                        "content": {"image/png": {"schema": {"type": "string", "contentMediaType": "image/png"}},
+                                    "image/jpeg": {"schema": {"type": "string", "contentMediaType": "image/jpeg"}}}},
+                "400": _error("a malformed form: a missing image part, a bad strength or edits value, too many parts"),
+                **_common_errors(),
+                "406": _error("Accept names neither image/png nor image/jpeg"),
+                "413": _error("an image or the body is over its byte or pixel limit (code source_too_large / target_too_large)"),
+                "415": _error("not multipart/form-data, or an image part of another type"),
+                "422": _error("refused: source_no_consent, source_no_face, source_too_small, source_too_turned, "
+                              "source_occluded, source_bad_image, source_protected_identity, target_no_face, "
+                              "target_bad_image, prompt_refused (with its category)"),
+                "500": _error("a pipeline step failed (code <stage>_failed); no unmarked image is ever returned"),
+                "503": _error("busy: too many photos in progress (code busy) or the upload decoder's budget taken (source_busy), both with Retry-After; or prompt_unavailable"),
+            }}},
+        "/v1/openapi.json": {"get": {
+            "operationId": "openapi", "summary": "This description",
+            "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}},
+                          **_common_errors()}}},
+    }
+    if jobs:
+        job_id = {"name": "job", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+        job = {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}
+        paths["/v1/jobs"] = {"post": {
+            "operationId": "createJob", "summary": "Fuse the source face into a clip, in the background",
+            "requestBody": {"required": True, "content": {"multipart/form-data": {
+                "schema": {"$ref": "#/components/schemas/JobForm"}}}},
+            "responses": {"202": {"description": "accepted; poll Location or follow its events", "content": job,
+                                  "headers": {"Location": {"schema": {"type": "string"}}}},
+                          "400": _error("a malformed form"), **_common_errors(),
+                          "403": _error("target_url is not on this server's input allowlist (input_not_allowed)"),
+                          "413": _error("the clip or source is over its limit"), "415": _error("not multipart/form-data"),
+                          "422": _error("the source face or prompt is refused (codes as for /v1/fuse)"),
+                          "503": _error("the job queue is full (Retry-After)")}}}
+        paths["/v1/jobs/{job}"] = {
+            "get": {"operationId": "getJob", "summary": "A job's state and progress", "parameters": [job_id],
+                    "responses": {"200": {"description": "the job", "content": job}, **_common_errors(),
+                                  "404": _error("no such job for this token")}},
+            "delete": {"operationId": "cancelJob", "summary": "Cancel a queued or running job", "parameters": [job_id],
+                       "responses": {"200": {"description": "the job, now cancelled (or already finished)", "content": job},
+                                     **_common_errors(), "404": _error("no such job for this token")}}}
+        paths["/v1/jobs/{job}/result"] = {"get": {
+            "operationId": "jobResult", "summary": "The result: the file (a local results folder) or a redirect to its presigned URL",
+            "parameters": [job_id],
+            "responses": {"200": {"description": "the fused clip", "content": {"video/*": {"schema": {"type": "string"}}}},
+                          "302": {"description": "to the presigned URL of the result in object storage"},
+                          **_common_errors(), "404": _error("no such job for this token"),
+                          "409": _error("the job has no result (yet)")}}}
+        paths["/v1/jobs/{job}/events"] = {"get": {
+            "operationId": "jobEvents", "summary": "Server-Sent Events: the job's state and progress as it runs",
+            "parameters": [job_id],
+            "responses": {"200": {"description": "an event stream; each event's data is the Job; it ends when the job does",
+                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                          **_common_errors(), "404": _error("no such job for this token")}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "LiveFuse API", "version": version,
+                 "description": "Face fusion for photos and clips on the live pipeline: consent, policy, "
+                                "protected identities, watermark and audit apply exactly as for live sessions."},
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "a token from `livefuse tokens issue` (not needed on an open loopback server)"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"],
+                          "properties": {"error": {"type": "string"}, "code": {"type": "string"},
+                                         "category": {"type": "string"}}},
+                "Edits": {"type": "object", "additionalProperties": False,
+                          "properties": {n: {"type": "number", "minimum": -1, "maximum": 1} for n in EDIT_NAMES}},
+                "FuseForm": {"type": "object", "required": ["source", "target", "consent"], "properties": {
+                    "source": {"type": "string", "contentMediaType": "image/*", "description": "the face to fuse in"},
+                    "target": {"type": "string", "contentMediaType": "image/*", "description": "the photo to fuse it into"},
+                    "consent": {"type": "string", "enum": ["true", "1", "yes", "on"],
+                                "description": "you confirm you may use the source face (recorded)"},
+                    "prompt": {"type": "string", "maxLength": 500, "description": "edits in words, e.g. 'a slight smile'"},
+                    "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
+                    "edits": {"type": "string", "description": "a JSON object of slider edits, e.g. {\"smile\": 0.4}",
+                              "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/Edits"}}}},
+                "JobForm": {"type": "object", "required": ["source", "consent"], "properties": {
+                    "source": {"type": "string", "contentMediaType": "image/*"},
+                    "target": {"type": "string", "contentMediaType": "video/*", "description": "the clip (mp4, mkv, mov, webm)"},
+                    "target_url": {"type": "string", "description": "instead of `target`: an s3:// or https:// URL the "
+                                   "server reads, if its input allowlist admits it (redirects are not followed)"},
+                    "consent": {"type": "string", "enum": ["true", "1", "yes", "on"]},
+                    "prompt": {"type": "string", "maxLength": 500},
+                    "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1}}},
+                "Job": {"type": "object", "required": ["id", "state", "frames_done"], "properties": {
+                    "id": {"type": "string"},
+                    "state": {"type": "string", "enum": ["queued", "running", "done", "failed", "cancelled"]},
+                    "frames_done": {"type": "integer", "minimum": 0},
+                    "frames_total": {"type": ["integer", "null"], "minimum": 0},
+                    "error": {"type": ["string", "null"]},
+                    "result_url": {"type": ["string", "null"], "description": "a presigned GET URL of the result once done"},
+                    "created": {"type": "number"}, "updated": {"type": "number"}}},
+            },
+        },
+    }

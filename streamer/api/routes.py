@@ -1,0 +1,459 @@
+"""The /v1 routes on the one app `streamer.server.create_app` builds: the same middleware (host, origin,
+token, rate limit), the same upload decoder and limits, the app's metrics. What a route does with a
+request is the product's (`ApiBackend`, filled by `streamer.assembly`); the defaults answer 503.
+
+Every refusal is JSON `{"error", "code"}` with the status a client can act on; nothing heavy runs on the
+event loop (images decode on the upload decoder's threads, the pipeline in the default executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from aiohttp import BodyPartReader, web
+
+from engines.sources import SourceConfig, SourceRefused
+from streamer.api.openapi import openapi
+from streamer.api.photos import FuseRefused, PhotoRequest, encode_image, parse_edits, parse_strength, source_refusal
+from streamer.httpkit import MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded
+from streamer.metrics import Metrics
+from streamer.uploads import UploadDecoder
+
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
+SSE_KEEPALIVE_S = 15.0
+PROMPT_MAX = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ApiBackend:
+    """The product's side of the API. `photos.fuse(PhotoRequest) -> PhotoResult` (thread-safe, blocking);
+    `photos.models.add_listener` hears each model batch's size. `jobs`: the clip-job queue (or None)."""
+
+    photos: Any = None
+    jobs: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiContext:
+    """What the routes need from the server they are mounted on (passed in, so the api package never
+    imports the server module)."""
+
+    authorize: Callable[[web.Request], str]        # the principal, or raises a 401 refusal
+    is_admin: Callable[[web.Request], bool]
+    uploads: UploadDecoder
+    limits: SourceConfig
+    metrics: Metrics
+    max_image_bytes: int
+    max_clip_bytes: int = 256 << 20
+
+
+def as_refused(exc: FuseRefused) -> Refused:
+    return Refused(exc.status, str(exc), headers=exc.headers or None, code=exc.code, extra=exc.extra or None)
+
+
+def choose_format(accept: str | None) -> str:
+    """image/png unless Accept prefers image/jpeg; 406 when it takes neither."""
+    if not accept or not accept.strip():
+        return "image/png"
+    best, best_q = None, 0.0
+    for i, item in enumerate(accept.split(",")):
+        media, _, params = item.strip().partition(";")
+        q = 1.0
+        for p in params.split(";"):
+            k, _, v = p.strip().partition("=")
+            if k == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+        media = media.strip().lower()
+        candidates = {"image/png": ["image/png"], "image/jpeg": ["image/jpeg"], "image/*": ["image/png"],
+                      "*/*": ["image/png"]}.get(media, [])
+        for c in candidates:
+            rank = q - (0.001 if media.endswith("*") else 0.0) - i * 1e-6   # exact types beat wildcards
+            if q > 0 and rank > best_q:
+                best, best_q = c, rank
+    if best is None:
+        raise Refused(406, f"Accept {accept[:100]!r} names no type this route returns; ask for image/png or image/jpeg",
+                      code="not_acceptable")
+    return best
+
+
+async def read_form(request: web.Request, files: dict[str, tuple[int, tuple[str, ...]]]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """A flat multipart form: the named file parts (each within its byte limit and of its types) and text
+    fields (each within MAX_FIELD_BYTES); 400/413/415 as for the live upload."""
+    if request.content_type != "multipart/form-data":
+        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send multipart/form-data")
+    total = sum(limit for limit, _ in files.values()) + 64 * 1024
+    if request.content_length is not None and request.content_length > total:
+        raise Refused(413, f"body is {request.content_length} bytes, the limit is {total}", code="too_large")
+    reader = await request.multipart()
+    data: dict[str, bytes] = {}
+    form: dict[str, str] = {}
+    parts = 0
+    async for part in reader:
+        parts += 1
+        if parts > MAX_FORM_PARTS:
+            raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
+        if not isinstance(part, BodyPartReader):
+            raise Refused(400, "nested multipart parts are not accepted; send flat parts", code="bad_request")
+        name = part.name or ""
+        if name in files:
+            limit, types = files[name]
+            ctype = part.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if ctype not in types + ("application/octet-stream", ""):
+                raise Refused(415, f"{name} part has type {ctype!r}; send {', '.join(types)}")
+            try:
+                data[name] = await read_bounded(part_chunks(part), limit, name)
+            except Refused as exc:
+                raise Refused(413, f"{name} is over the limit of {limit} bytes", code=f"{name}_too_large") from exc
+        elif name:
+            value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
+            form[name] = value.decode("utf-8", "replace")
+    missing = [n for n in files if n not in data]
+    if missing:
+        raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")
+    return data, form
+
+
+def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
+    """(prompt, strength, edits) from the form, or a 400."""
+    prompt = form.get("prompt", "")
+    if len(prompt) > PROMPT_MAX:
+        raise Refused(400, f"prompt is longer than {PROMPT_MAX} characters", code="bad_request")
+    try:
+        strength = parse_strength(form.get("strength"))
+        raw = form.get("edits", "")
+        try:
+            edits = parse_edits(json.loads(raw) if raw else None)
+        except ValueError:
+            raise FuseRefused(400, "bad_request", "edits must be a JSON object") from None
+    except FuseRefused as exc:
+        raise as_refused(exc) from None
+    return prompt, strength, edits
+
+
+class ApiRoutes:
+    def __init__(self, ctx: ApiContext, backend: ApiBackend) -> None:
+        self.ctx, self.backend = ctx, backend
+        self._inflight = 0   # photo requests past the door (on the event loop only: no lock)
+        self._spec = json.dumps(openapi(jobs=backend.jobs is not None), indent=1)
+
+    def _listen(self, model: str, size: int) -> None:
+        self.ctx.metrics.batch_size.labels(model).observe(size)
+
+    async def _start(self, app: web.Application) -> None:
+        if self.backend.photos is not None:
+            self.backend.photos.models.add_listener(self._listen)
+
+    async def _stop(self, app: web.Application) -> None:
+        if self.backend.photos is not None:
+            self.backend.photos.models.remove_listener(self._listen)
+
+    def _count(self, route: str, status: int, t0: float) -> None:
+        self.ctx.metrics.api_requests.labels(route, str(status)).inc()
+        self.ctx.metrics.api_latency.labels(route).observe(time.perf_counter() - t0)
+
+    async def spec(self, request: web.Request) -> web.Response:
+        self.ctx.authorize(request)
+        return web.Response(text=self._spec, content_type="application/json")
+
+    async def decode(self, data: bytes, role: str) -> Any:
+        try:
+            return await self.ctx.uploads.decode(data, self.ctx.limits)
+        except SourceRefused as exc:
+            raise as_refused(source_refusal(exc, role)) from None
+
+    async def fuse(self, request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await self._fuse(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            self._count("fuse", status, t0)
+
+    async def _fuse(self, request: web.Request) -> web.Response:
+        principal = self.ctx.authorize(request)
+        media_type = choose_format(request.headers.get("Accept"))
+        if self.backend.photos is None:
+            raise Refused(503, "this server does not fuse photos", code="unavailable")
+        most = self.backend.photos.config.max_inflight
+        if self._inflight >= most:   # each holds two decoded images until it runs: memory stays bounded
+            self.ctx.metrics.refused.labels("api_busy").inc()
+            raise Refused(503, f"{most} photos are in progress; try again shortly", {"Retry-After": "1"}, code="busy")
+        self._inflight += 1
+        try:
+            return await self._fuse_admitted(request, principal, media_type)
+        finally:
+            self._inflight -= 1
+
+    async def _fuse_admitted(self, request: web.Request, principal: str, media_type: str) -> web.Response:
+        limit = self.ctx.max_image_bytes
+        data, form = await read_form(request, {"source": (limit, IMAGE_TYPES), "target": (limit, IMAGE_TYPES)})
+        prompt, strength, edits = photo_fields(form)
+        source = await self.decode(data["source"], "source")
+        target = await self.decode(data["target"], "target")
+        req = PhotoRequest(source=source, target=target, principal=principal, consent=form.get("consent", ""),
+                           prompt=prompt, strength=strength, edits=edits)
+        photos = self.backend.photos
+        loop = asyncio.get_running_loop()
+
+        def work() -> tuple[Any, bytes]:
+            result = photos.fuse(req)
+            t = time.perf_counter()
+            body = encode_image(result.image, media_type, photos.config.jpeg_quality)
+            result.timings["encode_ms"] = round((time.perf_counter() - t) * 1000.0, 2)
+            return result, body
+
+        try:
+            result, body = await loop.run_in_executor(None, work)
+        except FuseRefused as exc:
+            self.ctx.metrics.refused.labels("api_" + exc.code).inc()
+            raise as_refused(exc) from None
+        timing = ", ".join(f"{k[:-3]};dur={v}" for k, v in result.timings.items() if k.endswith("_ms"))
+        return web.Response(body=body, content_type=media_type, headers={
+            "X-LiveFuse-Watermark": result.watermark, "X-LiveFuse-Audit-Record": result.request_id,
+            "X-LiveFuse-Faces": f"{result.faces}/{len(result.fused)}", "Server-Timing": timing,
+            "Cache-Control": "no-store"})
+
+
+    # ---- clip jobs ----------------------------------------------------------------------------------
+    def _jobs(self) -> Any:
+        if self.backend.jobs is None or self.backend.photos is None:
+            raise Refused(503, "this server runs no clip jobs", code="unavailable")
+        return self.backend.jobs
+
+    def _owned(self, request: web.Request) -> Any:
+        principal = self.ctx.authorize(request)
+        job_id = request.match_info["job"]
+        job = self._jobs().get(job_id, principal, self.ctx.is_admin(request))
+        if job is None:
+            raise Refused(404, f"no job {job_id[:64]!r}", code="not_found")
+        return job
+
+    def _job_json(self, job: Any) -> dict[str, Any]:
+        url = self._jobs().result_url(job)
+        if url is not None and url.startswith("file://"):   # a local results folder: served by this API
+            url = f"/v1/jobs/{job.id}/result"
+        return job.public(url)
+
+    async def create_job(self, request: web.Request) -> web.Response:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await self._create_job(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            self._count("jobs", status, t0)
+
+    async def _create_job(self, request: web.Request) -> web.Response:
+        from streamer.api.jobs import JobSpec, QueueFull
+        from streamer.session import Session
+
+        principal = self.ctx.authorize(request)
+        jobs = self._jobs()
+        if request.content_type != "multipart/form-data":
+            raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send multipart/form-data")
+        job_id = jobs.new_id()
+        folder_made: list[Path] = []
+        try:
+            source_bytes, clip, suffix, form = await self._read_job_form(request, job_id, folder_made)
+            prompt, strength, _ = photo_fields(form)
+            source = await self.decode(source_bytes, "source")
+            loop = asyncio.get_running_loop()
+            session = Session(job_id, token_id=principal)
+            try:   # consent, face, denylist and prompt first: cheap refusals before any clip is read
+                await loop.run_in_executor(None, self.backend.photos.admit, session, source, form.get("consent", ""), prompt)
+            except FuseRefused as exc:
+                self.ctx.metrics.refused.labels("api_" + exc.code).inc()
+                raise as_refused(exc) from None
+            if clip is None:
+                clip, suffix = await self._fetch_target(form["target_url"], job_id, folder_made)
+            frames = await loop.run_in_executor(None, probe_clip, clip)
+            spec = JobSpec(id=job_id, owner=principal, clip=clip, source=source, consent=form.get("consent", ""),
+                           prompt=prompt, strength=strength, suffix=suffix, frames_total=frames)
+            try:
+                job = await loop.run_in_executor(None, jobs.submit, spec)   # a shared queue uploads the inputs first
+            except QueueFull as exc:
+                raise Refused(503, str(exc), {"Retry-After": "30"}, code="queue_full") from None
+            except Exception as exc:   # the shared queue or the store is unreachable: nothing was queued
+                raise Refused(503, f"the job could not be queued: {exc}", {"Retry-After": "30"},
+                              code="queue_unavailable") from None
+        except BaseException:
+            for folder in folder_made:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return web.json_response(self._job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})
+
+    async def _fetch_target(self, url: str, job_id: str, made: list[Path]) -> tuple[Path, str]:
+        """A clip the server reads itself (`target_url`), if the input allowlist admits it."""
+        from streamer.storage.stores import InputRefused, fetch_url
+
+        suffix = Path(url.split("?")[0]).suffix.lower()
+        suffix = suffix if suffix in CLIP_TYPES.values() else ".mp4"
+        clip = self._jobs().spool_path(job_id, suffix)
+        made.append(clip.parent)
+        allow, limit = tuple(self._jobs().config.input_allow), self.ctx.max_clip_bytes
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: fetch_url(url, clip, allow=allow, max_bytes=limit))
+        except InputRefused as exc:
+            status = {"input_not_allowed": 403, "input_too_large": 413, "input_bad_url": 400}.get(exc.code, 422)
+            raise Refused(status, str(exc), code=exc.code) from None
+        return clip, suffix
+
+    async def _read_job_form(self, request: web.Request, job_id: str, made: list[Path]) -> tuple[bytes, Path | None, str, dict[str, str]]:
+        """The source image (in memory, within the image limit), the clip (streamed to the job's spool
+        file, within the clip limit) and the text fields."""
+        limit, clip_limit = self.ctx.max_image_bytes, self.ctx.max_clip_bytes
+        if request.content_length is not None and request.content_length > limit + clip_limit + 64 * 1024:
+            raise Refused(413, f"body is {request.content_length} bytes, over the limit", code="too_large")
+        reader = await request.multipart()
+        source: bytes | None = None
+        clip: Path | None = None
+        suffix = ".mp4"
+        form: dict[str, str] = {}
+        parts = 0
+        async for part in reader:
+            parts += 1
+            if parts > MAX_FORM_PARTS:
+                raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
+            if not isinstance(part, BodyPartReader):
+                raise Refused(400, "nested multipart parts are not accepted; send flat parts", code="bad_request")
+            name = part.name or ""
+            ctype = part.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if name == "source":
+                if ctype not in IMAGE_TYPES + ("application/octet-stream", ""):
+                    raise Refused(415, f"source part has type {ctype!r}; send {', '.join(IMAGE_TYPES)}")
+                try:
+                    source = await read_bounded(part_chunks(part), limit, "source")
+                except Refused as exc:
+                    raise Refused(413, f"source is over the limit of {limit} bytes", code="source_too_large") from exc
+            elif name == "target":
+                if ctype not in tuple(CLIP_TYPES) + ("application/octet-stream", ""):
+                    raise Refused(415, f"target part has type {ctype!r}; send {', '.join(CLIP_TYPES)}")
+                suffix = CLIP_TYPES.get(ctype) or (Path(part.filename or "").suffix.lower() if Path(part.filename or "").suffix.lower() in CLIP_TYPES.values() else ".mp4")
+                clip = self._jobs().spool_path(job_id, suffix)
+                made.append(clip.parent)
+                size = 0
+                with clip.open("wb") as f:   # to disk as it arrives: a clip never sits in memory whole
+                    async for chunk in part_chunks(part):
+                        size += len(chunk)
+                        if size > clip_limit:
+                            raise Refused(413, f"target clip is over the limit of {clip_limit} bytes", code="target_too_large")
+                        f.write(chunk)
+            elif name:
+                value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
+                form[name] = value.decode("utf-8", "replace")
+        if clip is not None and form.get("target_url"):
+            raise Refused(400, "send the clip as a 'target' part or a 'target_url', not both", code="bad_request")
+        if source is not None and clip is None and form.get("target_url"):
+            return source, None, suffix, form   # the clip is read after the source and prompt pass their gates
+        if source is None or clip is None:
+            missing = [n for n, v in (("source", source), ("target", clip)) if v is None]
+            raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")
+        return source, clip, suffix, form
+
+    async def get_job(self, request: web.Request) -> web.Response:
+        job = self._owned(request)
+        return web.json_response(self._job_json(job), headers={"Cache-Control": "no-store"})
+
+    async def cancel_job(self, request: web.Request) -> web.Response:
+        job = self._owned(request)
+        job = self._jobs().cancel(job.id, job.owner, True)
+        return web.json_response(self._job_json(job))
+
+    async def job_events(self, request: web.Request) -> web.StreamResponse:
+        """Server-Sent Events: an event whenever the job changes, until it ends. The job runs on whether
+        or not anyone listens."""
+        job = self._owned(request)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                               "X-Accel-Buffering": "no"})
+        await response.prepare(request)
+        jobs = self._jobs()
+        version, quiet = -1, 0.0
+        try:
+            while True:
+                job = jobs.get(job.id, job.owner, True)
+                if job is None:
+                    break
+                if job.version != version:
+                    version, quiet = job.version, 0.0
+                    data = json.dumps(self._job_json(job))
+                    await response.write(f"id: {job.version}\nevent: {job.state}\ndata: {data}\n\n".encode())
+                    if job.finished:
+                        break
+                elif quiet >= SSE_KEEPALIVE_S:
+                    quiet = 0.0
+                    await response.write(b": keep-alive\n\n")
+                await asyncio.sleep(0.1)
+                quiet += 0.1
+        except ConnectionResetError:
+            return response   # the client left; the job goes on
+        await response.write_eof()
+        return response
+
+    async def job_result(self, request: web.Request) -> web.StreamResponse:
+        """The result: from a local results folder, the file; from object storage, a redirect to its
+        presigned URL (which a CDN may front)."""
+        job = self._owned(request)
+        url = self._jobs().result_url(job)
+        if url is None:
+            raise Refused(409, f"job {job.id} is {job.state}, it has no result", code="not_ready")
+        if url.startswith("file://"):
+            from streamer.storage.base import media_type
+
+            path = self._jobs().store.path(job.result_key)
+            return web.FileResponse(path, headers={"Content-Type": media_type(path)})
+        raise web.HTTPFound(url)
+
+
+def probe_clip(path: Path) -> int | None:
+    """The clip's frame count (an estimate when its header has none), or a 422 when it holds no video."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise Refused(422, "the target clip has no video stream", code="target_bad_clip")
+            v = container.streams.video[0]
+            if v.frames:
+                return int(v.frames)
+            rate = v.average_rate or v.guessed_rate
+            if container.duration and rate:
+                return int(container.duration / 1e6 * float(rate))
+            return None
+    except av.error.FFmpegError as exc:
+        raise Refused(422, f"the target is not a clip this server reads: {exc}", code="target_bad_clip") from None
+
+
+def mount(app: web.Application, ctx: ApiContext, backend: ApiBackend) -> ApiRoutes:
+    """Add the /v1 routes to `app` (the one app the server builds)."""
+    routes = ApiRoutes(ctx, backend)
+    r = app.router
+    r.add_get("/v1/openapi.json", routes.spec)
+    r.add_post("/v1/fuse", routes.fuse)
+    if backend.jobs is not None:
+        r.add_post("/v1/jobs", routes.create_job)
+        r.add_get("/v1/jobs/{job}", routes.get_job)
+        r.add_delete("/v1/jobs/{job}", routes.cancel_job)
+        r.add_get("/v1/jobs/{job}/events", routes.job_events)
+        r.add_get("/v1/jobs/{job}/result", routes.job_result)
+    app.on_startup.append(routes._start)
+    app.on_cleanup.append(routes._stop)
+    return routes

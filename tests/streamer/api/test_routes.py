@@ -1,0 +1,121 @@
+"""POST /v1/fuse with real photos on the real product: the fused photo comes back watermarked (as
+`livefuse verify` reads it), the audit chain holds the request, and every refusal is JSON with its code
+and status."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+from PIL import Image
+
+from streamer.cli import main
+from streamer.safety.audit import verify
+from tests.streamer.api.conftest import encode, fuse_form
+
+
+def _face_box(img: np.ndarray) -> tuple[int, int, int, int]:
+    from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+
+    lm = MediaPipeLandmarker(LandmarkerConfig(max_faces=1, mode="image"))
+    try:
+        x0, y0, x1, y1 = lm.detect(img, 0)[0].bbox
+    finally:
+        lm.close()
+    return int(x0), int(y0), int(x1), int(y1)
+
+
+async def test_fused_photo_is_watermarked_and_audited(api, api_world, astronaut, grace_hopper, tmp_path, capsys):
+    url, http, _ = api
+    form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true", prompt="a slight smile",
+                     strength="0.9", edits=json.dumps({"lip_tint": 0.4}))
+    async with http.post(f"{url}/v1/fuse", data=form, headers=api_world.headers()) as r:
+        body = await r.read()
+        assert r.status == 200, body[:300]
+        assert r.content_type == "image/png"
+        payload, record = r.headers["X-LiveFuse-Watermark"], r.headers["X-LiveFuse-Audit-Record"]
+        assert r.headers["X-LiveFuse-Faces"] == "1/1" and "fusion;dur=" in r.headers["Server-Timing"]
+    out = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+    assert out.shape == grace_hopper.shape
+    x0, y0, x1, y1 = _face_box(grace_hopper)
+    inside = np.abs(out[y0:y1, x0:x1].astype(int) - grace_hopper[y0:y1, x0:x1]).mean()
+    assert inside > 8, f"the face barely changed (mean |diff| {inside:.1f})"
+    (tmp_path / "fused.png").write_bytes(body)
+    assert main(["verify", str(tmp_path / "fused.png"), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["watermarked"] and verdict["payload"].lower().removeprefix("0x").zfill(16) == payload
+    fused = [r for r in api_world.records("api_fuse") if r["data"]["request"] == record]
+    assert len(fused) == 1 and fused[0]["data"]["watermark"] == payload and fused[0]["data"]["token"] == "alice"
+    registered = [r for r in api_world.records("source_registered") if r["data"]["session"] == record]
+    assert registered and registered[0]["data"]["consent"] is True
+    prompts = [r for r in api_world.records("prompt") if r["data"]["session"] == record]
+    assert prompts and prompts[0]["data"]["allowed"] is True
+    assert verify(api_world.audit_path).ok
+
+
+async def test_accept_jpeg_gives_jpeg_and_unknown_accept_is_406(api, api_world, astronaut, grace_hopper):
+    url, http, _ = api
+    form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true")
+    async with http.post(f"{url}/v1/fuse", data=form, headers=api_world.headers(Accept="image/jpeg")) as r:
+        body = await r.read()
+        assert r.status == 200 and r.content_type == "image/jpeg" and body[:2] == b"\xff\xd8"
+    form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true")
+    async with http.post(f"{url}/v1/fuse", data=form, headers=api_world.headers(Accept="text/html")) as r:
+        assert r.status == 406 and (await r.json())["code"] == "not_acceptable"
+
+
+async def _refusal(http, url, headers, form) -> tuple[int, dict]:
+    async with http.post(f"{url}/v1/fuse", data=form, headers=headers) as r:
+        assert r.content_type == "application/json"
+        return r.status, await r.json()
+
+
+async def test_every_refusal_has_its_code_and_status(api, api_world, astronaut, grace_hopper, face_free_images):
+    url, http, _ = api
+    h = api_world.headers()
+    src, tgt = encode(astronaut), encode(grace_hopper)
+    free = encode(next(iter(face_free_images.values())))
+    cases = {
+        "no consent": (fuse_form(src, tgt), 422, "source_no_consent"),
+        "consent false": (fuse_form(src, tgt, consent="false"), 422, "source_no_consent"),
+        "no face in source": (fuse_form(free, tgt, consent="true"), 422, "source_no_face"),
+        "no face in target": (fuse_form(src, free, consent="true"), 422, "target_no_face"),
+        "protected identity": (fuse_form(encode(api_world.protected), tgt, consent="true"), 422,
+                               "source_protected_identity"),
+        "prompt refused": (fuse_form(src, tgt, consent="true", prompt="make me look like Tom Cruise"), 422,
+                           "prompt_refused"),
+        "not an image": (fuse_form(b"hello, not an image", tgt, consent="true"), 422, "source_bad_image"),
+        "missing target": (fuse_form(src, None, consent="true"), 400, "bad_request"),
+        "bad strength": (fuse_form(src, tgt, consent="true", strength="2"), 400, "bad_request"),
+        "bad edits": (fuse_form(src, tgt, consent="true", edits='{"smile": "lots"}'), 400, "bad_request"),
+        "unknown edit": (fuse_form(src, tgt, consent="true", edits='{"horns": 1}'), 400, "bad_request"),
+    }
+    for name, (form, status, code) in cases.items():
+        got, body = await _refusal(http, url, h, form)
+        assert (got, body.get("code")) == (status, code), f"{name}: {got} {body}"
+        assert body["error"], name
+    got, body = await _refusal(http, url, h, fuse_form(src, tgt, consent="true", prompt="make me look like Tom Cruise"))
+    assert body["category"] == "impersonation"
+    refused = [r["data"]["code"] for r in api_world.records("api_fuse_refused")]
+    assert {"source_no_consent", "target_no_face", "source_protected_identity", "prompt_refused"} <= set(refused)
+
+
+async def test_size_type_and_token_refusals(api, api_world, astronaut, grace_hopper):
+    url, http, server = api
+    huge = np.zeros((5000, 9000, 3), np.uint8)   # a side past 8192 px: refused from the header
+    form = fuse_form(encode(astronaut), encode(huge, "PNG"), consent="true")
+    got, body = await _refusal(http, url, api_world.headers(), form)
+    assert got in (413, 422) and body["code"].startswith("target_"), body
+    over = server.config.max_source_bytes + 1
+    form = fuse_form(b"\xff" * over, encode(grace_hopper), consent="true")
+    got, body = await _refusal(http, url, api_world.headers(), form)
+    assert (got, body["code"]) == (413, "source_too_large")
+    async with http.post(f"{url}/v1/fuse", data=b"{}", headers=api_world.headers(**{"Content-Type": "application/json"})) as r:
+        assert r.status == 415
+    async with http.post(f"{url}/v1/fuse", data=fuse_form(encode(astronaut), encode(grace_hopper), consent="true"),
+                         headers={"Authorization": "Bearer not-a-token"}) as r:
+        assert r.status == 401
+    async with http.get(f"{url}/metrics") as r:
+        text = await r.text()
+    assert 'livefuse_api_requests_total{route="fuse",status="413"}' in text

@@ -49,7 +49,7 @@ async def _ready(http: aiohttp.ClientSession, url: str, proc: subprocess.Popen) 
         except aiohttp.ClientConnectionError:
             pass
         if proc.poll() is not None:
-            pytest.fail("livefuse serve exited: " + proc.stderr.read()[-2000:])
+            pytest.fail(f"livefuse serve exited with {proc.returncode}")
         await asyncio.sleep(0.1)
     pytest.fail("livefuse serve did not become ready")
 
@@ -75,9 +75,10 @@ async def test_100_sessions_and_100_viewers_leave_memory_threads_fds_and_slots_f
     token = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), "churn",
                             "--rate", "6000", "--max-sessions", "4"], cwd=ROOT, env=env, check=True,
                            capture_output=True, text=True).stdout.split()[0]
+    log = open(tmp_path / "server.log", "w")     # a file, not a pipe nobody drains: the server logs every session
     proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--port", str(port),
-                             "--max-sessions", "4", "--tokens", str(tokens)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             "--max-sessions", "4", "--tokens", str(tokens), "--drain-timeout", "5"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
     config = ChurnConfig(viewers=1)
     frame = background(config.width, config.height)
     try:
@@ -89,9 +90,12 @@ async def test_100_sessions_and_100_viewers_leave_memory_threads_fds_and_slots_f
             for i in range(WARM_CYCLES, WARM_CYCLES + CYCLES):
                 await cycle(url, http, frame, config, i)
             after, metrics = await _settled(http, url, proc.pid)
+    except Exception as exc:
+        raise AssertionError(f"{exc}; server log: {(tmp_path / 'server.log').read_text()[-1500:]}") from exc
     finally:
         proc.terminate()
         proc.wait(30)
+        log.close()
 
     grown = after["rss_mb"] - before["rss_mb"]
     assert grown < RSS_GROWTH_LIMIT_MB, f"RSS grew {grown:.1f} MB over {CYCLES} cycles: {before} -> {after}"

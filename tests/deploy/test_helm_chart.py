@@ -171,8 +171,10 @@ def test_a_too_small_grace_margin_is_refused(helm):
 
 
 def test_prestop_starts_the_drain_that_sigterm_also_starts(helm):
+    from tests.deploy.test_image import PRESTOP
+
     c = container(render(helm, "default"))
-    assert c["lifecycle"]["preStop"]["exec"]["command"] == ["/bin/sh", "-c", "kill -TERM 1"]
+    assert c["lifecycle"]["preStop"]["exec"]["command"] == PRESTOP   # the command the image test runs
     # the server treats that SIGTERM as the drain, and the kubelet's SIGTERM after it as the same drain
     from streamer.commands import serve
     assert "signal.SIGTERM, server.drain.start" in inspect.getsource(serve.drain_on_sigterm)

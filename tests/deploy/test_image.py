@@ -23,6 +23,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("LIVEFUSE_IMAGE", "livefuse:0.1.0")
 DOCKER = os.environ.get("DOCKER", "docker")
+PRESTOP = ["/bin/sh", "-c", "kill -TERM 1"]   # the chart's preStop hook (tests/deploy/test_helm_chart.py)
 
 pytestmark = pytest.mark.skipif(os.environ.get("LIVEFUSE_IMAGE_TEST") != "1",
                                 reason="the image test builds and runs the container: LIVEFUSE_IMAGE_TEST=1 "
@@ -121,8 +122,10 @@ async def test_the_container_serves_streams_and_drains_on_sigterm(image, tmp_pat
                 break
             time.sleep(1)
         assert health == "healthy"
-        # SIGTERM (docker stop, as the kubelet): the drain, exit status 0, the audit records on stdout
+        # what the kubelet does: the chart's preStop command in the container, then SIGTERM (docker stop);
+        # one drain, exit status 0, the audit records on stdout
         t1 = time.monotonic()
+        docker("exec", name, *PRESTOP)
         docker("stop", "-t", "60", name, timeout=90)
         stop_s = time.monotonic() - t1
         state = json.loads(docker("inspect", name).stdout)[0]["State"]
@@ -130,6 +133,7 @@ async def test_the_container_serves_streams_and_drains_on_sigterm(image, tmp_pat
         out = docker("logs", name).stdout
         events = [json.loads(l).get("event") for l in out.splitlines() if l.startswith("{")]
         assert "drain_started" in events and "drain_finished" in events
+        assert events.count("drain_started") == 1   # the SIGTERM after the preStop is the same drain
         print(f"ready after {ready_s:.1f} s, SIGTERM to exit {stop_s:.1f} s")
     finally:
         docker("rm", "-f", name, check=False)

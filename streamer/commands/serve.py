@@ -112,6 +112,7 @@ def audit_stdout(args: argparse.Namespace) -> bool | None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
+    stop_on_early_sigterm()
     for noisy in ("aioice", "aiortc"):  # per-candidate chatter at INFO
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from aiohttp import web
@@ -149,6 +150,19 @@ def run(args: argparse.Namespace) -> int:
     app.on_startup.append(drain_on_sigterm)
     web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None)
     return 0
+
+
+def stop_on_early_sigterm() -> None:
+    """Until the drain handler is installed (the models import and the app starts: seconds), SIGTERM ends
+    the process at once with status 0: nothing is open yet, so that is what the drain would do. Without
+    it a server running as PID 1 (the container image) ignores an early SIGTERM, as the kernel drops
+    signals PID 1 does not handle, and a pod deleted while starting waits out its whole grace period."""
+    import signal
+
+    def _stop(_signum: int, _frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
 
 
 async def drain_on_sigterm(app: Any) -> None:

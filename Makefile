@@ -29,7 +29,7 @@ BASE_IMAGE ?= python:3.11-slim-bookworm
 DOCKER     ?= docker
 WHEELS     ?=
 
-.PHONY: setup debian-tools browser cluster-tools helm image image-base serve test bench clean
+.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base serve test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -89,6 +89,13 @@ image:
 	$(if $(WHEELS),cp $(WHEELS)/*.whl build/image-wheels/)
 	$(if $(PIP_CERT),cp $(PIP_CERT) build/image-ca/pip-cert.pem,touch build/image-ca/pip-cert.pem)
 	$(DOCKER) build --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -f deploy/Dockerfile -t $(IMAGE) .
+
+# The GPU variant: torch from the registry is its CUDA build (it carries the CUDA libraries; the node's NVIDIA
+# container runtime supplies the driver). GPU_BASE_IMAGE: any Debian-like base with Python 3.11. The chart's
+# gpu.enabled runs <tag>-gpu.
+GPU_BASE_IMAGE ?= $(BASE_IMAGE)
+image-gpu:
+	$(MAKE) image WHEELS= BASE_IMAGE=$(GPU_BASE_IMAGE) IMAGE=$(IMAGE)-gpu
 
 # A local base image for machines without an image registry: Debian bookworm (its Python 3.11) by debootstrap.
 image-base:

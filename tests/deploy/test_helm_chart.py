@@ -230,8 +230,10 @@ def test_nvidia_gpu_only_when_gpu_enabled(helm, name):
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
         args = container(docs)["args"]
         assert args[args.index("--device") + 1] == "cuda"
+        assert container(docs)["image"] == "livefuse:0.1.0-gpu"   # what make image-gpu tags
     else:
         assert "nodeSelector" not in spec and "tolerations" not in spec
+        assert container(docs)["image"] == "livefuse:0.1.0"        # what make image tags
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
@@ -517,3 +519,14 @@ def test_notes_tell_the_operator_what_is_missing(helm):
     r = run_helm(helm, "install", "lf", str(CHART), "--dry-run=client", "--namespace", NAMESPACE)
     assert r.returncode == 0, r.stderr
     assert "no bearer tokens are configured" in r.stdout and "terminationGracePeriodSeconds is 930" in r.stdout
+
+
+def test_chart_image_and_package_versions_agree():
+    """helm install runs the image make image builds: Chart appVersion, the package version and the tag."""
+    import tomllib
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["appVersion"] == version
+    (line,) = [l for l in (REPO / "Makefile").read_text().splitlines() if l.startswith("IMAGE ")]
+    assert line.split("?=")[1].strip() == f"{values_default('image.repository')}:{version}"

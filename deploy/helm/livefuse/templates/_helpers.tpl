@@ -47,9 +47,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "livefuse.image" -}}
-{{- $img := .Values.image }}
-{{- if and .Values.gpu.enabled .Values.gpu.image.repository }}{{ $img = merge (deepCopy .Values.gpu.image) .Values.image }}{{ end }}
-{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag | toString) }}
+{{- $repo := .Values.image.repository }}
+{{- $tag := default .Chart.AppVersion (.Values.image.tag | toString) }}
+{{- if .Values.gpu.enabled }}
+{{- $repo = default $repo .Values.gpu.image.repository }}
+{{- $tag = default (printf "%s-gpu" $tag) (.Values.gpu.image.tag | toString) }}
+{{- end }}
+{{- printf "%s:%s" $repo $tag }}
 {{- end }}
 
 {{/* deploy/scaling.json: the autoscaler's metric, target and queries (one file for chart and tests) */}}

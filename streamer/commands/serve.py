@@ -112,7 +112,6 @@ def audit_stdout(args: argparse.Namespace) -> bool | None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    stop_on_early_sigterm()
     for noisy in ("aioice", "aiortc"):  # per-candidate chatter at INFO
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from aiohttp import web
@@ -153,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def stop_on_early_sigterm() -> None:
-    """Until the drain handler is installed (the models import and the app starts: seconds), SIGTERM ends
+    """Installed by `livefuse serve` as a command (streamer.cli.main) before anything is imported: until the
+    drain handler is installed (the models import and the app starts: seconds), SIGTERM ends
     the process at once with status 0: nothing is open yet, so that is what the drain would do. Without
     it a server running as PID 1 (the container image) ignores an early SIGTERM, as the kernel drops
     signals PID 1 does not handle, and a pod deleted while starting waits out its whole grace period."""

@@ -137,3 +137,90 @@ async def test_the_container_serves_streams_and_drains_on_sigterm(image, tmp_pat
         print(f"ready after {ready_s:.1f} s, SIGTERM to exit {stop_s:.1f} s")
     finally:
         docker("rm", "-f", name, check=False)
+
+
+def test_the_container_runs_the_charts_pod_spec(image, tmp_path):
+    """The chart's Deployment, run by hand as a kubelet would: its env (POD_IP = 127.0.0.1, the downward API
+    here), its args after the image's entrypoint, its uid/gid and read-only root, the rendered Secret's files
+    at the mount path (mode 0440 group fsGroup, as the kubelet writes them with fsGroup), the probes' paths and
+    Host; then its preStop command and SIGTERM: exit 0 within the grace period, and the audit chain verifies
+    with the Secret's key."""
+    import base64
+
+    import yaml
+
+    from bench._cluster import free_port
+    from streamer.safety.audit import verify
+    from tests.deploy.test_helm_chart import CHART, find_helm
+
+    helm = find_helm()
+    if helm is None:
+        pytest.fail("helm is needed to render the chart: make helm")
+    port = free_port()
+    r = subprocess.run([helm, "template", "lf", str(CHART), "--set", f"server.port={port}",
+                        "--set", "server.drainTimeout=20"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    for key, value in secret["data"].items():
+        f = secrets / key
+        f.write_bytes(base64.b64decode(value))
+        os.chown(f, 0, pod["securityContext"]["fsGroup"])
+        f.chmod(0o440)
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    os.chown(audit, pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])
+    env = {"POD_IP": "127.0.0.1", "POD_NAME": "lf-livefuse-0", "POD_NAMESPACE": "default"}
+    flags: list[str] = []
+    for e in c["env"]:
+        if "value" in e:
+            value = str(e["value"]).replace("$(POD_IP)", env["POD_IP"]).replace("$(POD_NAME)", env["POD_NAME"])
+            flags += ["-e", f"{e['name']}={value}"]
+    args = [a.replace("$(POD_IP)", env["POD_IP"]) for a in c["args"]]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    sc = pod["securityContext"]
+    name = f"livefuse-chart-test-{os.getpid()}"
+    docker("run", "-d", "--name", name, "--network", "host", "--read-only",
+           "--user", f"{sc['runAsUser']}:{sc['runAsGroup']}", "--group-add", str(sc["fsGroup"]),
+           "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+           "--tmpfs", f"{mounts['tmp']}:rw,mode=1777", "-v", f"{audit}:{mounts['audit']}",
+           "-v", f"{secrets}:{mounts['secrets']}:ro", *flags, IMAGE, *args)
+    try:
+        host = {"Host": f"127.0.0.1:{port}"}   # what the kubelet's probes send: the pod IP and port
+        t0 = time.monotonic()
+        status = None
+        while time.monotonic() - t0 < 180:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}{c['readinessProbe']['httpGet']['path']}", headers=host)
+                with urllib.request.urlopen(req, timeout=2) as resp:
+                    status = resp.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+            except (urllib.error.URLError, ConnectionError, OSError):
+                status = None
+            if status == 200 or not json.loads(docker("inspect", name).stdout)[0]["State"]["Running"]:
+                break
+            time.sleep(0.5)
+        assert status == 200, docker("logs", name, check=False).stderr[-3000:]
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{c['livenessProbe']['httpGet']['path']}", headers=host)
+        assert urllib.request.urlopen(req, timeout=2).status == 200
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=host)
+        assert "livefuse_load_ratio" in urllib.request.urlopen(req, timeout=2).read().decode()
+        # a Host the pod does not answer to is refused (the chart's names only)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/healthz", headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(req, timeout=2)
+        t1 = time.monotonic()
+        docker("exec", name, *c["lifecycle"]["preStop"]["exec"]["command"])
+        docker("stop", "-t", str(pod["terminationGracePeriodSeconds"]), name, timeout=120)
+        assert time.monotonic() - t1 < pod["terminationGracePeriodSeconds"]
+        assert json.loads(docker("inspect", name).stdout)[0]["State"]["ExitCode"] == 0
+        report = verify(audit / "audit.jsonl", key_file=secrets / "audit.key")
+        assert report.ok and report.records >= 2, report
+    finally:
+        docker("rm", "-f", name, check=False)

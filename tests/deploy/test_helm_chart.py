@@ -34,6 +34,9 @@ VALUE_SETS: dict[str, list[str]] = {
     "keda": ["--set", "keda.enabled=true"],
     "hostnetwork": ["--set", "hostNetwork=true"],
     "turn": ["--set", "turn.enabled=true", "--set", "turn.externalHost=turn.example.com"],
+    "swapper": ["--set", "fusion.volume.persistentVolumeClaim.claimName=swap-models",
+                "--set", "fusion.swapper=inswapper_128.onnx", "--set", "fusion.embedder=w600k_r50.onnx",
+                "--set", "fusion.device=tensorrt", "--set", "fusion.mode=both"],
     "full": ["--set", "ingress.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
              "--set", "prometheusAdapter.rulesConfigMap=true", "--set", "server.drainTimeout=1800.5",
              "--set", "server.tls.secretName=livefuse-tls",
@@ -264,23 +267,32 @@ def test_every_container_runs_as_non_root_with_a_read_only_root(helm, name):
 
 # -- the chart cannot drift from the server -------------------------------------------------------------------
 
-# LIVEFUSE_* variables read outside ServerConfig, each with the module that reads it
+# LIVEFUSE_* variables read outside ServerConfig and SwapperConfig, each with the module that reads it
 OTHER_SETTINGS = {
     "LIVEFUSE_AUDIT_LOG": "streamer.safety.audit",
     "LIVEFUSE_AUDIT_STDOUT": "streamer.commands.serve",
+    "LIVEFUSE_FUSION": "streamer.commands.serve",
     "LIVEFUSE_HOME": "engines.text",
 }
+
+
+def config_settings() -> set[str]:
+    """Every variable the server's config dataclasses read: ServerConfig's LIVEFUSE_<FIELD> and
+    SwapperConfig's LIVEFUSE_SWAPPER*."""
+    from engines.swappers.swapper import SwapperConfig
+    from streamer.config import ServerConfig, swapper_env_name
+
+    return ({f"LIVEFUSE_{f.name.upper()}" for f in fields(ServerConfig)}
+            | {swapper_env_name(f.name) for f in fields(SwapperConfig)})
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_every_livefuse_variable_is_a_real_setting_and_every_setting_has_one(helm, name):
     import importlib
 
-    from streamer.config import ServerConfig
-
     c = container(render(helm, name))
     chart_vars = {e["name"] for e in c["env"] if e["name"].startswith("LIVEFUSE_")}
-    settings = {f"LIVEFUSE_{f.name.upper()}" for f in fields(ServerConfig)}
+    settings = config_settings()
     for var, module in OTHER_SETTINGS.items():
         assert f'"{var}"' in inspect.getsource(importlib.import_module(module)), f"{module} no longer reads {var}"
     unknown = chart_vars - settings - set(OTHER_SETTINGS)
@@ -314,6 +326,17 @@ def test_the_rendered_settings_are_ones_the_server_accepts(helm, name):
     product = product_config(parsed, config.host)
     assert product.safety.audit_key_file == "/etc/livefuse/secrets/audit.key"
     assert not product.safety.disable_watermark
+    from engines.swappers.swapper import SwapperConfig
+    from streamer.config import config_from_env, swapper_env_name
+
+    swapper = config_from_env(SwapperConfig, env, env_name=swapper_env_name)
+    assert swapper.enabled == (name == "swapper")
+    if name == "swapper":
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        assert swapper.swapper == f"{mounts['swapper']}/inswapper_128.onnx"
+        assert swapper.embedder == f"{mounts['swapper']}/w600k_r50.onnx"
+        assert swapper.trt_cache.startswith(mounts["tmp"])       # the engine cache on a writable volume
+        assert env["LIVEFUSE_FUSION"] == "both"
 
 
 def dockerfile_entrypoint() -> list[str]:
@@ -367,6 +390,14 @@ def test_bad_tokens_file_is_refused(helm, tmp_path):
     bad = _write(tmp_path / "bad.json", b'{"nope": 1}')
     r = run_helm(helm, "template", "lf", str(CHART), "--set-file", f"secrets.tokensJson={bad}")
     assert r.returncode != 0 and "tokensJson" in r.stderr
+
+
+def test_a_swapper_needs_its_volume_and_embedder(helm):
+    r = run_helm(helm, "template", "lf", str(CHART), "--set", "fusion.swapper=a.onnx", "--set", "fusion.embedder=b.onnx")
+    assert r.returncode != 0 and "fusion.volume" in r.stderr
+    r = run_helm(helm, "template", "lf", str(CHART), "--set", "fusion.swapper=a.onnx",
+                 "--set", "fusion.volume.emptyDir.medium=Memory")
+    assert r.returncode != 0 and "fusion.embedder" in r.stderr
 
 
 def test_turning_the_watermark_off_needs_a_reason(helm):

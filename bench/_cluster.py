@@ -23,6 +23,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 SCALING = REPO / "deploy" / "scaling.json"
 CHECK_INTERVAL_S = 0.5     # HAProxy's health-check interval (inter), one failure marks a server down
+NAMESPACE = "livefuse-box"  # the namespace label the replicas' series carry (as in a cluster)
 
 
 def missing_tools() -> list[str]:
@@ -171,7 +172,11 @@ backend livefuse
         return path
 
     def _prometheus_config(self) -> Path:
-        targets = ", ".join(f'"127.0.0.1:{n.port}"' for n in self.nodes)
+        # each replica's series carry namespace and pod, as Kubernetes service discovery (the chart's
+        # ServiceMonitor) labels them: the Prometheus Adapter rule selects and groups by those
+        targets = "".join(f"""
+      - targets: ["127.0.0.1:{n.port}"]
+        labels: {{namespace: "{NAMESPACE}", pod: "{n.name}"}}""" for n in self.nodes)
         path = self.folder / "prometheus.yml"
         path.write_text(f"""
 global:
@@ -181,8 +186,7 @@ scrape_configs:
   - job_name: livefuse
     scrape_interval: 1s
     scrape_timeout: 900ms
-    static_configs:
-      - targets: [{targets}]
+    static_configs:{targets}
 """)
         return path
 
@@ -222,6 +226,14 @@ scrape_configs:
 
 def scaling() -> dict[str, Any]:
     return json.loads(SCALING.read_text())
+
+
+def adapter_query(metrics_query: str, metric: str, pods: list[str], namespace: str = NAMESPACE) -> str:
+    """A Prometheus Adapter rule's metricsQuery as the adapter expands it when the HPA asks for a Pods
+    metric of these pods: the series, the namespace/pod label matchers, grouped by pod."""
+    matchers = f'namespace="{namespace}",pod=~"{"|".join(pods)}"'
+    return (metrics_query.replace("<<.Series>>", metric).replace("<<.LabelMatchers>>", matchers)
+            .replace("<<.GroupBy>>", "pod"))
 
 
 def hpa_desired(current: int, value: float, target: float) -> int:

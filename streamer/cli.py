@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command line itself (not a caller in this process)
+        argv = sys.argv[1:]
+        if "serve" in argv[:2]:  # `livefuse [-v] serve`: take SIGTERM before the imports below (PID 1 in a container)
+            from streamer.commands.serve import stop_on_early_sigterm
+
+            stop_on_early_sigterm()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

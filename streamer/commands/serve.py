@@ -220,6 +220,20 @@ def _services_or_exit(args: argparse.Namespace, host: str) -> Any:
         raise SystemExit(f"livefuse {getattr(args, 'command', None) or 'serve'}: {exc}") from None
 
 
+def stop_on_early_sigterm() -> None:
+    """Installed by `livefuse serve` as a command (streamer.cli.main) before anything is imported: until the
+    drain handler is installed (the models import and the app starts: seconds), SIGTERM ends
+    the process at once with status 0: nothing is open yet, so that is what the drain would do. Without
+    it a server running as PID 1 (the container image) ignores an early SIGTERM, as the kernel drops
+    signals PID 1 does not handle, and a pod deleted while starting waits out its whole grace period."""
+    import signal
+
+    def _stop(_signum: int, _frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
+
+
 async def drain_on_sigterm(app: Any) -> None:
     """An app startup hook (after aiohttp's own signal handlers, which it replaces for SIGTERM): SIGTERM
     starts the drain, and the process stops, exit status 0, once the drain is done. SIGINT (Ctrl-C)

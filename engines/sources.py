@@ -10,6 +10,7 @@ client can show.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -40,6 +41,16 @@ class SourceRefused(ValueError):
 
     def as_event(self) -> dict[str, str]:
         return {"type": "error", "code": f"source_{self.reason}", "message": str(self)}
+
+
+# A source id names a face in a session, in URLs, log lines and file names: ASCII only (str.isalnum would
+# let every script's letters and digits through), so one rule serves the protocol and the upload form.
+SOURCE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+SOURCE_ID_RULE = "1 to 64 ASCII letters, digits, '-' or '_'"
+
+
+def valid_source_id(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(SOURCE_ID_PATTERN, value) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +173,21 @@ def canonical_transform(landmarks: np.ndarray, config: SourceConfig) -> np.ndarr
     return np.hstack([rot, t[:, None]]).astype(np.float64)
 
 
+# the ridge of the face, where studio, warm or window light puts its highlights: brighter there, and the
+# skin's hue bent toward the light's, on clean portraits by 14-18 L and up to 35 degrees of hue (Grace
+# Hopper in hard light); an occluder over them is darker, or of a hue far from skin's
+RIDGE_PROBES = frozenset({"forehead", "nose"})
+HIGHLIGHT_MAX_HUE = 60.0   # degrees from the skin's hue that a highlight may bend
+HIGHLIGHT_MAX_L = 35.0     # L above the skin's that a highlight may reach (a face mostly covered by something
+                           # dark makes the dark the consensus, and the bare ridge 45-75 L "brighter")
+
+
 def occlusion_probes(lab: np.ndarray, landmarks: np.ndarray, radius: int, agree: float = 10.0) -> dict[str, float]:
     """Distance of each skin probe's median colour from the skin colour most probes agree on (L weighted by
     1/2, so shading counts less than a foreign colour). The consensus is the probe with the most others
-    within `agree` of it: an occluder covering several probes rarely agrees with itself that well."""
+    within `agree` of it: an occluder covering several probes rarely agrees with itself that well.
+    A ridge probe (forehead, nose) that is brighter than the consensus (by at most HIGHLIGHT_MAX_L) and
+    within HIGHLIGHT_MAX_HUE of its hue is a highlight, not a cover: it scores 0 (clean studio portraits were refused on exactly these)."""
     h, w = lab.shape[:2]
     names, medians = [], []
     for name, idx in SKIN_PROBES.items():
@@ -175,11 +197,29 @@ def occlusion_probes(lab: np.ndarray, landmarks: np.ndarray, radius: int, agree:
             names.append(name)
             medians.append(np.median(patch.reshape(-1, 3), axis=0))
     weight = np.array([0.5, 1.0, 1.0])
-    v = np.stack(medians) * weight
+    raw = np.stack(medians)
+    v = raw * weight
     d = np.linalg.norm(v[:, None] - v[None], axis=2)
     best = int(np.argmax((d < agree).sum(axis=1) * 1000 - d.sum(axis=1)))
-    ref = np.median(v[d[best] < agree], axis=0)
-    return {k: float(np.linalg.norm(v[i] - ref)) for i, k in enumerate(names)}
+    members = d[best] < agree
+    ref = np.median(v[members], axis=0)
+    ref_raw = np.median(raw[members], axis=0)
+    out = {}
+    for i, k in enumerate(names):
+        dist = float(np.linalg.norm(v[i] - ref))
+        lift = raw[i, 0] - ref_raw[0]
+        if k in RIDGE_PROBES and 0.0 < lift <= HIGHLIGHT_MAX_L and _hue_gap(raw[i], ref_raw) <= HIGHLIGHT_MAX_HUE:
+            dist = 0.0
+        out[k] = dist
+    return out
+
+
+def _hue_gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Degrees between two Lab colours' hues (a*, b* angle); 0 when either is nearly grey (no hue to bend)."""
+    if np.hypot(a[1], a[2]) < 4.0 or np.hypot(b[1], b[2]) < 4.0:
+        return 0.0
+    gap = abs(np.degrees(np.arctan2(a[2], a[1]) - np.arctan2(b[2], b[1]))) % 360.0
+    return float(min(gap, 360.0 - gap))
 
 
 def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceConfig = SourceConfig(),
@@ -228,9 +268,11 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
 
 
 def _default_landmarker(max_faces: int):
-    from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+    """IMAGE mode with the wide search: a photo's faces may be of any size (a group, a far shot)."""
+    from engines.backends import select_backend
+    from engines.faces import LandmarkerConfig
 
-    return MediaPipeLandmarker(LandmarkerConfig(max_faces=max_faces))
+    return select_backend().landmarker(LandmarkerConfig(max_faces=max_faces, mode="image"))
 
 
 class SourceRegistry:

@@ -193,7 +193,7 @@ def build_safety(config: SafetyConfig, *, model: Any, registry: SourceRegistry, 
     whose encoder embeds the policy's examples (None: terms and patterns only); `registry` the product's
     SourceRegistry (with its identity embedder); `landmarker` reads the denylist's reference photos."""
     key = Path(config.audit_key_file).read_bytes().strip() if config.audit_key_file else None
-    audit = AuditLog(AuditConfig(config.audit_path, key=key))
+    audit = AuditLog(AuditConfig(config.audit_path, key=key, stdout=config.audit_stdout))
     policy = resolve_policy(disable=config.disable_watermark, server_id=config.server_id,
                             reason=config.disable_reason, audit=audit)
     prompts = PromptGate(PromptFilter(PromptPolicy.load(config.policy_path), model), audit=audit, understand=understand)

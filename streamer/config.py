@@ -43,6 +43,10 @@ class ServerConfig:
     # WHEP viewers' audio leaves as long after capture as the video spends in the server, so the session's
     # stream keeps the sender's own audio/video timing (`livefuse bench lipsync` measures it in Chromium)
     hold_audio: bool = True
+    # in a cluster: the URL clients reach this replica by (e.g. http://POD_IP:8080); session URLs handed
+    # out (Location, WHEP, source upload) are absolute on it so follow-ups reach the replica holding them
+    public_url: str = ""
+    drain_timeout: float = 900.0          # s a drain waits for running sessions before closing them
 
     def __post_init__(self) -> None:
         if self.codec not in CODECS:
@@ -55,6 +59,12 @@ class ServerConfig:
             raise ValueError("max_sessions must be at least 1")
         if self.overlap not in ("auto", "on", "off"):
             raise ValueError(f"overlap must be auto, on or off, got {self.overlap!r}")
+        if self.drain_timeout < 0:
+            raise ValueError(f"drain_timeout must be >= 0, got {self.drain_timeout}")
+        if self.public_url:
+            from streamer.urls import check_public_url
+
+            check_public_url(self.public_url)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
 

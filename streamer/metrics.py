@@ -28,6 +28,24 @@ class Metrics:
         self.stage_errors = Counter("livefuse_stage_errors", "pipeline stage failures", ["stage"], registry=r)
         self.messages = Counter("livefuse_control_messages", "data-channel messages", ["result"], registry=r)
         self.viewers = Gauge("livefuse_whep_viewers", "WHEP viewers watching now", registry=r)
+        # for the autoscaler and capacity planning (streamer/load.py sets them before every scrape)
+        self.capacity = Gauge("livefuse_sessions_capacity", "sessions this replica takes before 503", registry=r)
+        self.load_ratio = Gauge("livefuse_load_ratio", "open sessions / capacity", registry=r)
+        self.budget_used = Gauge("livefuse_frame_budget_used_ratio",
+                                 "pipeline time per frame / frame interval, recent average over the open sessions",
+                                 registry=r)
+        self.draining = Gauge("livefuse_draining", "1 while the replica drains (takes no new sessions)", registry=r)
+        self.ready = Gauge("livefuse_ready", "1 while the replica takes new sessions (/readyz 200)", registry=r)
+        self._gpu: tuple[Gauge, Gauge, Gauge] | None = None
+
+    def gpu_gauges(self) -> tuple[Gauge, Gauge, Gauge]:
+        """Made on first use, so a replica without a GPU exports none."""
+        if self._gpu is None:
+            r = self.registry
+            self._gpu = (Gauge("livefuse_gpu_utilization_ratio", "GPU busy fraction (NVML)", ["gpu"], registry=r),
+                         Gauge("livefuse_gpu_memory_used_bytes", "GPU memory in use", ["gpu"], registry=r),
+                         Gauge("livefuse_gpu_memory_total_bytes", "GPU memory in all", ["gpu"], registry=r))
+        return self._gpu
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

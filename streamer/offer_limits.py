@@ -68,8 +68,9 @@ class _Section:
 
 
 def check_offer(sdp: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_media: int = DEFAULT_MAX_MEDIA,
-                limits: OfferLimits = OfferLimits()) -> None:
-    """Return if `sdp` is an offer worth giving to aiortc; raise OfferRefused saying why it is not."""
+                limits: OfferLimits = OfferLimits()) -> str:
+    """The offer's DTLS setup (`actpass`, `active` or `passive`, its first media section's) when `sdp` is
+    an offer worth giving to aiortc; OfferRefused saying why it is not."""
     if not isinstance(sdp, str):
         raise OfferRefused("not_sdp", f"the offer must be SDP text, not {type(sdp).__name__}")
     size = len(sdp) if len(sdp) > max_bytes else len(sdp.encode("utf-8", "surrogatepass"))
@@ -140,6 +141,7 @@ def check_offer(sdp: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_media: int 
             raise OfferRefused("bad_dtls", f"{s.name} has no a=setup; an offer sends a=setup:actpass")
         if s.kind in ("audio", "video") and not s.rtcp_mux:
             raise OfferRefused("no_rtcp_mux", f"{s.name} has no a=rtcp-mux; WebRTC sends RTP and RTCP on one port")
+    return sections[0].setup or session.setup
 
 
 def _media_line(line: str, index: int, limits: OfferLimits) -> _Section:

@@ -19,6 +19,7 @@ from aiortc.mediastreams import MediaStreamTrack
 from streamer import protocol
 from streamer.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
+from streamer.dtls import answer_passive, use_certificate, watch_dtls
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.media.stats import StreamStats
 from streamer.media.tracks import FusedTrack, pump
@@ -47,8 +48,11 @@ UNUSABLE_OFFER = "the SDP offer could not be used"
 
 
 def new_peer_connection(config: ServerConfig) -> RTCPeerConnection:
-    return RTCPeerConnection(rtc_configuration(config.ice_servers, config.ice_username, config.ice_credential,
-                                               loopback=config.loopback))
+    """A connection whose DTLS works with RSA and ECDSA peers (see streamer.dtls)."""
+    pc = RTCPeerConnection(rtc_configuration(config.ice_servers, config.ice_username, config.ice_credential,
+                                             loopback=config.loopback))
+    use_certificate(pc)
+    return pc
 
 
 def codec_preferences(codec: str, offer_sdp: str) -> list[Any]:
@@ -65,9 +69,10 @@ async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, vi
                        context: str = "peer") -> RTCSessionDescription:
     """(video transceiver first, so our codec order and return track apply; an audio track to send, when
     given and the offer has audio) -> setRemote -> createAnswer -> setLocal with ICE gathered (aiortc has
-    no trickle ICE). `context` names the session in the debug log of a refused offer."""
+    no trickle ICE). To `a=setup:actpass` the answer is `passive` (streamer.dtls says why). `context` names
+    the session in the log (a refused offer, a failed DTLS handshake)."""
     try:  # cheap, bounded, and before aiortc's parser (whose cost grows with some line counts) sees it
-        check_offer(sdp, max_bytes=config.max_sdp_bytes)
+        setup = check_offer(sdp, max_bytes=config.max_sdp_bytes)
     except OfferRefused as exc:
         raise BadOffer(exc.reason, exc.code) from None
     if "m=video" in sdp:
@@ -77,10 +82,12 @@ async def answer_offer(pc: RTCPeerConnection, config: ServerConfig, sdp: str, vi
         pc.addTransceiver(audio_track, direction="sendonly")
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=strip_mdns_candidates(sdp), type="offer"))
+        answer_passive(pc, setup)
         answer = await pc.createAnswer()
     except Exception as exc:  # aiortc raises ValueError, KeyError, AttributeError... on bad SDP
         log.debug("%s: aiortc refused the offer", context, exc_info=True)
         raise BadOffer(UNUSABLE_OFFER) from exc
+    watch_dtls(pc, context, setup)
     with gathering_on(LOOPBACK_ADDRESSES if config.loopback else None):
         await pc.setLocalDescription(answer)
     return pc.localDescription

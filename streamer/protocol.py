@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 
 from engines.edit_vocabulary import EDIT_SPECS
+from engines.sources import SOURCE_ID_PATTERN
 
 PROTOCOL_VERSION = 1
 
@@ -49,11 +50,11 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "id": {"type": "integer"},
                 "strength": {"type": "number", "minimum": 0, "maximum": 1},
                 "edits": _EDITS,
-                "source_id": {"type": ["string", "null"], "maxLength": 64},
+                "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
                 "face_sources": {
                     "type": "object",
                     "propertyNames": {"pattern": "^[0-9]{1,6}$"},
-                    "additionalProperties": {"type": "string", "maxLength": 64},
+                    "additionalProperties": {"type": "string", "pattern": SOURCE_ID_PATTERN},
                     "maxProperties": 16,
                 },
                 "keep_mouth": {"type": "boolean"},
@@ -117,6 +118,21 @@ def loads(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    """JSON's \\ud800 escapes decode to text no UTF-8 writer (audit log, reply) can encode again."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
 def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
     """Text from the data channel -> a validated message, or ProtocolError saying what is wrong."""
     size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
@@ -141,6 +157,8 @@ def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
         e = errors[0]
         where = "/".join(str(p) for p in e.path) or msg["type"]
         raise ProtocolError("invalid", f"{where}: {e.message}")
+    if _has_lone_surrogate(msg):  # after the schema, which bounds the message's shape to a flat one
+        raise ProtocolError("invalid", "message holds text that is not valid Unicode (an unpaired surrogate)")
     return msg
 
 

@@ -15,13 +15,17 @@ import asyncio
 import json
 import logging
 import time
+from typing import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from streamer import protocol
 from streamer.config import ServerConfig
+from streamer.drain import Drainer, DrainResult
+from streamer.load import GpuProbe, observe
+from streamer.readiness import Readiness, readiness
 from streamer.encoder_bitrates import check_encoder_bitrates
 from streamer.metrics import Metrics
 from streamer.peer import BadOffer, PeerSession
@@ -30,6 +34,7 @@ from streamer.services import Services
 from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
+from streamer.urls import SessionUrls
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,11 @@ class LiveFuseServer:
         self.camera = None
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
         self.uploads = UploadDecoder()
+        self.urls = SessionUrls.of(config.public_url)
+        self.drain = Drainer(self.peers, config.drain_timeout, audit=services.audit, on_done=self._drained)
+        self.on_drained: Any = None   # what runs once drained (`livefuse serve`: stop the process)
+        self.warm = False             # the shared models have loaded
+        self.gpu: GpuProbe | None = None
         if config.vcam:
             from streamer.sinks.vcam import CameraFeed
 
@@ -75,12 +85,20 @@ class LiveFuseServer:
             raise Refused(401, "not authorized", {"WWW-Authenticate": "Bearer"})
         return token
 
+    def readiness(self) -> Readiness:
+        return readiness(sessions=len(self.peers) + self._pending, capacity=self.config.max_sessions,
+                         draining=self.drain.draining, warm=self.warm)
+
     def reserve(self) -> None:
-        if len(self.peers) + self._pending >= self.config.max_sessions:
-            self.metrics.refused.labels("full").inc()
-            raise Refused(503, f"server is full ({self.config.max_sessions} sessions)",
-                          {"Retry-After": str(self.config.retry_after_s)})
+        state = self.readiness()
+        if state.state in ("full", "draining"):
+            self.metrics.refused.labels(state.state).inc()
+            raise Refused(503, state.reason(), {"Retry-After": str(self.config.retry_after_s)}, code=state.state)
         self._pending += 1
+
+    async def _drained(self, result: DrainResult) -> None:
+        if self.on_drained is not None:
+            self.on_drained(result)
 
     def owned_peer(self, request: web.Request, session_id: str) -> PeerSession:
         """The session named in a request, for its owner (or an admin); 404 for anyone else, the same
@@ -155,7 +173,8 @@ class LiveFuseServer:
         peer = await self.open_session(request, msg["sdp"], "offer")
         desc = peer.pc.localDescription
         return web.json_response({"sdp": desc.sdp, "type": desc.type, "session": peer.session.id,
-                                  "stages": peer.worker.pipeline.names})
+                                  "stages": peer.worker.pipeline.names,
+                                  "urls": self.urls.for_session(peer.session.id, "offer")})
 
     async def whip(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
@@ -163,7 +182,8 @@ class LiveFuseServer:
         peer = await self.open_session(request, sdp, "whip")
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
-                            headers={"Location": f"/whip/{sid}", "X-LiveFuse-Session": sid})
+                            headers={"Location": self.urls.whip(sid), "X-LiveFuse-Session": sid,
+                                     "Link": f'<{self.urls.whep(sid)}>; rel="whep"'})
 
     async def whip_delete(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
@@ -188,7 +208,7 @@ class LiveFuseServer:
             await viewer.close("setup failed")
             raise
         return web.Response(status=201, text=answer.sdp, content_type="application/sdp",
-                            headers={"Location": f"/whep/{source.session.id}/{viewer.id}"})
+                            headers={"Location": self.urls.whep_viewer(source.session.id, viewer.id)})
 
     async def whep_delete(self, request: web.Request) -> web.Response:
         source = self.owned_peer(request, request.match_info["session"])
@@ -235,7 +255,22 @@ class LiveFuseServer:
         return web.json_response({"status": "ok", "sessions": len(self.peers), "max_sessions": self.config.max_sessions,
                                   "uptime_s": round(time.time() - self.started, 1)})
 
+    async def readyz(self, request: web.Request) -> web.Response:
+        """200 while this replica takes new sessions; 503 when starting, full or draining (the body says which)."""
+        state = self.readiness()
+        return web.json_response(state.as_json(), status=200 if state.ready else 503,
+                                 headers={"Cache-Control": "no-store"})
+
+    async def admin_drain(self, request: web.Request) -> web.Response:
+        """Start the drain (as SIGTERM does); admin tokens only. 202 with the drain's status."""
+        self.authorize(request)
+        if not self.services.is_admin(request):
+            raise Refused(403, "draining the server needs an admin token")
+        started = self.drain.start("POST /admin/drain")
+        return web.json_response({**self.drain.status(), "started": started}, status=202)
+
     async def metrics_page(self, request: web.Request) -> web.Response:
+        observe(self.metrics, self.readiness(), self.drain.draining, list(self.peers.values()), self.gpu)
         resp = web.Response(body=self.metrics.render())
         resp.headers["Content-Type"] = self.metrics.content_type
         return resp
@@ -250,13 +285,27 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
     """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all)."""
     if request.content_length is not None and request.content_length > limit:
         raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
-    chunks, size = [], 0
-    async for chunk in request.content.iter_chunked(64 * 1024):
+    return await _bounded(request.content.iter_chunked(64 * 1024), limit, "body")
+
+
+async def _bounded(chunks: AsyncIterator[bytes], limit: int, what: str) -> bytes:
+    """The chunks joined, or 413 as soon as they pass `limit` (never read whole first)."""
+    buf, size = [], 0
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
-            raise Refused(413, f"body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+            raise Refused(413, f"{what} is over the limit of {limit} bytes")
+        buf.append(chunk)
+    return b"".join(buf)
+
+
+async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
+    while chunk := await part.read_chunk(64 * 1024):
+        yield chunk
+
+
+MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, source_id, index)
+MAX_FIELD_BYTES = 1024
 
 
 async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, dict[str, str]]:
@@ -270,21 +319,19 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
         raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
     reader = await request.multipart()
     data: bytes | None = None
+    parts = 0
     async for part in reader:
+        parts += 1
+        if parts > MAX_FORM_PARTS:   # each part costs a parse on the event loop: a body of 30,000 fields is refused early
+            raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
+        if not isinstance(part, BodyPartReader):
+            raise Refused(400, "nested multipart parts are not accepted; send the image and fields as flat parts")
         if part.name == "image":
             if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
                 raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            buf, size = [], 0
-            while chunk := await part.read_chunk(64 * 1024):
-                size += len(chunk)
-                if size > limit:
-                    raise Refused(413, f"image is over the limit of {limit} bytes")
-                buf.append(chunk)
-            data = b"".join(buf)
+            data = await _bounded(_part_chunks(part), limit, "image")
         elif part.name:
-            value = await part.read(decode=True)
-            if len(value) > 1024:
-                raise Refused(413, f"form field {part.name!r} is over 1024 bytes")
+            value = part.decode(await _bounded(_part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
             form[part.name] = value.decode("utf-8", "replace")
     if data is None:
         raise Refused(400, "multipart body has no 'image' part")
@@ -317,13 +364,23 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/sessions/{session}", server.session_info)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
+    r.add_get("/readyz", server.readyz)
+    r.add_post("/admin/drain", server.admin_drain)
     r.add_get("/metrics", server.metrics_page)
     app.on_shutdown.append(server.close_all)
 
     async def _start_services(app_: web.Application) -> None:
         # load shared models in the background: the server answers (health, page) while they load, and
         # a first session that arrives early waits only for what it needs
-        app_[WARMUP_KEY] = asyncio.get_running_loop().run_in_executor(None, services.startup)
+        def warm_up() -> None:
+            try:
+                services.startup()
+            finally:
+                server.gpu = GpuProbe.make()   # only where an NVIDIA device exists; never imports torch otherwise
+
+        warmup = asyncio.get_running_loop().run_in_executor(None, warm_up)
+        warmup.add_done_callback(lambda _f: setattr(server, "warm", True))  # a failed warm-up is logged at shutdown
+        app_[WARMUP_KEY] = warmup
 
     async def _shutdown_services(app_: web.Application) -> None:
         warmup = app_.get(WARMUP_KEY)

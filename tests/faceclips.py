@@ -31,9 +31,9 @@ def add_noise(frame: np.ndarray, sigma: float, rng: np.random.Generator) -> np.n
     return np.clip(frame.astype(np.float32) + rng.normal(0.0, sigma, frame.shape), 0, 255).astype(np.uint8)
 
 
-# where the face lies in each fixture photo (x0, y0, x1, y1), for framing crops; measured once
-ASTRONAUT_FACE = (181.0, 72.0, 270.0, 177.0)
-GRACE_HOPPER_FACE = (170.0, 132.0, 355.0, 335.0)
+# where the face lies in each fixture photo (x0, y0, x1, y1), and frames of several pasted faces: shared
+# with the benchmarks (bench/_scenes.py)
+from bench._scenes import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame, paste_face  # noqa: E402,F401
 
 
 def face_tile(photo: np.ndarray, face_box, size: int = 320, margin: float = 2.2) -> np.ndarray:
@@ -71,3 +71,4 @@ def landmarks_of(image: np.ndarray) -> np.ndarray:
         lmk.close()
     assert faces, "the landmarker found no face"
     return faces[0].landmarks
+

@@ -65,6 +65,7 @@ async function start() {
     conn.addEventListener("state", (e) => onConnectionState(e.detail));
     conn.addEventListener("stats", (e) => showStats(e.detail));
     conn.addEventListener("error", (e) => { state.errors.push(e.detail); notice(`Server: ${e.detail.message}`, "info"); });
+    conn.addEventListener("draining", (e) => { if (!e.detail.closing) notice("This server is shutting down; the stream goes on for now."); });
     conn.addEventListener("bye", (e) => { notice(`The server ended the session: ${e.detail.reason}`); stop(false); });
     conn.addEventListener("message", () => { state.messages += 1; });
     conn.addEventListener("prompt", (e) => showUnderstood(e.detail));

@@ -57,6 +57,7 @@ export class LiveFuseConnection extends EventTarget {
     const body = await resp.json().catch(() => ({}));
     if (!resp.ok) throw new RefusedError(resp.status, body.error || resp.statusText, resp.headers.get("Retry-After"));
     this.session = body.session;
+    this.urls = body.urls || {}; // absolute on the replica that holds the session when it runs behind a balancer
     this.stages = body.stages || [];
     await pc.setRemoteDescription({ type: "answer", sdp: body.sdp });
     return body;
@@ -70,7 +71,7 @@ export class LiveFuseConnection extends EventTarget {
     for (const [k, v] of Object.entries(fields)) form.append(k, String(v));
     let resp;
     try {
-      resp = await fetch(`${this.base}/sessions/${this.session}/source`, { method: "POST", body: form });
+      resp = await fetch(this.urls.source || `${this.base}/sessions/${this.session}/source`, { method: "POST", body: form });
     } catch (err) {
       throw new UnreachableError(`server unreachable: ${err.message}`);
     }

@@ -130,7 +130,8 @@ class InterpreterBackend(Backend):
         from engines.landmarks.networks import BLENDSHAPES_MEMBER
 
         return LandmarkGraph(config, "cpu", network_factory=self.network,
-                               blendshapes_graph=self.network(BLENDSHAPES_MEMBER) if config.blendshapes else None)
+                               blendshapes_graph=self.network(BLENDSHAPES_MEMBER) if config.blendshapes else None,
+                             full_range_runner=InterpreterRunner)
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": "cpu", "precision": "fp32", "threads": 1}

@@ -65,7 +65,9 @@ class TorchBackend(Backend):
     def landmarker(self, config) -> Detector:
         from engines.landmarks.graph import LandmarkGraph
 
-        return LandmarkGraph(config, self.device, network_factory=self.network)
+        from engines.backends.interpreter import InterpreterRunner   # the full-range detector runs in LiteRT
+
+        return LandmarkGraph(config, self.device, network_factory=self.network, full_range_runner=InterpreterRunner)
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "precision": self.settings.precision}

@@ -19,27 +19,36 @@ import torch
 
 from engines.faces import Face, LandmarkerConfig
 from engines.landmarks.geometry import face_transform, pose_of
+from engines.landmarks.search import FaceSearch
 from engines.tracking import iou
 from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, BlendshapeNet,
                                          FaceDetectorNet, LandmarkNet, roi_from_detection, roi_from_landmarks)
 
 
+REFINE_BELOW_PX = 72.0    # IMAGE mode: faces narrower than this get a second landmark pass (not the
+                          # fixtures at full size: MediaPipe's IMAGE mode, the reference, runs one pass)
+
+
 class LandmarkGraph:
     def __init__(self, config: LandmarkerConfig = LandmarkerConfig(), device: str | torch.device = "cpu",
                  network_factory: Callable[[str], Callable] | None = None,
-                 blendshapes_graph: Callable | None = None) -> None:
+                 blendshapes_graph: Callable | None = None,
+                 full_range_runner: Callable[[bytes], Callable] | None = None) -> None:
         """network_factory(member) -> runner: how the detector and landmark networks run (default: the torch
         modules); blendshapes_graph: how the blendshapes network runs (default: its exact torch port), used
         while `config.blendshapes` is on."""
         self.config = config
+        self._full_runner = full_range_runner   # how the full-range detector runs (LiteRT's interpreter); None: no wide search
         self.device = torch.device(device)
         make = network_factory or (lambda member: None)
         self.detector = FaceDetectorNet(self.device, min_score=config.min_detection_confidence,
                                           graph=make(DETECTOR_MEMBER))
+        self.search = FaceSearch(self.detector, self._full_range if full_range_runner else None, config.search)
         self.net = LandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
         self.blendshapes = BlendshapeNet(self.device, graph=blendshapes_graph) if config.blendshapes else None
         self._rois: list[RotatedRect] = []
         self._searched_ms: float | None = None   # stream time of the last detector run
+        self._wide_ms: float | None = None       # ... and of the last wide one
         self._lock = threading.Lock()
 
     def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
@@ -52,24 +61,31 @@ class LandmarkGraph:
             min_conf = cfg.min_tracking_confidence
             if len(rois) < cfg.max_faces and self._search_due(rois, timestamp_ms):
                 self._searched_ms = float(timestamp_ms)
+                wide = self._wide_due(timestamp_ms)
+                if wide:
+                    self._wide_ms = float(timestamp_ms)
                 boxes = [_rect_box(r) for r in rois]
-                for d in self.detector.detect(image):
+                for d in self.search.find(image, wide=wide, all_tiles=cfg.mode != "video"):
                     if len(rois) >= cfg.max_faces:
                         break
                     if all(iou(d.box, b) < 0.5 for b in boxes):
                         rois.append(roi_from_detection(d.box, d.keypoints))
                         boxes.append(d.box)
             results = self.net.landmarks(image, rois)
+            if cfg.mode != "video":
+                results = self._refine_small(image, results)
             faces, keep = [], []
             for res in results:
                 if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
                     continue
                 pts = res.landmarks
                 lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+                box = (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))
+                if any(iou(box, f.bbox) > 0.5 for f in faces):   # two crops that settled on one face
+                    continue
                 shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
                 transform = face_transform(pts, (image.shape[1], image.shape[0])).astype(np.float32)
-                faces.append(Face(landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])),
-                                  blendshapes=shapes, pose=pose_of(transform), transform=transform, score=res.presence))
+                faces.append(Face(landmarks=pts, bbox=box, blendshapes=shapes, pose=pose_of(transform), transform=transform, score=res.presence))
                 keep.append(roi_from_landmarks(pts))
             self._rois = keep if cfg.mode == "video" else []
         return faces
@@ -83,11 +99,44 @@ class LandmarkGraph:
         since = float(timestamp_ms) - self._searched_ms
         return since >= self.config.search_interval_ms or since < 0
 
+    def _refine_small(self, image: np.ndarray, results: list) -> list:
+        """IMAGE mode: a face narrower than REFINE_BELOW_PX is cropped again from its own landmarks and
+        run once more. A detector box seeds the crop less well the fewer pixels it had (a 40 px face landed
+        3.9 % of its width off, mean, from one pass); a stream gets the same second look on its next frame."""
+        small = [i for i, r in enumerate(results)
+                 if np.ptp(r.landmarks[:, 0]) < REFINE_BELOW_PX and r.presence >= self.config.min_presence_confidence]
+        if not small:
+            return results
+        again = self.net.landmarks(image, [roi_from_landmarks(results[i].landmarks) for i in small])
+        out = list(results)
+        for i, r in zip(small, again):
+            out[i] = r
+        return out
+
+    def _wide_due(self, timestamp_ms: int) -> bool:
+        """The full-range passes run at most every `search_interval_ms` (every call in IMAGE mode), even
+        while no face is followed and the short-range detector runs on every frame."""
+        if self.config.mode != "video" or self._wide_ms is None:
+            return True
+        since = float(timestamp_ms) - self._wide_ms
+        return since >= self.config.search_interval_ms or since < 0
+
+    def _full_range(self) -> FaceDetectorNet:
+        """The full-range detector, made on the first wide search. It runs in LiteRT's interpreter on every
+        backend (its sparse weights and ops are outside the torch port); it runs rarely, on the CPU."""
+        from engines.cards import FACE_DETECTOR_FULL_RANGE
+
+        return FaceDetectorNet.full_range(self._full_runner(FACE_DETECTOR_FULL_RANGE.read()),
+                                          min_score=self.config.min_detection_confidence)
+
     def close(self) -> None:
         with self._lock:
             self._rois = []
             self._searched_ms = None
-            for runner in (self.detector.net, self.net.net, getattr(self.blendshapes, "net", None)):
+            self._wide_ms = None
+            full = self.search._full if isinstance(self.search._full, FaceDetectorNet) else None
+            for runner in (self.detector.net, self.net.net, getattr(self.blendshapes, "net", None),
+                           getattr(full, "net", None)):
                 if hasattr(runner, "close"):   # runners that hold threads (LiteRT's, spread over cores)
                     runner.close()
 

@@ -25,6 +25,7 @@ DETECTOR_MEMBER = "face_detector.tflite"
 LANDMARKS_MEMBER = "face_landmarks_detector.tflite"
 BLENDSHAPES_MEMBER = "face_blendshapes.tflite"
 DETECTOR_SIZE = 128
+FULL_RANGE_SIZE = 192
 LANDMARKS_SIZE = 256
 ROI_SCALE = 1.5
 
@@ -219,19 +220,20 @@ class BlendshapeNet:
         return {name: float(v) for name, v in zip(BLENDSHAPE_NAMES, scores)}
 
 
-def ssd_anchors(size: int = DETECTOR_SIZE, strides=(8, 16, 16, 16)) -> np.ndarray:
-    """(896, 2) anchor centres, normalised, for BlazeFace short range: 2 anchors per cell per layer."""
+def ssd_anchors(size: int = DETECTOR_SIZE, strides=(8, 16, 16, 16), per_cell: int = 2) -> np.ndarray:
+    """(A, 2) anchor centres, normalised: `per_cell` anchors per cell per layer (896 for BlazeFace short
+    range; 2304 for full range: stride 4, one per cell)."""
     centres = []
     i = 0
     while i < len(strides):
-        j, per_cell = i, 0
+        j, count = i, 0
         while j < len(strides) and strides[j] == strides[i]:  # layers sharing a stride share a grid
-            per_cell += 2
+            count += per_cell
             j += 1
         n = int(math.ceil(size / strides[i]))
         for y in range(n):
             for x in range(n):
-                centres.extend([((x + 0.5) / n, (y + 0.5) / n)] * per_cell)
+                centres.extend([((x + 0.5) / n, (y + 0.5) / n)] * count)
         i = j
     return np.array(centres, np.float32)
 
@@ -244,25 +246,40 @@ class Detection:
 
 
 class FaceDetectorNet:
-    """BlazeFace short range on a letterboxed 128 x 128 view of the whole frame."""
+    """BlazeFace on a letterboxed square view of the frame (the whole frame, or a tile of it).
+
+    The short-range model (128 x 128, the bundle's) sees faces that fill a good part of its view; the
+    full-range one (192 x 192, `full_range()`) sees faces down to about a twentieth of it. Both decode
+    alike: box and 6 keypoints relative to SSD anchors, in input pixels."""
 
     def __init__(self, device: str | torch.device = "cpu", min_score: float = 0.5, nms_iou: float = 0.3,
-                 graph: Callable | None = None) -> None:
+                 graph: Callable | None = None, size: int = DETECTOR_SIZE, anchors: np.ndarray | None = None) -> None:
         self.device = torch.device(device)
         self.net = graph if graph is not None else load_network(DETECTOR_MEMBER, self.device)
-        self.anchors = ssd_anchors()
+        self.size = int(size)
+        self.anchors = ssd_anchors(self.size) if anchors is None else anchors
         self.min_score = min_score
         self.nms_iou = nms_iou
+
+    @classmethod
+    def full_range(cls, graph: Callable, min_score: float = 0.5, nms_iou: float = 0.3) -> "FaceDetectorNet":
+        """The full-range detector (MediaPipe's face_detection_full_range: 192 x 192, one anchor per cell
+        of a 48 x 48 grid); `graph` runs it (LiteRT's interpreter: the torch port lacks its sparse weights)."""
+        return cls("cpu", min_score=min_score, nms_iou=nms_iou, graph=graph, size=FULL_RANGE_SIZE,
+                   anchors=ssd_anchors(FULL_RANGE_SIZE, strides=(4,), per_cell=1))
 
     def letterbox(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         h, w = image.shape[:2]
         side = float(max(h, w))
-        rect = RotatedRect(w / 2.0, h / 2.0, side, side, 0.0)
-        return crop(image, rect, DETECTOR_SIZE, border=cv2.BORDER_CONSTANT)
+        return self.view(image, RotatedRect(w / 2.0, h / 2.0, side, side, 0.0))
+
+    def view(self, image: np.ndarray, rect: RotatedRect) -> tuple[np.ndarray, np.ndarray]:
+        """The network's input for one square region of the frame (zero outside the frame), and its matrix."""
+        return crop(image, rect, self.size, border=cv2.BORDER_CONSTANT)
 
     @torch.inference_mode()
     def raw(self, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(N, 128, 128, 3) uint8 -> regressors (N, 896, 16), scores (N, 896) after the sigmoid."""
+        """(N, S, S, 3) uint8 -> regressors (N, A, 16), scores (N, A) after the sigmoid."""
         if _takes_numpy(self.net):
             x = np.multiply(tensors, np.float32(1.0 / 127.5), dtype=np.float32)
             reg, cls = self.net(np.subtract(x, np.float32(1.0), out=x))
@@ -276,11 +293,22 @@ class FaceDetectorNet:
         reg, scores = self.raw(tensor[None])
         return self.decode(reg[0], scores[0], cv2.invertAffineTransform(m))
 
+    def detect_regions(self, image: np.ndarray, rects: list[RotatedRect]) -> list[Detection]:
+        """Detections from each region, in frame pixels (not merged across regions)."""
+        if not rects:
+            return []
+        views, mats = zip(*(self.view(image, r) for r in rects))
+        reg, scores = self.raw(np.stack(views))
+        out: list[Detection] = []
+        for i, m in enumerate(mats):
+            out.extend(self.decode(reg[i], scores[i], cv2.invertAffineTransform(m)))
+        return out
+
     def decode(self, reg: np.ndarray, scores: np.ndarray, to_frame: np.ndarray) -> list[Detection]:
         keep = np.nonzero(scores >= self.min_score)[0]
         if keep.size == 0:
             return []
-        a = self.anchors[keep] * DETECTOR_SIZE
+        a = self.anchors[keep] * self.size
         r = reg[keep]
         cx, cy = r[:, 0] + a[:, 0], r[:, 1] + a[:, 1]
         w, h = r[:, 2], r[:, 3]

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frame", type=int, default=None, help="video: the frame index to draw (default: first with a face)")
     parser.add_argument("--max-frames", type=int, default=300, help="video: stop after this many frames (default 300)")
     parser.add_argument("--max-faces", type=int, default=4, help="faces per frame (default 4)")
-    parser.add_argument("--backend", default="litert", help="comma-separated backend preference: litert (MediaPipe graph, perspective pose), interpreter, torch, tensorrt")
+    parser.add_argument("--backend", default="interpreter,litert", help="comma-separated backend preference: interpreter (the tracking graph, with the wide search that finds small and far faces), litert (MediaPipe's graph: short range only), torch, tensorrt")
     parser.add_argument("--no-landmarks", action="store_true", help="leave the 478 x 3 landmarks out of the JSON")
 
 

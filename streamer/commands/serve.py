@@ -27,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--vcam", nargs="?", const="auto",
                    help="feed a virtual camera (v4l2loopback / OBS) from the oldest live session; optional device path")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
+    g.add_argument("--public-url", help="the URL clients reach this replica by, e.g. http://POD_IP:8080: session "
+                   "URLs it hands out (Location, WHEP, source upload) are absolute on it (env LIVEFUSE_PUBLIC_URL)")
+    g.add_argument("--drain-timeout", type=float, help="on SIGTERM or POST /admin/drain, wait this many s for running "
+                   "sessions to end before closing them (default 900; env LIVEFUSE_DRAIN_TIMEOUT)")
     g.add_argument("--no-hold-audio", dest="hold_audio", action="store_false", default=None,
                    help="send WHEP viewers the sender's audio as it arrives, not held back by the video's server delay")
     add_product_arguments(parser)
@@ -44,6 +48,9 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
     p.add_argument("--audit-key-file", help="HMAC key for the audit chain")
+    p.add_argument("--audit-stdout", action="store_true", default=None,
+                   help="also write each audit record to stdout as a JSON line, hash-chained as in the file "
+                        "(for cluster log pipelines; env LIVEFUSE_AUDIT_STDOUT=1)")
     p.add_argument("--tokens", dest="tokens_file", help="bearer tokens file (required off loopback)")
     p.add_argument("--denylist", dest="denylist_dir", help="folder of protected identities' photos")
     p.add_argument("--allow-origin", dest="allowed_origins", action="append", help="allowed page origin, repeatable")
@@ -72,6 +79,7 @@ def product_config(args: argparse.Namespace, host: str):
         "allowed_origins": tuple(args.allowed_origins) if getattr(args, "allowed_origins", None) else None,
         "public_hosts": tuple(args.public_hosts) if getattr(args, "public_hosts", None) else None,
         "server_id": getattr(args, "server_id", None),
+        "audit_stdout": audit_stdout(args),
     }.items() if v is not None}
     if getattr(args, "no_watermark", False):
         changes.update(disable_watermark=True, disable_reason=args.no_watermark_reason)
@@ -91,6 +99,16 @@ def product_config(args: argparse.Namespace, host: str):
     return config
 
 
+def audit_stdout(args: argparse.Namespace) -> bool | None:
+    """--audit-stdout, else LIVEFUSE_AUDIT_STDOUT (1/true/yes/on), else None (the default: off)."""
+    import os
+
+    if getattr(args, "audit_stdout", None):
+        return True
+    raw = os.environ.get("LIVEFUSE_AUDIT_STDOUT", "").strip().lower()
+    return True if raw in ("1", "true", "yes", "on") else None
+
+
 def run(args: argparse.Namespace) -> int:
     import logging
 
@@ -105,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio")}
+        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
@@ -114,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
     if not config.loopback and not getattr(args, "tokens_file", None):
         raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
                          "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")
+    if config.public_url:  # the replica answers to its public URL's host (and only the names given)
+        from streamer.urls import public_host
+
+        args.public_hosts = list(getattr(args, "public_hosts", None) or []) + [public_host(config.public_url)]
     if config.host in ("0.0.0.0", "::") and not getattr(args, "public_hosts", None):
         raise SystemExit(f"serving on {config.host} (every address) needs the names clients use: --public-host NAME "
                          "(repeatable), so that requests naming any other host (DNS rebinding) are refused")
@@ -124,8 +146,33 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)
     app.on_startup.append(reload_on_sighup(services))
+    app.on_startup.append(drain_on_sigterm)
     web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None)
     return 0
+
+
+async def drain_on_sigterm(app: Any) -> None:
+    """An app startup hook (after aiohttp's own signal handlers, which it replaces for SIGTERM): SIGTERM
+    starts the drain, and the process stops, exit status 0, once the drain is done. SIGINT (Ctrl-C)
+    still stops at once."""
+    import asyncio
+    import signal
+
+    from aiohttp.web_runner import GracefulExit
+
+    from streamer.server import SERVER_KEY
+
+    server = app[SERVER_KEY]
+    loop = asyncio.get_running_loop()
+
+    def stop(_result: Any) -> None:
+        def _exit() -> None:
+            raise GracefulExit()   # what aiohttp's own handler raises: run_app cleans up and returns
+
+        loop.call_soon(_exit)
+
+    server.on_drained = stop
+    loop.add_signal_handler(signal.SIGTERM, server.drain.start, "SIGTERM")
 
 
 def reload_on_sighup(services: Any) -> Callable[[Any], Awaitable[None]]:

@@ -32,6 +32,7 @@ class StreamStats:
         self._out_times: deque[float] = deque(maxlen=window)
         self._delays_ms: deque[float] = deque(maxlen=window)
         self._stage_ms: dict[str, deque[float]] = {}
+        self._work: deque[float] = deque(maxlen=30)   # pipeline ms of the last frames
         self._window = window
 
     def frame_in(self, dropped: bool) -> None:
@@ -55,6 +56,7 @@ class StreamStats:
 
     def processed(self, state: FrameState) -> None:
         with self._lock:
+            self._work.append(sum(state.timings.values()))
             for name, ms in state.timings.items():
                 self._stage_ms.setdefault(name, deque(maxlen=self._window)).append(ms)
         if self.metrics is not None:
@@ -89,6 +91,19 @@ class StreamStats:
         if len(times) < 2:
             return None
         return statistics.median(b - a for a, b in zip(times, times[1:])) * 1000.0
+
+    def budget_used(self, horizon_s: float = 5.0) -> float | None:
+        """Pipeline time per frame (mean of the last 30 frames) over the frame interval: 1.0 means the
+        stream uses its whole frame budget (frames start to drop). None when no frame arrived in the last
+        `horizon_s` or none has been processed."""
+        interval = self.frame_interval_ms()
+        now = self._clock()
+        with self._lock:
+            recent = list(self._work)
+            fresh = bool(self._in_times) and now - self._in_times[-1] <= horizon_s
+        if not recent or not interval or not fresh:
+            return None
+        return statistics.fmean(recent) / interval
 
     def stage_error(self, stage: str) -> None:
         """One failure of one frame in `stage`."""

@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -171,13 +172,16 @@ class AuditConfig:
     signed: bool = True                   # False, with no key: a plain sha256 chain, which a writer can rebuild
     fsync: bool = False                   # fsync every record (slower; survives power loss)
     queue_size: int = 10000               # records waiting for the writer; beyond this, appends are counted and dropped
+    stdout: bool = False                  # also write each record, exactly as in the file, to stdout (one JSON line)
 
 
 class AuditLog:
     """The writer. `append(event, **data)` is cheap and thread-safe; `close()` drains the queue."""
 
-    def __init__(self, config: AuditConfig) -> None:
+    def __init__(self, config: AuditConfig, echo: Any = None) -> None:
+        """`echo`: where `config.stdout` sends the lines (default sys.stdout; a test passes its own)."""
         self.config = config
+        self._echo = (echo if echo is not None else sys.stdout) if config.stdout else None
         self.path = Path(config.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.dropped = 0
@@ -264,8 +268,15 @@ class AuditLog:
         record = {"seq": self._seq + 1, "ts": item["ts"], "event": item["event"], "data": item["data"], "prev": self._prev}
         record = json.loads(canonical(record))  # what goes to disk is what gets hashed
         record["hash"] = record_hash(record, self._key)
-        self._file.write(canonical(record).decode() + "\n")
+        line = canonical(record).decode() + "\n"
+        self._file.write(line)
         self._file.flush()
+        if self._echo is not None:  # the same bytes as on disk: a collector can check the chain from them
+            try:
+                self._echo.write(line)
+                self._echo.flush()
+            except (OSError, ValueError):  # a closed or broken stdout must not stop the file
+                pass
         if self.config.fsync:
             os.fsync(self._file.fileno())
         self._seq, self._prev = record["seq"], record["hash"]

@@ -270,7 +270,7 @@ class AccessPolicy:
     allowed_origins: tuple[str, ...] = ()          # page origins allowed besides the server's own
     # the names the server answers to (Host); empty: not checked, and no Origin but allowed_origins passes
     public_hosts: tuple[str, ...] = ()
-    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions")
+    protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions", "/admin")
     session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
     open_rate_per_minute: float = 120.0            # per client address when running open on loopback
     open_max_sessions: int = 16
@@ -344,7 +344,8 @@ def auth_middleware(store: TokenStore, policy: AccessPolicy):
                 info = None
                 key = f"addr:{request.remote}"
                 rate, burst, max_sessions = policy.open_rate_per_minute, max(1, int(policy.open_rate_per_minute // 6)), policy.open_max_sessions
-            wait = store.take(key, rate, burst)
+            # teardown is never rate-limited: a client that ends its session frees what it held
+            wait = 0.0 if request.method == "DELETE" else store.take(key, rate, burst)
             if wait > 0:
                 raise AuthError(429, "rate limit exceeded", {"Retry-After": str(max(1, int(wait + 0.999)))})
             request[REQUEST_TOKEN] = info

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from engines.sources import SourceRefused, parse_index
+from engines.sources import SOURCE_ID_RULE, SourceRefused, parse_index, valid_source_id
 from streamer.safety.audit import embedding_hash
 
 log = logging.getLogger(__name__)
@@ -179,8 +179,8 @@ class SourceGate:
                 raise SourceRefused("protected_identity",
                                     "this face matches a protected identity and cannot be used as a source")
         source_id = str(form.get("source_id") or source.id)
-        if len(source_id) > 64 or not source_id.replace("-", "").replace("_", "").isalnum():
-            raise SourceRefused("bad_request", "source_id must be up to 64 letters, digits, '-' or '_'")
+        if not valid_source_id(source_id):
+            raise SourceRefused("bad_request", f"source_id must be {SOURCE_ID_RULE}")
         session.add_source(source_id, source)
         self._record("source_registered", **base, source_id=source_id, face_index=source.face_index)
         out = {"source_id": source_id, **{k: v for k, v in source.summary().items() if k != "id"}}

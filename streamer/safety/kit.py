@@ -17,6 +17,7 @@ class SafetyConfig:
     host: str = "127.0.0.1"
     audit_path: str = field(default_factory=lambda: default_audit_path())
     audit_key_file: str | None = None
+    audit_stdout: bool = False             # every audit record also to stdout as a JSON line (cluster log pipelines)
     server_id: int = 0
     disable_watermark: bool = False        # the explicit, logged, audited switch
     disable_reason: str = ""

@@ -121,3 +121,74 @@ def test_phone_photo_rotation_is_honoured(astronaut):
     upright = decode_image(buf.getvalue())
     assert upright.shape == astronaut.shape
     assert np.abs(upright.astype(int) - astronaut).mean() < 6
+
+
+def _grey(im):
+    g = cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
+    return np.stack([g] * 3, axis=-1)
+
+
+def _warm(im):            # tungsten light: red up, blue down
+    return np.clip(im * np.array([1.15, 1.0, 0.75]), 0, 255).astype(np.uint8)
+
+
+def _colourised(im):      # a black-and-white photo tinted through a warm tone curve
+    g = _grey(im)[..., 0].astype(np.float32) / 255
+    return np.clip(np.stack([g ** 0.8 * 255, g ** 0.95 * 225, g ** 1.2 * 190], -1), 0, 255).astype(np.uint8)
+
+
+def _studio(im):          # hard studio light: contrast up, gamma lifted (highlights on forehead and nose)
+    x = np.clip((im.astype(np.float32) / 255 - 0.5) * 1.5 + 0.55, 0, 1) ** 0.8
+    return (x * 255).astype(np.uint8)
+
+
+def _face_width(image_face_box, width, im):
+    k = width / (image_face_box[2] - image_face_box[0])
+    return cv2.resize(im, (int(im.shape[1] * k), int(im.shape[0] * k)), interpolation=cv2.INTER_AREA)
+
+
+@pytest.mark.parametrize("look", [None, _grey, _warm, _colourised, _studio])
+def test_clean_portraits_are_never_refused(astronaut, grace_hopper, look):
+    """Every real portrait that loads offline, in five looks, at full size and with the face 100 px wide
+    (the issue's colourised studio portrait). Before the ridge-highlight rule, Grace Hopper in studio light
+    was refused as "occluded (forehead, nose)" at every size; measured 2026-12-03 over 50 variants
+    (5 looks x 5 face widths, 70-300 px): 0 refusals now, 5 before. skimage's camera man is left out: he is
+    in profile (refused as turned, rightly)."""
+    from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE
+
+    reg = SourceRegistry(cache_size=0)
+    for photo, box in ((astronaut, ASTRONAUT_FACE), (grace_hopper, GRACE_HOPPER_FACE)):
+        for width in (None, 100):
+            img = photo if width is None else _face_width(box, width, photo)
+            img = img if look is None else look(img)
+            reg.register(np.ascontiguousarray(img))   # raises SourceRefused on a refusal
+
+
+def test_real_objects_pasted_over_a_face_are_refused(registry, astronaut, grace_hopper, face_free_images):
+    """Honestly built occlusions: real objects from real photos (the coffee cup and saucer, the rocket and
+    its sky) pasted over the lower face, the centre of the face and one side. Measured 2026-12-03 with
+    these and with chelsea's fur and a black card (24 cases, placed by the detected face): 20 refused (the
+    same 20 as before the highlight rule); the cat's fur, brown like skin, passes 4 times: a colour check
+    cannot see it. Here (placed by the fixture boxes) 11 of these 12 are refused: the cup over Grace
+    Hopper's lower face passes (its warm porcelain lands within 16-24 of her skin on the probes)."""
+    from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE
+
+    cup = face_free_images["coffee"][60:330, 150:460]
+    rocket = face_free_images["rocket"][100:400, 200:350]
+    refused, cases = 0, 0
+    for photo, (x0, y0, x1, y1) in ((astronaut, ASTRONAUT_FACE), (grace_hopper, GRACE_HOPPER_FACE)):
+        w, h = x1 - x0, y1 - y0
+        places = [(x0 + 0.1 * w, y0 + 0.5 * h, x1 - 0.1 * w, y1 + 0.1 * h), (x0 - 0.1 * w, y0 + 0.1 * h, x0 + 0.55 * w, y1),
+                  (x0 + 0.25 * w, y0 + 0.3 * h, x1 - 0.25 * w, y1 - 0.1 * h)]
+        for patch in (cup, rocket):
+            for bx0, by0, bx1, by1 in places:
+                covered = photo.copy()
+                bx0, by0, bx1, by1 = int(bx0), int(by0), int(bx1), int(by1)
+                covered[by0:by1, bx0:bx1] = cv2.resize(patch, (bx1 - bx0, by1 - by0))
+                cases += 1
+                try:
+                    registry.register(covered)
+                except SourceRefused as exc:
+                    assert exc.reason in ("occluded", "no_face")
+                    refused += 1
+    assert cases == 12 and refused >= 11, refused

@@ -255,3 +255,9 @@ def test_a_browser_sized_offer_is_checked_in_well_under_a_millisecond():
     for _ in range(100):
         check_offer(CHROMIUM_OFFER)
     assert (time.perf_counter() - t) / 100 < 1e-3
+
+
+def test_the_offer_setup_is_returned():
+    """The DTLS role LiveFuse answers with (streamer.dtls.answer_passive) follows the setup read here."""
+    assert check_offer(CHROMIUM_OFFER) == "actpass"
+    assert check_offer(CHROMIUM_OFFER.replace("a=setup:actpass", "a=setup:active", 1)) == "active"

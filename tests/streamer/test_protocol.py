@@ -89,3 +89,30 @@ def test_replies_are_strict_json():
     assert protocol.dumps({"type": "pong", "t": 1.5}) == '{"type":"pong","t":1.5}'
     with pytest.raises(ValueError):
         protocol.dumps({"type": "pong", "t": float("nan")})
+
+
+@pytest.mark.parametrize("sid", ["ünïcode", "٣٤٥", "a b", "", "x" * 65, "../etc"])
+def test_source_ids_are_ascii_names(sid):
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message(json.dumps({"type": "set_params", "source_id": sid}), max_bytes=4096)
+    assert err.value.code == "invalid" and "source_id" in err.value.message
+    with pytest.raises(ProtocolError):
+        parse_client_message(json.dumps({"type": "set_params", "face_sources": {"1": sid}}), max_bytes=4096)
+
+
+def test_a_plain_source_id_passes():
+    msg = parse_client_message('{"type": "set_params", "source_id": "grace-hopper_2"}', max_bytes=4096)
+    assert msg["source_id"] == "grace-hopper_2"
+
+
+def test_unpaired_surrogates_are_refused_not_stored():
+    with pytest.raises(ProtocolError, match="surrogate"):
+        parse_client_message('{"type": "set_prompt", "text": "smile \\ud800"}', max_bytes=4096)
+    ok = parse_client_message('{"type": "set_prompt", "text": "smile \\ud83d\\ude00"}', max_bytes=4096)
+    assert ok["text"] == "smile \U0001F600"
+
+
+def test_deep_nesting_is_bad_json_not_a_crash():
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message("[" * 100_000 + "]" * 100_000, max_bytes=1 << 20)
+    assert err.value.code == "bad_json"

@@ -118,6 +118,20 @@ async def test_source_refusals(served, astronaut):
             assert r.status == 422 and "too small" in (await r.json())["error"]
         async with http.post(f"{url}/sessions/nosuch/source", data=jpeg(astronaut), headers={"Content-Type": "image/jpeg"}) as r:
             assert r.status == 404
+        many = aiohttp.FormData(default_to_multipart=True)
+        for i in range(1000):   # each part costs a parse on the event loop: refused at the 17th
+            many.add_field(f"f{i}", "x")
+        async with http.post(src, data=many) as r:
+            assert r.status == 413 and "parts" in (await r.json())["error"]
+        nested = (b"--outer\r\nContent-Type: multipart/mixed; boundary=inner\r\nContent-Disposition: form-data; "
+                  b"name=\"image\"\r\n\r\n--inner\r\nContent-Type: image/jpeg\r\n\r\nxx\r\n--inner--\r\n--outer--\r\n")
+        async with http.post(src, data=nested, headers={"Content-Type": "multipart/form-data; boundary=outer"}) as r:
+            assert r.status == 400 and "nested" in (await r.json())["error"]
+        long_field = aiohttp.FormData()
+        long_field.add_field("source_id", "a" * 5000)
+        long_field.add_field("image", jpeg(astronaut), filename="a.jpg", content_type="image/jpeg")
+        async with http.post(src, data=long_field) as r:
+            assert r.status == 413 and "source_id" in (await r.json())["error"]
         assert state.peers[sid].session.sources == {}  # nothing was half-stored
     finally:
         await client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from streamer.media.stats import StreamStats
@@ -34,3 +35,16 @@ def test_stage_times_and_delay_come_from_the_frames():
     assert snap["stages_ms"] == {"faces": 4.0, "fusion": 6.0}
     assert snap["server_delay_ms"] == pytest.approx(10.0) and snap["size"] == [640, 480]
     assert snap["frames_out"] == 1 and stats.delay_ms() == pytest.approx(10.0)
+
+
+def test_budget_used_is_pipeline_time_over_the_frame_interval():
+    now = [0.0]
+    stats = StreamStats(clock=lambda: now[0])
+    assert stats.budget_used() is None
+    for i in range(10):
+        now[0] = i / 30.0
+        stats.frame_in(dropped=False)
+        stats.processed(FrameState(image=np.zeros((2, 2, 3), np.uint8), pts=i, timings={"a": 10.0, "b": 6.5}))
+    assert abs(stats.budget_used() - 16.5 / (1000 / 30)) < 1e-6
+    now[0] += 10.0   # the sender went quiet: no figure rather than a stale one
+    assert stats.budget_used() is None

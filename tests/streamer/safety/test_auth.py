@@ -39,6 +39,7 @@ def make_app(store, policy, slots):
     app = web.Application(middlewares=[auth_middleware(store, policy)])
     app.router.add_post("/offer", offer)
     app.router.add_post("/sessions/{session}/source", upload)
+    app.router.add_delete("/whip/{session}", upload)
     app.router.add_get("/health", health)
     return app
 
@@ -88,6 +89,15 @@ async def test_rate_limit_then_recovery(setup):
     assert (await client.post("/sessions/s1/source", headers=bearer(tok))).status == 200
     other = store.issue("carol", burst=3)
     assert (await client.post("/sessions/s1/source", headers=bearer(other))).status == 200  # limits are per token
+
+
+async def test_teardown_is_never_rate_limited(setup):
+    client, store, clock, _ = setup
+    tok = store.issue("erin", rate_per_minute=60, burst=2)
+    assert [(await client.post("/sessions/s1/source", headers=bearer(tok))).status for _ in range(3)] == [200, 200, 429]
+    deletes = [await client.delete(f"/whip/s{i}", headers=bearer(tok)) for i in range(5)]
+    assert [r.status for r in deletes] == [200] * 5                      # still authenticated ...
+    assert (await client.delete("/whip/s1", headers=bearer("not-a-token"))).status == 401   # ... never open
 
 
 async def test_session_limit_and_release(setup):

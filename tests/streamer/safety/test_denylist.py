@@ -95,6 +95,11 @@ def test_consent_required_and_decisions_audited(engines, astronaut, face_free_im
             gate.register(session, astronaut, form)
     with pytest.raises(SourceRefused, match="no face"):
         gate.register(session, face_free_images["rocket"], {"consent": "yes"})
+    for bad in ("ünïcode", "٣٤٥", "a/b"):  # isalnum() would pass the first two
+        with pytest.raises(SourceRefused, match="ASCII") as err:
+            gate.register(session, astronaut, {"consent": "on", "source_id": bad})
+        assert err.value.reason == "bad_request"
+    assert dict(session.sources) == {}
     out = gate.register(session, astronaut, {"consent": "on", "source_id": "me"})
     assert out["source_id"] == "me" and session.controls.source_id == "me" and "me" in session.sources
     assert session.sources["me"].embedding.shape == (128,)  # the registry's record, ready for fusion

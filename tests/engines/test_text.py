@@ -83,6 +83,15 @@ def test_decoder_llm_last_hidden_states_are_pooled(tiny_decoder):
     assert not np.allclose(out.pooled[0], out.pooled[1])
 
 
+def test_pooling_is_over_the_mask_so_a_batch_does_not_change_a_prompt(tiny_decoder):
+    """The LLM path pools the decoder's last hidden states over the attention mask: the padding a longer
+    prompt in the same batch adds changes nothing (the same for e5, whose attention sees the mask too)."""
+    for enc in (TextEncoder(tiny_decoder), TextEncoder("e5")):
+        alone = enc.encode(["a slight smile"]).pooled[0]
+        batched = enc.encode(["a slight smile", "red lips, smoky eyes, a big grin and much brighter skin"]).pooled[0]
+        assert np.allclose(alone, batched, atol=1e-4), enc.name
+
+
 def test_uncalibrated_encoder_names_the_calibrate_command(tiny_decoder, tmp_path, monkeypatch):
     monkeypatch.setenv("LIVEFUSE_HOME", str(tmp_path))
     with pytest.raises(CalibrationError, match="livefuse calibrate --encoder"):

@@ -14,8 +14,10 @@ from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate, load_c
 from engines.text import DEFAULT_ARTIFACT, EDIT_NAMES, MINILM_ARTIFACT, TextEncoder, load_artifact, load_prompt_model
 
 ZERO_SHOT_LANGS = ("ja", "ko", "es", "fr", "de", "pt")
-# Zero-shot sign agreement goal: the head never saw these languages, so chance is 0.5; 0.7 is what
-# alignment must at least carry (measured 0.73-1.0 with e5, docs/prompts.md; MiniLM sits near chance).
+# Zero-shot sign agreement goal per language: the head never saw these languages, so a blind guess scores
+# 0.5 and the English-only MiniLM measures 0.48-0.63 on the same prompts (its committed artifact's
+# held-out scores); 0.7 is above everything an encoder without cross-lingual alignment reaches, and
+# below e5's worst language (Korean, 0.73; the others 0.85-1.0, docs/prompts.md).
 ZERO_SHOT_GOAL = 0.7
 
 
@@ -101,14 +103,29 @@ def test_committed_artifacts_match_the_corpus_and_meet_the_goals():
     assert minilm.heldout["en"]["zero_max_abs"] <= 0.2
 
 
-def test_zero_shot_languages_work_on_the_live_path():
-    """The same held-out prompts through PromptModel.encode (clauses, gate, head) as a user types them."""
+def test_zero_shot_languages_work_on_the_live_path(capsys):
+    """The same held-out prompts through PromptModel.encode (clauses, gate, head) as a user types them;
+    the per-language figures are printed (pytest -s) and each must reach the goal."""
     _, held, _ = load_corpus()
     model = load_prompt_model()
+    report = {}
     for lang in ZERO_SHOT_LANGS:
         rows = [r for r in held if r.lang == lang]
         pred = np.array([[c.edits[n] for n in EDIT_NAMES] for c in model.encode([r.text for r in rows])])
-        assert score(pred, targets(rows))["sign_agreement"] >= ZERO_SHOT_GOAL, lang
+        report[lang] = {"n": len(rows), **score(pred, targets(rows))}
+    with capsys.disabled():
+        print("\nzero-shot sign agreement (e5, live path): " +
+              ", ".join(f"{lang} {r['sign_agreement']:.3f} (n={r['n']})" for lang, r in report.items()))
+    for lang, r in report.items():
+        assert r["n"] >= 20 and r["sign_agreement"] >= ZERO_SHOT_GOAL, (lang, r)
+
+
+def test_e5_reads_every_zero_shot_language_better_than_minilm():
+    _, _, e5 = load_artifact(DEFAULT_ARTIFACT)
+    _, _, minilm = load_artifact(MINILM_ARTIFACT)
+    for lang in ZERO_SHOT_LANGS:
+        assert e5.heldout[lang]["sign_agreement"] > minilm.heldout[lang]["sign_agreement"] + 0.1, lang
+        assert minilm.heldout[lang]["sign_agreement"] < ZERO_SHOT_GOAL     # the goal needs a multilingual encoder
 
 
 def test_score_counts_signs_and_zero_leaks():

@@ -44,7 +44,7 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="device for the torch/tensorrt face runtimes: auto, cpu, cuda, cuda:N (default auto)")
     p.add_argument("--batch-streams", action="store_true",
                    help="torch face runtime: one landmark network for all sessions, their crops batched together (for a GPU)")
-    p.add_argument("--encoder", help="local transformers folder for prompts (default: the bundled MiniLM)")
+    p.add_argument("--encoder", help="prompt encoder: e5 (the default, multilingual), minilm (English only) or a local transformers folder")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
     p.add_argument("--audit-key-file", help="HMAC key for the audit chain")

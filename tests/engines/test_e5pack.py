@@ -21,7 +21,7 @@ RTL_AND_MORE = [
 
 
 def _prompts() -> list[str]:
-    """~330 prompts in 20 languages: corpus English and Chinese, the zero-shot set (ja, ko, es, fr, de,
+    """~340 prompts in 17 languages: corpus English and Chinese, the zero-shot set (ja, ko, es, fr, de,
     pt) and a dozen more scripts, Arabic and Hebrew (right to left) among them."""
     rows = [json.loads(x) for x in (CORPUS_DIR / "train.jsonl").read_text(encoding="utf-8").splitlines()]
     en = [r["text"] for r in rows if r["lang"] == "en"][::12][:90]

@@ -150,11 +150,14 @@ class PromptFilter:
         self._examples: list[tuple[Category, np.ndarray, tuple[str, ...]]] = []
         self._allowed: np.ndarray | None = None
         if self.encoder is not None:
+            readable = (lambda texts: tuple(t for t in texts if _latin_only(t))) if self.latin_only else tuple
             for c in self.policy.categories:
-                if c.examples:
-                    self._examples.append((c, self._embed(c.examples), c.examples))
-            if self.policy.allowed_examples:
-                self._allowed = self._embed(self.policy.allowed_examples)
+                examples = readable(c.examples)
+                if examples:
+                    self._examples.append((c, self._embed(examples), examples))
+            anchors = readable(self.policy.allowed_examples)
+            if anchors:
+                self._allowed = self._embed(anchors)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         return _unit(np.asarray(self.encoder.encode(list(texts)).pooled, np.float32))  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ de, pt) and by sentence-embedding similarity to each category's examples.
 
 An embedding match must beat both the threshold and the nearest *allowed* example by a margin, so
 near-misses such as "professional look" or "look a bit younger" pass. Threshold and margin belong to the
-encoder (`Similarity`, per encoder name in the policy file): MiniLM's similarities spread over 0.3-0.8,
+encoder (`Similarity`, per encoder name in the policy file): MiniLM's similarities spread over 0.25-0.85,
 e5's sit in a narrow band (0.8-0.95), so one number cannot serve both. The filter reads no prompt itself:
 it takes the prompt's one reading (`engines.text.Condition`: normalised text, clauses, their pooled
 embeddings) that the prompt cache also keeps for the edits stage, so a prompt is encoded once. With an

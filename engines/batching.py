@@ -7,6 +7,9 @@ hands each caller its own rows. On CUDA the batch goes through a pinned host buf
 so the copy in and out overlaps nothing else's work on the default stream. A call waits at most the
 window plus one batch; a failing batch fails each of its callers with the error, and the runner goes on.
 
+`ArrayBatchRunner` is the runtime-free part (any NumPy callable, inputs one array or a tuple of arrays
+sharing their first axis): the neural swapper batches its faces through it.
+
 Runners are shared by key through `shared_runner(key, make)` and counted: the last `close()` stops the
 worker thread.
 """
@@ -33,45 +36,56 @@ class BatchStats:
                 "mean_batch": round(self.items / self.batches, 2) if self.batches else 0.0}
 
 
+def _rows(x: Any) -> int:
+    return len(x[0]) if isinstance(x, tuple) else len(x)
+
+
+def _concat(xs: list[Any]) -> Any:
+    if isinstance(xs[0], tuple):
+        return tuple(np.concatenate([x[i] for x in xs]) for i in range(len(xs[0])))
+    return np.concatenate(xs)
+
+
 @dataclass
 class _Request:
-    x: np.ndarray
+    x: Any                       # one array, or a tuple of arrays with the same number of rows
     done: Future = field(default_factory=Future)
 
 
-class SharedBatchRunner:
-    """A runner of `net` (a torch module taking an NHWC float batch, giving outputs in the file's order)
-    that many landmarkers call at once. NumPy in and out (`takes_numpy`), like LiteRT's runner."""
+class ArrayBatchRunner:
+    """Gathers the calls of many threads into batches for `net`, a callable taking NumPy arrays (one, or a
+    tuple whose members share their first axis) and returning a list of arrays in row order. Any runtime
+    fits behind it (ONNX Runtime here; `SharedBatchRunner` adds torch with pinned buffers)."""
 
     takes_numpy = True
+    thread_name = "batcher"
 
-    def __init__(self, net: Callable[[Any], list[Any]], device: str = "cpu", max_batch: int = 32,
-                 window_ms: float = 2.0, on_last_close: Callable[[], None] | None = None) -> None:
-        import torch
-
-        self._net, self._device = net, torch.device(device)
+    def __init__(self, net: Callable[[Any], list[Any]], max_batch: int = 32, window_ms: float = 2.0,
+                 on_last_close: Callable[[], None] | None = None) -> None:
+        self._net = net
         self._max_batch, self._window_s = max(1, int(max_batch)), max(0.0, window_ms) / 1000.0
-        self._cuda = self._device.type == "cuda"
-        self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
-        self._pinned: Any = None
         self._queue: list[_Request] = []
         self._cv = threading.Condition()
         self._users = 1
         self._closed = False
         self._on_last_close = on_last_close
         self.stats = BatchStats()
-        self._thread = threading.Thread(target=self._serve, name="landmark-batcher", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=self.thread_name, daemon=True)
         self._thread.start()
 
-    def acquire(self) -> "SharedBatchRunner":
+    def acquire(self) -> "ArrayBatchRunner":
         with self._cv:
             if self._closed:
                 raise RuntimeError("this shared runner is closed")
             self._users += 1
         return self
 
-    def __call__(self, x: np.ndarray) -> list[np.ndarray]:
-        req = _Request(np.ascontiguousarray(x, np.float32))
+    def __call__(self, x: Any) -> list[np.ndarray]:
+        if isinstance(x, tuple):
+            x = tuple(np.ascontiguousarray(a, np.float32) for a in x)
+        else:
+            x = np.ascontiguousarray(x, np.float32)
+        req = _Request(x)
         with self._cv:
             if self._closed:
                 raise RuntimeError("this shared runner is closed")
@@ -93,7 +107,7 @@ class SharedBatchRunner:
             self._on_last_close()
 
     def _take_batch(self) -> list[_Request] | None:
-        """The first waiting call, and whatever arrives within the window after it (up to max_batch crops)."""
+        """The first waiting call, and whatever arrives within the window after it (up to max_batch rows)."""
         import time
 
         with self._cv:
@@ -101,20 +115,20 @@ class SharedBatchRunner:
                 self._cv.wait()
             if self._closed:
                 for req in self._queue:
-                    req.done.set_exception(RuntimeError("the shared landmark runner was closed"))
+                    req.done.set_exception(RuntimeError("the shared runner was closed"))
                 self._queue.clear()
                 return None
             deadline = time.monotonic() + self._window_s
-            while sum(len(r.x) for r in self._queue) < self._max_batch and not self._closed:
+            while sum(_rows(r.x) for r in self._queue) < self._max_batch and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cv.wait(left)
             batch, n = [], 0
-            while self._queue and (not batch or n + len(self._queue[0].x) <= self._max_batch):
+            while self._queue and (not batch or n + _rows(self._queue[0].x) <= self._max_batch):
                 req = self._queue.pop(0)
                 batch.append(req)
-                n += len(req.x)
+                n += _rows(req.x)
             return batch
 
     def _serve(self) -> None:
@@ -123,20 +137,40 @@ class SharedBatchRunner:
             if batch is None:
                 return
             try:
-                outs = self._run(np.concatenate([r.x for r in batch]))
+                outs = self._run(_concat([r.x for r in batch]))
             except BaseException as exc:   # every caller learns why; the next batch runs as usual
                 for req in batch:
                     req.done.set_exception(exc)
                 continue
             start = 0
             for req in batch:
-                n = len(req.x)
+                n = _rows(req.x)
                 req.done.set_result([o[start:start + n] for o in outs])
                 start += n
             with self._cv:
                 self.stats.batches += 1
                 self.stats.items += start
                 self.stats.largest = max(self.stats.largest, start)
+
+    def _run(self, x: Any) -> list[np.ndarray]:
+        return list(self._net(x))
+
+
+class SharedBatchRunner(ArrayBatchRunner):
+    """A runner of `net` (a torch module taking an NHWC float batch, giving outputs in the file's order)
+    that many landmarkers call at once. NumPy in and out (`takes_numpy`), like LiteRT's runner."""
+
+    thread_name = "landmark-batcher"
+
+    def __init__(self, net: Callable[[Any], list[Any]], device: str = "cpu", max_batch: int = 32,
+                 window_ms: float = 2.0, on_last_close: Callable[[], None] | None = None) -> None:
+        import torch
+
+        self._device = torch.device(device)
+        self._cuda = self._device.type == "cuda"
+        self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
+        self._pinned: Any = None
+        super().__init__(net, max_batch=max_batch, window_ms=window_ms, on_last_close=on_last_close)
 
     def _run(self, x: np.ndarray) -> list[np.ndarray]:
         import torch
@@ -156,11 +190,11 @@ class SharedBatchRunner:
             return [o.numpy() for o in outs]
 
 
-_SHARED: dict[tuple, SharedBatchRunner] = {}
+_SHARED: dict[tuple, ArrayBatchRunner] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_runner(key: tuple, make: Callable[[Callable[[], None]], SharedBatchRunner]) -> SharedBatchRunner:
+def shared_runner(key: tuple, make: Callable[[Callable[[], None]], ArrayBatchRunner]) -> Any:
     """The live runner for `key`, one more user counted; else `make(forget)` builds it (`forget` takes it
     out of the table once its last user closes it)."""
     with _SHARED_LOCK:

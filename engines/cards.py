@@ -40,7 +40,8 @@ _verified_cache: dict[tuple[str, int, int], str] = {}
 _verified_lock = threading.Lock()
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -63,7 +64,7 @@ def _verified(card: ModelCard) -> Path:
     with _verified_lock:
         known = _verified_cache.get(key)
     if known is None:
-        known = _sha256(path)
+        known = file_sha256(path)
         with _verified_lock:
             _verified_cache[key] = known
     if known != card.sha256:
@@ -260,7 +261,7 @@ class WheelFileCard:
                 with _verified_lock:
                     known = _verified_cache.get(key)
                 if known is None:
-                    known = _sha256(path)
+                    known = file_sha256(path)
                     with _verified_lock:
                         _verified_cache[key] = known
                 if known != self.sha256:

@@ -2,7 +2,8 @@
 per session) and hands the server and `livefuse process` their hooks (`Product.services()`). It alone
 knows which stage follows which and which part gets which.
 
-Per frame:  faces (detect + track + smooth) -> fusion (source identity) -> edits (prompt + sliders)
+Per frame:  faces (detect + track + smooth) -> fusion (source identity: geometric, then the neural swap
+            when a --swapper is loaded, each as the frame's fusion mode says) -> edits (prompt + sliders)
             -> watermark (always last, so every output frame carries it).
 
 Models that are expensive and thread-safe are built once per process and shared (source registry with
@@ -21,6 +22,7 @@ from typing import Any
 from pathlib import Path
 
 from engines.sources import SourceConfig, SourceRegistry
+from engines.swappers.swapper import NeuralSwapper, SwapperConfig, load_swapper
 from streamer.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
 from streamer.safety.auth import AccessPolicy, TokenStore, is_admin, slot_release, token_id_of
@@ -30,10 +32,11 @@ from streamer.safety.kit import SafetyConfig, SafetyKit
 from streamer.safety.privacy import purge_session
 from streamer.safety.watermark_policy import payload_recorder, resolve_policy
 from streamer.services import Services
-from streamer.session import Session
+from streamer.session import FUSION_MODES, Session
 from streamer.stages.edits import EditsStage, EditsStageConfig
 from streamer.stages.faces import FaceStage, FaceStageConfig
 from streamer.stages.fusion import FusionConfig, FusionStage
+from streamer.stages.swap import SwapStage, SwapStageConfig
 from streamer.stages.watermark import WatermarkStage
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,9 @@ class ProductConfig:
     stages: tuple[str, ...] = STAGE_NAMES
     faces: FaceStageConfig = field(default_factory=FaceStageConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
+    swapper: SwapperConfig = field(default_factory=SwapperConfig)   # the user's neural swap model, if any
+    swap: SwapStageConfig = field(default_factory=SwapStageConfig)
+    fusion_mode: str = ""             # geometric | neural | both; "" = neural with a swapper, else geometric
     sources: SourceConfig = field(default_factory=SourceConfig)
     edits: EditsStageConfig = field(default_factory=EditsStageConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
@@ -64,6 +70,16 @@ class ProductConfig:
             raise ValueError(f"unknown stages {sorted(unknown)}; choose from {STAGE_NAMES}")
         if "watermark" not in self.stages:
             raise ValueError("the watermark stage cannot be left out; use the disable_watermark safety setting")
+        if self.fusion_mode and self.fusion_mode not in FUSION_MODES:
+            raise ValueError(f"fusion mode must be one of {FUSION_MODES}, got {self.fusion_mode!r}")
+        if self.fusion_mode in ("neural", "both") and not self.swapper.enabled:
+            raise ValueError(f"--fusion {self.fusion_mode} needs a swap model: --swapper FILE.onnx "
+                             "--swapper-embedder FILE.onnx")
+
+    @property
+    def default_fusion(self) -> str:
+        """The fusion mode sessions start in (a session may switch when a swapper is loaded)."""
+        return self.fusion_mode or ("neural" if self.swapper.enabled else "geometric")
 
 
 class Product:
@@ -77,6 +93,7 @@ class Product:
         self._prompts: Any = None
         self._prompts_error: str | None = None
         self._kit: SafetyKit | None = None
+        self._swapper: NeuralSwapper | None = None
 
     # --- shared parts -------------------------------------------------------------------------------
     @property
@@ -106,6 +123,15 @@ class Product:
             return self._prompts
 
     @property
+    def swapper(self) -> NeuralSwapper | None:
+        """The neural swapper every session shares (None without --swapper); a file that cannot be used
+        raises SwapperRefused naming what was expected."""
+        with self._lock:
+            if self._swapper is None and self.config.swapper.enabled:
+                self._swapper = load_swapper(self.config.swapper)
+            return self._swapper
+
+    @property
     def prompts_error(self) -> str | None:
         return self._prompts_error
 
@@ -132,7 +158,10 @@ class Product:
             if name == "faces":
                 stages.append(FaceStage(self.config.faces))
             elif name == "fusion":
-                stages.append(FusionStage(self.config.fusion))
+                mode = self.config.default_fusion
+                stages.append(FusionStage(self.config.fusion, default_mode=mode))
+                if self.swapper is not None:
+                    stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode))
             elif name == "edits":
                 cache = self.prompts
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error))
@@ -141,8 +170,13 @@ class Product:
         return Pipeline(stages)
 
     def register_source(self, session: Session, image_rgb: Any, form: Any) -> dict[str, Any]:
-        """Consent, face, denylist, then the session's source (see SourceGate)."""
-        return self.safety.sources.register(session, image_rgb, form)
+        """Consent, face, denylist, then the session's source (see SourceGate). With a swapper loaded the
+        source's vector is made here too (this runs in an executor), so no frame waits for the embedder."""
+        result = self.safety.sources.register(session, image_rgb, form)
+        source = session.sources.get(result.get("source_id")) if isinstance(result, dict) else None
+        if source is not None and self.swapper is not None:
+            self.swapper.source_vector(source)
+        return result
 
     def set_prompt(self, session: Session, text: str) -> dict[str, Any]:
         """The prompt is read once, through the cache (the edits stage then finds it ready), and the
@@ -160,8 +194,14 @@ class Product:
         self.safety.tokens.reload()
 
     def warm_up(self) -> None:
-        """Load the shared models now (in an executor at server start) rather than on the first call."""
-        self.registry, self.prompts, self.safety  # noqa: B018 - properties that build on first use
+        """Load the shared models now (in an executor at server start) rather than on the first call,
+        and the face-mesh topology the fusion and edits stages read on their first face: it comes from
+        MediaPipe's connection lists, whose import takes the GIL for about 0.7 s, which on a frame
+        thread stops every stream (the first prompt of a session froze its video for 1.4 s)."""
+        from engines import mesh
+
+        self.registry, self.prompts, self.safety, self.swapper  # noqa: B018 - properties that build on first use
+        mesh.loops(), mesh.triangles()
 
     def close(self) -> None:
         with self._lock:
@@ -169,6 +209,8 @@ class Product:
                 self._prompts.close()
             if self._kit is not None:
                 self._kit.close()
+            if self._swapper is not None:
+                self._swapper.close()
 
     def services(self) -> Services:
         return Services(
@@ -211,5 +253,8 @@ def watermark_stage(kit: SafetyKit) -> WatermarkStage:
 
 
 def build_services(config: ProductConfig | None = None) -> Services:
-    """What `livefuse serve` and `livefuse process` run with: the real product's hooks."""
-    return Product(config or ProductConfig()).services()
+    """What `livefuse serve` and `livefuse process` run with: the real product's hooks. A --swapper file
+    is loaded (and refused, with SwapperRefused) here, before the server or the file run starts."""
+    product = Product(config or ProductConfig())
+    product.swapper  # noqa: B018 - loads and checks the user's model files now
+    return product.services()

@@ -32,6 +32,9 @@ class ServerConfig:
     max_source_pixels: int = 4096 * 4096
     max_message_bytes: int = 16 * 1024    # one data-channel message
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
+    # a request's headers must all arrive within this of its connection opening (or of the last reply);
+    # a body may go no longer than this without a byte: a slow client holds a connection, never more
+    read_timeout_s: float = 15.0
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
     overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (on with 4+ cores)
@@ -94,18 +97,31 @@ class ServerConfig:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "ServerConfig":
         """LIVEFUSE_<FIELD> variables (e.g. LIVEFUSE_PORT=9000, LIVEFUSE_ICE_SERVERS=stun:a:3478,stun:b),
         then explicit overrides (CLI flags that were given) on top."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(f"LIVEFUSE_{f.name.upper()}")
-            if raw is None or raw == "":
-                continue
-            values[f.name] = _parse(f.name, str(f.type), raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return config_from_env(cls, env, **overrides)
 
 
-def _parse(name: str, type_name: str, raw: str) -> Any:
+def config_from_env(cls: type, env: Mapping[str, str] | None = None, *, env_name: Any = None, **overrides: Any) -> Any:
+    """Any frozen config dataclass from LIVEFUSE_* variables, then the overrides that are not None on top.
+    `env_name(field)` names a field's variable (default LIVEFUSE_<FIELD>)."""
+    env = os.environ if env is None else env
+    name_of = env_name or (lambda field: f"LIVEFUSE_{field.upper()}")
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        var = name_of(f.name)
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        values[f.name] = _parse(f.name, str(f.type), raw, var)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**values)
+
+
+def swapper_env_name(field: str) -> str:
+    """SwapperConfig's variables: LIVEFUSE_SWAPPER, LIVEFUSE_SWAPPER_EMBEDDER, LIVEFUSE_SWAPPER_DEVICE, ..."""
+    return f"LIVEFUSE_{field.upper()}" if field.startswith("swapper") else f"LIVEFUSE_SWAPPER_{field.upper()}"
+
+
+def _parse(name: str, type_name: str, raw: str, var: str = "") -> Any:
     try:
         if type_name.startswith("int"):
             return int(raw)
@@ -123,4 +139,4 @@ def _parse(name: str, type_name: str, raw: str) -> Any:
             return raw.upper()
         return raw
     except ValueError as exc:
-        raise ValueError(f"LIVEFUSE_{name.upper()}={raw!r}: {exc}") from None
+        raise ValueError(f"{var or 'LIVEFUSE_' + name.upper()}={raw!r}: {exc}") from None

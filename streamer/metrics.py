@@ -36,6 +36,9 @@ class Metrics:
                                  registry=r)
         self.draining = Gauge("livefuse_draining", "1 while the replica drains (takes no new sessions)", registry=r)
         self.ready = Gauge("livefuse_ready", "1 while the replica takes new sessions (/readyz 200)", registry=r)
+        self.heap_release = Histogram("livefuse_heap_release_seconds",
+                                      "one collection + malloc_trim after sessions or viewers ended (off the event loop)",
+                                      buckets=STAGE_BUCKETS, registry=r)
         self._gpu: tuple[Gauge, Gauge, Gauge] | None = None
 
     def gpu_gauges(self) -> tuple[Gauge, Gauge, Gauge]:

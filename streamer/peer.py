@@ -203,7 +203,11 @@ class PeerSession:
             self.send(self._unsent.popleft())
 
     def _send_reply(self, done: "asyncio.Future[dict[str, Any] | None]") -> None:
-        if done.cancelled() or done.exception() is not None:
+        if done.cancelled():
+            return
+        if done.exception() is not None:   # a fault of ours: the sender still hears that its message failed
+            log.error("session %s: a control message raised", self.session.id, exc_info=done.exception())
+            self.send(protocol.error("internal", "the server could not handle this message"))
             return
         reply = done.result()
         if reply is not None:
@@ -235,6 +239,9 @@ class PeerSession:
                 sid = changes.get("source_id")
                 if sid is not None and sid not in self.session.sources:
                     return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
+                if changes.get("fusion") in ("neural", "both") and "swap" not in self.worker.pipeline.names:
+                    return protocol.error("no_swapper", "neural fusion needs a swap model: this server runs "
+                                          "without --swapper", id=mid)
                 self.session.update(**changes)
                 self.services.audit("params", session=self.session.id,
                                     **{k: (dict(v) if isinstance(v, dict) else v) for k, v in changes.items()})

@@ -31,6 +31,7 @@ class FrameState:
     faces: list["Face"] = field(default_factory=list)                 # faces: tracked, smoothed
     raw_landmarks: dict[int, np.ndarray] = field(default_factory=dict)  # faces: track id -> unsmoothed
     fused: list[dict[str, Any]] = field(default_factory=list)        # fusion: track, source, weight per face
+    swapped: list[dict[str, Any]] = field(default_factory=list)      # swap: track, source, card per face
     edits: dict[str, float] = field(default_factory=dict)            # edits: the edits applied, by name
     watermark: str | None = None                                     # watermark: the payload, hex
     timings: dict[str, float] = field(default_factory=dict)

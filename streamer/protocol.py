@@ -14,6 +14,7 @@ import jsonschema
 
 from engines.edit_vocabulary import EDIT_SPECS
 from engines.sources import SOURCE_ID_PATTERN
+from streamer.session import FUSION_MODES
 
 PROTOCOL_VERSION = 1
 
@@ -60,6 +61,8 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "keep_mouth": {"type": "boolean"},
                 "keep_eyes": {"type": "boolean"},
                 "enabled": {"type": "boolean"},
+                # neural / both only where a swapper is loaded; null = back to the server's --fusion
+                "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
             },
             "required": ["type"],
             "additionalProperties": False,
@@ -149,9 +152,10 @@ def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
         raise ProtocolError("invalid", f"message holds a bad number: {exc}") from None
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError("bad_json", f"message is not JSON: {exc}") from None
-    if not isinstance(msg, dict) or msg.get("type") not in _TYPES:
-        kind = msg.get("type") if isinstance(msg, dict) else type(msg).__name__
-        raise ProtocolError("unknown_type", f"unknown message type {kind!r}; expected one of {sorted(_TYPES)}")
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    if not isinstance(kind, str) or kind not in _TYPES:   # a list or an object as "type" is unknown too
+        shown = repr(kind)[:60] if isinstance(msg, dict) else type(msg).__name__
+        raise ProtocolError("unknown_type", f"unknown message type {shown}; expected one of {sorted(_TYPES)}")
     errors = sorted(_VALIDATORS[msg["type"]].iter_errors(msg), key=lambda e: list(e.path))
     if errors:
         e = errors[0]

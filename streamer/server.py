@@ -24,6 +24,7 @@ from aiohttp import BodyPartReader, web
 from streamer import protocol
 from streamer.config import ServerConfig
 from streamer.drain import Drainer, DrainResult
+from streamer.memory import HeapKeeper
 from streamer.load import GpuProbe, observe
 from streamer.readiness import Readiness, readiness
 from streamer.encoder_bitrates import check_encoder_bitrates
@@ -59,6 +60,7 @@ class LiveFuseServer:
         self.config = config
         self.services = services
         self.metrics = Metrics()
+        self.heap = HeapKeeper(on_collected=self.metrics.heap_release.observe)   # memory back after each peer
         self.peers: dict[str, PeerSession] = {}
         self._pending = 0
         self.started = time.time()
@@ -145,6 +147,14 @@ class LiveFuseServer:
         if self.camera is not None:
             self.camera.release(peer.session.id)
         self.metrics.sessions.set(len(self.peers))
+        self.heap.session_ended()
+
+    def _viewer_release(self, slot_release: Any) -> Any:
+        """What a WHEP viewer gives back when it goes: its slot, then its memory."""
+        def release() -> None:
+            slot_release()
+            self.heap.session_ended()
+        return release
 
     async def close_all(self, _app: web.Application | None = None) -> None:
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
@@ -161,7 +171,7 @@ class LiveFuseServer:
 
     async def offer(self, request: web.Request) -> web.Response:
         require_type(request, ("application/json",))
-        body = await read_limited(request, self.config.max_sdp_bytes)
+        body = await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)
         try:
             msg = protocol.loads(body.decode("utf-8"))
         except RecursionError:
@@ -178,7 +188,7 @@ class LiveFuseServer:
 
     async def whip(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
-        sdp = (await read_limited(request, self.config.max_sdp_bytes)).decode("utf-8", "replace")
+        sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
         peer = await self.open_session(request, sdp, "whip")
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
@@ -193,12 +203,12 @@ class LiveFuseServer:
     async def whep(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
         source = self.owned_peer(request, request.match_info["session"])
-        sdp = (await read_limited(request, self.config.max_sdp_bytes)).decode("utf-8", "replace")
+        sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
         if len(source.viewers) >= self.config.max_viewers:
             self.metrics.refused.labels("viewers_full").inc()
             raise Refused(503, f"session has {self.config.max_viewers} viewers already",
                           {"Retry-After": str(self.config.retry_after_s)})
-        viewer = attach_viewer(source, self.metrics, release=self.services.claim(request))
+        viewer = attach_viewer(source, self.metrics, release=self._viewer_release(self.services.claim(request)))
         try:
             answer = await viewer.accept(sdp)
         except BadOffer as exc:
@@ -220,7 +230,7 @@ class LiveFuseServer:
 
     async def source(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
-        data, form = await read_image_upload(request, self.config.max_source_bytes)
+        data, form = await read_image_upload(request, self.config.max_source_bytes, self.config.read_timeout_s)
         loop = asyncio.get_running_loop()
         try:  # decoding (on the upload pool, within its memory budget) and face work off the event loop
             image = await self.uploads.decode(data, self.upload_limits)
@@ -281,17 +291,32 @@ def require_type(request: web.Request, allowed: tuple[str, ...]) -> None:
         raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {' or '.join(allowed)}")
 
 
-async def read_limited(request: web.Request, limit: int) -> bytes:
+async def read_limited(request: web.Request, limit: int, stall_s: float) -> bytes:
     """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all)."""
     if request.content_length is not None and request.content_length > limit:
         raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
-    return await _bounded(request.content.iter_chunked(64 * 1024), limit, "body")
+    return await _bounded(request.content.iter_chunked(64 * 1024), limit, "body", stall_s)
 
 
-async def _bounded(chunks: AsyncIterator[bytes], limit: int, what: str) -> bytes:
-    """The chunks joined, or 413 as soon as they pass `limit` (never read whole first)."""
+async def _in_time(step: Any, stall_s: float, what: str) -> Any:
+    """One read of a request, or 408 (and the connection closed) when nothing arrives for `stall_s`."""
+    try:
+        return await asyncio.wait_for(step, stall_s)
+    except TimeoutError:
+        raise Refused(408, f"{what} stalled: nothing arrived for {stall_s:g} s",
+                      {"Connection": "close"}, code="read_timeout") from None
+
+
+async def _bounded(chunks: AsyncIterator[bytes], limit: int, what: str, stall_s: float) -> bytes:
+    """The chunks joined, or 413 as soon as they pass `limit` (never read whole first), or 408 when the
+    sender goes quiet for `stall_s`."""
     buf, size = [], 0
-    async for chunk in chunks:
+    it = aiter(chunks)
+    while True:
+        try:
+            chunk = await _in_time(anext(it), stall_s, what)
+        except StopAsyncIteration:
+            break
         size += len(chunk)
         if size > limit:
             raise Refused(413, f"{what} is over the limit of {limit} bytes")
@@ -308,11 +333,11 @@ MAX_FORM_PARTS = 16      # an upload holds an image and a few fields (consent, s
 MAX_FIELD_BYTES = 1024
 
 
-async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, dict[str, str]]:
+async def read_image_upload(request: web.Request, limit: int, stall_s: float) -> tuple[bytes, dict[str, str]]:
     """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part."""
     form = {k: v for k, v in request.query.items()}
     if request.content_type in IMAGE_TYPES:
-        return await read_limited(request, limit), form
+        return await read_limited(request, limit, stall_s), form
     if request.content_type != "multipart/form-data":
         raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {', '.join(IMAGE_TYPES)} or multipart/form-data")
     if request.content_length is not None and request.content_length > limit + 64 * 1024:
@@ -320,7 +345,7 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
     reader = await request.multipart()
     data: bytes | None = None
     parts = 0
-    async for part in reader:
+    while (part := await _in_time(reader.next(), stall_s, "multipart body")) is not None:
         parts += 1
         if parts > MAX_FORM_PARTS:   # each part costs a parse on the event loop: a body of 30,000 fields is refused early
             raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
@@ -329,9 +354,9 @@ async def read_image_upload(request: web.Request, limit: int) -> tuple[bytes, di
         if part.name == "image":
             if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
                 raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            data = await _bounded(_part_chunks(part), limit, "image")
+            data = await _bounded(_part_chunks(part), limit, "image", stall_s)
         elif part.name:
-            value = part.decode(await _bounded(_part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
+            value = part.decode(await _bounded(_part_chunks(part), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}", stall_s))
             form[part.name] = value.decode("utf-8", "replace")
     if data is None:
         raise Refused(400, "multipart body has no 'image' part")
@@ -375,6 +400,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
         def warm_up() -> None:
             try:
                 services.startup()
+                server.heap.settle()           # the shared models stay out of later collections
             finally:
                 server.gpu = GpuProbe.make()   # only where an NVIDIA device exists; never imports torch otherwise
 
@@ -394,6 +420,13 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     app.on_startup.append(_start_services)
     app.on_cleanup.append(_shutdown_services)
     return app
+
+
+def runner_options(config: ServerConfig) -> dict[str, Any]:
+    """How aiohttp's connection handler is set for this config (`livefuse serve` and the tests alike).
+    Its keep-alive timer also runs from a connection's start, so a request whose headers are not complete
+    within `read_timeout_s` has its connection closed: a slow-header client holds a socket, no longer."""
+    return {"keepalive_timeout": config.read_timeout_s}
 
 
 def ssl_context(config: ServerConfig) -> Any:

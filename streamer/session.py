@@ -14,10 +14,14 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.sources import SourceFace
+
+
+FusionMode = Literal["geometric", "neural", "both"]
+FUSION_MODES: tuple[str, ...] = ("geometric", "neural", "both")   # neural / both need a loaded --swapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,12 @@ class Controls:
     keep_mouth: bool = True
     keep_eyes: bool = True
     enabled: bool = True
+    fusion: FusionMode | None = None      # which fusion backend runs; None = the server's default (--fusion)
+
+
+def fusion_mode(controls: Controls, default: str) -> str:
+    """The fusion backend this frame runs: the session's choice, else the server's default."""
+    return controls.fusion or default
 
 
 EventSink = Callable[[dict[str, Any]], None]

@@ -58,3 +58,23 @@ def chromium() -> str:
             pytest.fail("LIVEFUSE_REQUIRE_BROWSER=1 but no Chromium was found (apt-get install chromium)")
         pytest.skip("no Chromium installed")
     return path
+
+
+@pytest.fixture(scope="session")
+def swap_files(tmp_path_factory) -> dict[str, "os.PathLike"]:
+    """Tiny ONNX models with each swapper family's signature and an ArcFace-signature embedder
+    (bench/_swap_models.py: the swapper tints the face by its source vector), built once per run."""
+    pytest.importorskip("onnxruntime")
+    from bench import _swap_models as sm
+
+    d = tmp_path_factory.mktemp("swap_models")
+    return {
+        "inswapper_128": sm.swapper(d / "inswapper_128.onnx", "inswapper_128"),
+        "inswapper_128_batch": sm.swapper(d / "inswapper_128_dyn.onnx", "inswapper_128", batch="N"),
+        "hyperswap_256": sm.swapper(d / "hyperswap_1a_256.onnx", "hyperswap_256"),
+        "simswap_256": sm.swapper(d / "simswap_256.onnx", "simswap_256"),
+        "ghost_256": sm.swapper(d / "ghost_1_256.onnx", "ghost_256"),
+        "simswap_512": sm.swapper(d / "simswap_unofficial_512.onnx", "simswap_512"),
+        "embedder": sm.embedder(d / "w600k_r50.onnx", batch="N"),
+        "raising": sm.raising_swapper(d / "inswapper_128_raising.onnx"),
+    }

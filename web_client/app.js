@@ -73,6 +73,8 @@ async function start() {
     const body = await conn.connect();
     state.session = body.session;
     $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
+    $("fusion-box").hidden = !body.stages.includes("swap");   // the switch only where a swap model is loaded
+    if ($("fusion").value) conn.setParams({ fusion: $("fusion").value });
     state.sourceBlob = state.sourceBlob || (await demoBlob());
     await sendSource();
     if (Object.values(state.edits).some((v) => v !== 0)) sendEdits();
@@ -318,3 +320,4 @@ $("strength").addEventListener("input", (e) => {
   clearTimeout(strengthTimer);
   strengthTimer = setTimeout(() => conn && conn.setParams({ strength: e.target.value / 100 }), 80);
 });
+$("fusion").addEventListener("change", (e) => conn && conn.setParams({ fusion: e.target.value || null }));

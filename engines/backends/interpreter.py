@@ -61,6 +61,8 @@ class InterpreterRunner:
         return [interp.get_tensor(i) for i in self._outputs]  # get_tensor copies
 
     def __call__(self, x: Any) -> list[Any]:
+        if not self._interps:
+            raise RuntimeError("this network's runner is closed")
         as_torch = not isinstance(x, np.ndarray)
         arr = x.detach().to("cpu").numpy() if as_torch else x
         arr = np.ascontiguousarray(arr, np.float32).reshape((-1,) + self.input_shape[1:])
@@ -93,9 +95,13 @@ class InterpreterRunner:
         return [results[i] for i in range(len(arr))]
 
     def close(self) -> None:
+        """Gives back the interpreters (their tensor arenas and XNNPACK's packed weights, several MB each)
+        and the thread pool now: a session's objects sit in reference cycles that only Python's oldest
+        collection frees, which a busy server may not run for many sessions."""
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+        self._interps.clear()
 
 
 class InterpreterBackend(Backend):

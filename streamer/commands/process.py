@@ -31,11 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamer.commands.serve import product_config
     from engines.sources import SourceRefused
-    from streamer.assembly import build_services
+    from streamer.commands.serve import _services_or_exit
 
-    services = build_services(product_config(args, "127.0.0.1"))
+    services = _services_or_exit(args, "127.0.0.1")
     try:
         summary = process_file(args.input, args.output, services, source=args.source, prompt=args.prompt,
                                strength=args.strength, codec=args.codec, crf=args.crf,

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--vcam", nargs="?", const="auto",
                    help="feed a virtual camera (v4l2loopback / OBS) from the oldest live session; optional device path")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
+    g.add_argument("--read-timeout", dest="read_timeout_s", type=float,
+                   help="close a connection whose request headers take longer, or whose body stalls longer, than this many s (default 15)")
     g.add_argument("--public-url", help="the URL clients reach this replica by, e.g. http://POD_IP:8080: session "
                    "URLs it hands out (Location, WHEP, source upload) are absolute on it (env LIVEFUSE_PUBLIC_URL)")
     g.add_argument("--drain-timeout", type=float, help="on SIGTERM or POST /admin/drain, wait this many s for running "
@@ -44,6 +46,20 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="device for the torch/tensorrt face runtimes: auto, cpu, cuda, cuda:N (default auto)")
     p.add_argument("--batch-streams", action="store_true",
                    help="torch face runtime: one landmark network for all sessions, their crops batched together (for a GPU)")
+    f = parser.add_argument_group("neural fusion: your own ONNX swap model (docs/fusion.md; env LIVEFUSE_SWAPPER, "
+                                  "LIVEFUSE_SWAPPER_EMBEDDER, LIVEFUSE_SWAPPER_<OPTION>, LIVEFUSE_FUSION)")
+    f.add_argument("--fusion", choices=["geometric", "neural", "both"],
+                   help="fusion backend sessions start with (default: neural with --swapper, else geometric); "
+                        "both = geometric, then the neural swap on its output")
+    f.add_argument("--swapper", help="swap model file (.onnx: inswapper_128, hyperswap_1x_256, simswap_256, "
+                   "ghost_x_256, simswap_unofficial_512), recognised by its inputs and outputs")
+    f.add_argument("--swapper-embedder", dest="swapper_embedder",
+                   help="its identity embedder (.onnx, ArcFace signature N x 3 x 112 x 112 -> N x 512, e.g. w600k_r50.onnx)")
+    f.add_argument("--swapper-card", help="name the card when a file's signature fits several (simswap_256 / ghost_256)")
+    f.add_argument("--swapper-sha256", help="refuse a --swapper file with another sha256")
+    f.add_argument("--swapper-embedder-sha256", help="refuse a --swapper-embedder file with another sha256")
+    f.add_argument("--swapper-device", help="auto, cpu, cuda, cuda:N, tensorrt (default auto: what the "
+                   "installed ONNX Runtime offers)")
     p.add_argument("--encoder", help="prompt encoder: e5 (the default, multilingual), minilm (English only) or a local transformers folder")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
@@ -85,6 +101,7 @@ def product_config(args: argparse.Namespace, host: str):
         changes.update(disable_watermark=True, disable_reason=args.no_watermark_reason)
     config = ProductConfig(safety=replace(safety, **changes), encoder=getattr(args, "encoder", None),
                            artifact=getattr(args, "artifact", None))
+    config = replace(config, swapper=swapper_config(args), fusion_mode=_fusion_mode(args))
     if getattr(args, "stages", None):
         config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
     backend = config.faces.backend
@@ -97,6 +114,25 @@ def product_config(args: argparse.Namespace, host: str):
     if backend != config.faces.backend:
         config = replace(config, faces=replace(config.faces, backend=backend))
     return config
+
+
+def swapper_config(args: argparse.Namespace):
+    """SwapperConfig from LIVEFUSE_SWAPPER* variables, the --swapper* options on top."""
+    from engines.swappers.swapper import SwapperConfig
+    from streamer.config import config_from_env, swapper_env_name
+
+    return config_from_env(SwapperConfig, env_name=swapper_env_name,
+                           swapper=getattr(args, "swapper", None), embedder=getattr(args, "swapper_embedder", None),
+                           card=getattr(args, "swapper_card", None),
+                           swapper_sha256=getattr(args, "swapper_sha256", None),
+                           embedder_sha256=getattr(args, "swapper_embedder_sha256", None),
+                           device=getattr(args, "swapper_device", None))
+
+
+def _fusion_mode(args: argparse.Namespace) -> str:
+    import os
+
+    return getattr(args, "fusion", None) or os.environ.get("LIVEFUSE_FUSION", "").strip().lower()
 
 
 def audit_stdout(args: argparse.Namespace) -> bool | None:
@@ -119,11 +155,11 @@ def run(args: argparse.Namespace) -> int:
     from streamer.assembly import build_services
     from streamer.config import ServerConfig
     from streamer.encoder_bitrates import set_encoder_bitrates
-    from streamer.server import create_app, ssl_context
+    from streamer.server import create_app, runner_options, ssl_context
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
+        "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "hold_audio", "public_url", "drain_timeout")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
@@ -140,15 +176,27 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"serving on {config.host} (every address) needs the names clients use: --public-host NAME "
                          "(repeatable), so that requests naming any other host (DNS rebinding) are refused")
     set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
-    services = build_services(product_config(args, config.host))
+    services = _services_or_exit(args, config.host)
     app = create_app(config, services)
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)
     app.on_startup.append(reload_on_sighup(services))
     app.on_startup.append(drain_on_sigterm)
-    web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None)
+    web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None,
+                **runner_options(config))
     return 0
+
+
+def _services_or_exit(args: argparse.Namespace, host: str) -> Any:
+    """The product's hooks; a configuration or model file that cannot be used stops the command with why."""
+    from engines.swappers.cards import SwapperRefused
+    from streamer.assembly import build_services
+
+    try:
+        return build_services(product_config(args, host))
+    except (SwapperRefused, ValueError) as exc:
+        raise SystemExit(f"livefuse {getattr(args, 'command', None) or 'serve'}: {exc}") from None
 
 
 async def drain_on_sigterm(app: Any) -> None:

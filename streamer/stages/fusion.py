@@ -23,9 +23,9 @@ from engines import mesh
 from engines.fusion_mesh import align, fusion_mesh, signed_areas
 from engines.sources import SourceFace
 from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
-from kernels.numpy.masks import polygon_mask
+from kernels.numpy.masks import polygon_mask, ramp as _ramp
 from streamer.pipeline import FrameState
-from streamer.session import FrameContext
+from streamer.session import FrameContext, fusion_mode
 
 
 NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
@@ -62,12 +62,6 @@ def face_weight(face: Any, frame_shape: tuple[int, int], cfg: FusionConfig) -> f
     margin = min(x0, y0, w - x1, h - y1)
     edge_w = smoothstep(-cfg.edge_fade * fw, 0.0, margin)
     return yaw_w * edge_w
-
-
-def _ramp(x: np.ndarray) -> np.ndarray:
-    """Smoothstep of x clipped to [0, 1]: a soft edge from a distance map."""
-    t = np.clip(x, 0.0, 1.0).astype(np.float32)
-    return t * t * (3.0 - 2.0 * t)
 
 
 def shape_weights(src: SourceFace) -> np.ndarray:
@@ -150,12 +144,28 @@ class ReferenceRouter:
         return self.references[best][1] if dists[best] < self.threshold else None
 
 
+def chosen_source(face: Any, controls: Any, sources: Mapping[str, SourceFace], routed: str | None = None) -> SourceFace | None:
+    """The source a face wears: by track (`Controls.face_sources`), else `routed` (a router's answer),
+    else the one source for all (`Controls.source_id`); None when that names no registered source."""
+    sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
+    if sid is None:
+        sid = routed
+    if sid is None:
+        sid = controls.source_id
+    return sources.get(sid) if sid is not None else None
+
+
 class FusionStage:
+    """The geometric fusion backend. It runs when the frame's fusion mode (`Controls.fusion`, else
+    `default_mode`) is "geometric" or "both"."""
+
     name = "fusion"
 
-    def __init__(self, config: FusionConfig = FusionConfig(), router: ReferenceRouter | None = None) -> None:
+    def __init__(self, config: FusionConfig = FusionConfig(), router: ReferenceRouter | None = None,
+                 default_mode: str = "geometric") -> None:
         self.config = config
         self.router = router
+        self.default_mode = default_mode
         self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
         self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
@@ -165,23 +175,24 @@ class FusionStage:
     def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None) -> SourceFace | None:
         """By track (`Controls.face_sources`), else by reference identity (the router), else the one source
         for all (`Controls.source_id`)."""
-        sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
-        if sid is None and self.router is not None and face.track_id >= 0 and image is not None:
+        routed = None
+        by_track = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
+        if by_track is None and self.router is not None and face.track_id >= 0 and image is not None:
             if face.track_id not in self._routes:
                 frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
                 self._routes[face.track_id] = self.router.route(frame, face)
                 if len(self._routes) > 256:
                     self._routes.pop(next(iter(self._routes)))
-            sid = self._routes[face.track_id]
-        if sid is None:
-            sid = controls.source_id
-        return sources.get(sid) if sid is not None else None
+            routed = self._routes[face.track_id]
+        return chosen_source(face, controls, sources, routed)
 
     # -- per frame -----------------------------------------------------------------------------------
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
         controls = context.controls
         strength = float(min(max(controls.strength, 0.0), 1.0))
         if not controls.enabled or strength <= 0.0 or not state.faces:
+            return state
+        if fusion_mode(controls, self.default_mode) == "neural":   # the swap stage alone fuses
             return state
         image = state.image
         is_torch = not isinstance(image, np.ndarray)      # the path follows the frame: a tensor stays on its device

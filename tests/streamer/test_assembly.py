@@ -92,3 +92,65 @@ def test_watermark_cannot_be_left_out_of_the_stage_list():
         ProductConfig(stages=("faces", "fusion"))
     with pytest.raises(ValueError, match="unknown stages"):
         ProductConfig(stages=("faces", "sparkle", "watermark"))
+
+
+def test_a_swapper_adds_the_neural_stage_shared_by_every_session(swap_files, tmp_path, astronaut, grace_hopper):
+    from engines.swappers.swapper import SwapperConfig
+
+    cfg = ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl")), stages=("faces", "fusion", "watermark"),
+                        swapper=SwapperConfig(swapper=str(swap_files["inswapper_128"]), embedder=str(swap_files["embedder"])))
+    p = Product(cfg)
+    try:
+        one, two = Session("swap-1"), Session("swap-2")
+        p.register_source(one, astronaut, {"consent": "true", "source_id": "demo"})
+        assert p.swapper.embed_calls == 1          # the source vector is made at registration, not on a frame
+        states, names = run_clip(p, one, moving_clip(grace_hopper, n=3))
+        assert p.swapper.embed_calls == 1
+        assert names == ["faces", "fusion", "swap", "watermark"]
+        last = states[-1]
+        assert not last.errors, last.errors
+        assert last.fused == [] and [d["card"] for d in last.swapped] == ["inswapper_128"]   # neural by default
+        a, b = p.make_pipeline(one), p.make_pipeline(two)
+        assert a.stages[2].swapper is b.stages[2].swapper is p.swapper   # one model for all sessions
+        a.close(), b.close()
+    finally:
+        p.close()
+    with pytest.raises(ValueError, match="--fusion both needs a swap model"):
+        ProductConfig(fusion_mode="both")
+FIRST_PROMPT_FRAME = r"""
+import json, sys
+import numpy as np, skimage.data
+from bench._probe import clip_background
+from streamer.assembly import Product, ProductConfig
+from streamer.pipeline import FrameState
+from streamer.safety.kit import SafetyConfig
+from streamer.session import Session
+
+product = Product(ProductConfig(safety=SafetyConfig(audit_path=sys.argv[1])))
+product.warm_up()
+session = Session()
+pipeline = product.make_pipeline(session)
+image = clip_background(np.ascontiguousarray(skimage.data.astronaut()[..., :3]), 320, 240)
+for k in range(3):
+    pipeline(FrameState(image=image.copy(), pts=k * 3000), session.frame_context())
+product.set_prompt(session, "a slight smile")
+before = set(sys.modules)
+state = pipeline(FrameState(image=image.copy(), pts=9000), session.frame_context())
+print(json.dumps({"imported": sorted(set(sys.modules) - before), "edits": state.edits}))
+"""
+
+
+def test_a_warmed_product_imports_nothing_on_the_frame_thread_when_the_first_prompt_arrives(tmp_path):
+    """An import on a frame thread holds the GIL and stops every stream (MediaPipe's, 0.7 s, on the
+    first prompt froze a session's video for 1.4 s): warm_up leaves nothing for the first frames."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-c", FIRST_PROMPT_FRAME, str(tmp_path / "audit.jsonl")],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["edits"].get("smile", 0) > 0          # the prompt reached the frame
+    assert result["imported"] == []

@@ -62,6 +62,12 @@ async def test_control_messages_change_the_session(astronaut):
         assert err["type"] == "error" and err["code"] == "unknown_source"
         client.send({"type": "ping", "t": 12.5, "id": 4})
         assert (await client.wait_message(lambda m: m.get("id") == 4))["t"] == 12.5
+        client.send({"type": "set_params", "fusion": "neural", "id": 5})    # no swap stage in this pipeline
+        err = await client.wait_message(lambda m: m.get("id") == 5)
+        assert err["type"] == "error" and err["code"] == "no_swapper" and server.session.controls.fusion is None
+        client.send({"type": "set_params", "fusion": "geometric", "id": 6})
+        await client.wait_message(lambda m: m.get("id") == 6 and m["type"] == "ack")
+        assert server.session.controls.fusion == "geometric"
     finally:
         await client.close()
         await server.close()

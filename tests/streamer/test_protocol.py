@@ -116,3 +116,21 @@ def test_deep_nesting_is_bad_json_not_a_crash():
     with pytest.raises(ProtocolError) as err:
         parse_client_message("[" * 100_000 + "]" * 100_000, max_bytes=1 << 20)
     assert err.value.code == "bad_json"
+
+
+def test_set_params_carries_a_fusion_mode():
+    from streamer.protocol import ProtocolError, params_to_controls, parse_client_message
+
+    msg = parse_client_message('{"type": "set_params", "fusion": "neural"}', max_bytes=1024)
+    assert params_to_controls(msg) == {"fusion": "neural"}
+    back = parse_client_message('{"type": "set_params", "fusion": null}', max_bytes=1024)
+    assert params_to_controls(back) == {"fusion": None}
+    import pytest
+
+    with pytest.raises(ProtocolError, match="fusion"):
+        parse_client_message('{"type": "set_params", "fusion": "diffusion"}', max_bytes=1024)
+@pytest.mark.parametrize("kind", [[1] * 50, {"a": {"b": {}}}, 7, None, True])
+def test_a_type_that_is_not_a_string_is_an_unknown_type_with_a_short_message(kind):
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message(json.dumps({"type": kind, "text": "x"}), max_bytes=16384)
+    assert err.value.code == "unknown_type" and len(err.value.message) < 200

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
+import time
 import re
 
 import aiohttp
@@ -12,7 +15,7 @@ from PIL import Image
 
 from streamer.config import ServerConfig
 from bench._probe import ClipTrack, ProbeClient, clip_background
-from streamer.server import SERVER_KEY, create_app
+from streamer.server import SERVER_KEY, create_app, runner_options
 from streamer.services import Services
 from tests.streaming_helpers import keep_decoded
 
@@ -22,9 +25,10 @@ async def served():
     servers = []
 
     async def start(config: ServerConfig | None = None, services: Services | None = None):
-        app = create_app(config or ServerConfig(), services or Services())
+        config = config or ServerConfig()
+        app = create_app(config, services or Services())
         server = TestServer(app, host="127.0.0.1", port=0)
-        await server.start_server()
+        await server.start_server(**runner_options(config))
         servers.append(server)
         http = aiohttp.ClientSession()
         servers.append(http)
@@ -317,5 +321,36 @@ async def test_offers_whose_json_python_cannot_hold_are_refused_with_400(served,
     url, http, _ = await served()
     async with http.post(f"{url}/offer", data=body, headers={"Content-Type": "application/json"}) as r:
         assert r.status == 400 and "not JSON the server accepts" in (await r.json())["error"]
+    async with http.get(f"{url}/healthz") as r:
+        assert r.status == 200
+
+
+async def test_a_request_whose_headers_never_finish_loses_its_connection_while_others_are_served(served):
+    url, http, _ = await served(ServerConfig(read_timeout_s=0.5))
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    t0 = time.monotonic()
+    writer.write(b"POST /offer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")  # and no more
+    await writer.drain()
+    async with http.get(f"{url}/healthz") as r:          # everyone else is answered meanwhile
+        assert r.status == 200
+    assert await asyncio.wait_for(reader.read(), 10) == b""   # closed by the server, with nothing sent
+    assert 0.4 < time.monotonic() - t0 < 5
+    writer.close()
+
+
+async def test_a_body_that_stalls_is_refused_with_408(served):
+    url, http, _ = await served(ServerConfig(read_timeout_s=0.5))
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /whip HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/sdp\r\n"
+                 b"Content-Length: 1000\r\n\r\nv=0\r\n")           # 1000 bytes promised, 5 sent
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 408")
+    length = int(re.search(rb"Content-Length: (\d+)", head, re.I).group(1))
+    body = await asyncio.wait_for(reader.readexactly(length), 10)
+    assert json.loads(body)["code"] == "read_timeout"
+    writer.close()
     async with http.get(f"{url}/healthz") as r:
         assert r.status == 200

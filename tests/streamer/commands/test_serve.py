@@ -40,3 +40,30 @@ def test_public_host_reaches_the_access_policy_and_every_address_needs_one(tmp_p
     tokens.write_text('{"tokens": []}')
     with pytest.raises(SystemExit, match="--public-host"):
         main(["serve", "--host", "0.0.0.0", "--port", "8099", "--tokens", str(tokens)])
+
+
+def test_swapper_options_and_environment_reach_the_product_config(monkeypatch, tmp_path):
+    import pytest
+
+    from streamer.commands.serve import _services_or_exit
+
+    cfg = product_config(_args("--swapper", "a.onnx", "--swapper-embedder", "e.onnx", "--swapper-device", "cpu",
+                               "--swapper-sha256", "ab" * 32, "--fusion", "both"), "127.0.0.1")
+    assert (cfg.swapper.swapper, cfg.swapper.embedder, cfg.swapper.device) == ("a.onnx", "e.onnx", "cpu")
+    assert cfg.swapper.swapper_sha256 == "ab" * 32 and cfg.fusion_mode == "both" and cfg.default_fusion == "both"
+    monkeypatch.setenv("LIVEFUSE_SWAPPER", "env.onnx")
+    monkeypatch.setenv("LIVEFUSE_SWAPPER_EMBEDDER", "env_e.onnx")
+    monkeypatch.setenv("LIVEFUSE_SWAPPER_MAX_BATCH", "8")
+    cfg = product_config(_args("--swapper-embedder", "flag_e.onnx"), "127.0.0.1")   # a flag beats the environment
+    assert (cfg.swapper.swapper, cfg.swapper.embedder, cfg.swapper.max_batch) == ("env.onnx", "flag_e.onnx", 8)
+    assert cfg.default_fusion == "neural"             # a swapper given: sessions start neural
+    monkeypatch.setenv("LIVEFUSE_FUSION", "geometric")
+    assert product_config(_args(), "127.0.0.1").default_fusion == "geometric"
+    for var in ("LIVEFUSE_SWAPPER", "LIVEFUSE_SWAPPER_EMBEDDER", "LIVEFUSE_SWAPPER_MAX_BATCH", "LIVEFUSE_FUSION"):
+        monkeypatch.delenv(var)
+    assert product_config(_args(), "127.0.0.1").default_fusion == "geometric"
+    with pytest.raises(ValueError, match="--fusion neural needs a swap model"):
+        product_config(_args("--fusion", "neural"), "127.0.0.1")
+    # a file that cannot be used stops `serve` before it starts, saying why
+    with pytest.raises(SystemExit, match=r"livefuse serve: .*missing.onnx: no such model file"):
+        _services_or_exit(_args("--swapper", str(tmp_path / "missing.onnx"), "--swapper-embedder", "e.onnx"), "127.0.0.1")

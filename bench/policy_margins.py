@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 CASES = Path(__file__).resolve().parent.parent / "data" / "policy" / "cases.json"
 
 

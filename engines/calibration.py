@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -32,7 +32,7 @@ class CalibrationConfig:
     head_hidden: int = 256
     seed: int = 5
     batch: int = 64          # encoder batch size
-    glossary: bool = True    # translate Chinese before encoding (off for multilingual encoders)
+    glossary: bool | None = None   # translate Chinese before encoding; None: the encoder's own default (EncoderSpec)
     dropout: float = 0.3     # on the condition while fitting: the held-out zeros stay near zero
     noise: float = 0.0       # Gaussian noise on the standardised embedding while fitting
 
@@ -45,12 +45,17 @@ class Example:
     target: dict[str, float]
 
 
+ZERO_SHOT = "zero_shot"   # held-out prompts in languages the fit never sees (data/prompts/build_zero_shot.py)
+
+
 def load_corpus(folder: str | Path = CORPUS_DIR) -> tuple[list[Example], list[Example], str]:
-    """(train, heldout, sha256 over both files)."""
+    """(train, heldout, sha256 over the files). Held-out is heldout.jsonl (English, Chinese) plus, when the
+    folder has one, zero_shot.jsonl (other languages, never trained on)."""
     folder = Path(folder)
     h = hashlib.sha256()
     splits = []
-    for name in ("train", "heldout"):
+    names = ["train", "heldout"] + ([ZERO_SHOT] if (folder / f"{ZERO_SHOT}.jsonl").is_file() else [])
+    for name in names:
         path = folder / f"{name}.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"phrase corpus file {path} is missing (python data/prompts/build_corpus.py writes it)")
@@ -66,7 +71,14 @@ def load_corpus(folder: str | Path = CORPUS_DIR) -> tuple[list[Example], list[Ex
                 raise ValueError(f"{path}:{i}: unknown edit names {sorted(unknown)}")
             rows.append(Example(r["text"], r["lang"], r.get("kind", ""), {k: float(v) for k, v in r["target"].items()}))
         splits.append(rows)
-    return splits[0], splits[1], h.hexdigest()
+    held = splits[1] + (splits[2] if len(splits) > 2 else [])
+    return splits[0], held, h.hexdigest()
+
+
+def default_glossary(encoder: TextEncoder) -> bool:
+    """Chinese goes through the glossary only for an encoder that cannot read it: the named English-only
+    MiniLM and, as before, unnamed local folders (`--no-glossary` for multilingual ones); never for e5."""
+    return encoder.spec.glossary if encoder.spec is not None else True
 
 
 def targets(examples: Sequence[Example], names: Sequence[str] = EDIT_NAMES) -> np.ndarray:
@@ -184,6 +196,8 @@ def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str
     """Fit, score, save. Returns the ready PromptModel and a report (the held-out figures, timings)."""
     torch.set_num_threads(max(1, torch.get_num_threads()))
     train, held, digest = load_corpus(corpus)
+    if config.glossary is None:
+        config = replace(config, glossary=default_glossary(encoder))
     t0 = time.perf_counter()
     cache: dict[str, np.ndarray] = {}
     x_train = features(encoder, encoder_inputs(train, config.glossary), config.batch, cache)
@@ -205,7 +219,7 @@ def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str
         extra={"train": len(train), "heldout": len(held), "steps": config.steps, "seed": config.seed, "lr": config.lr,
                "train_score": score(p_train, y_train)},
     )
-    report = {"encoder": encoder.id, "clauses": len(cache), "hidden_size": encoder.hidden_size, "corpus_sha256": digest,
+    report = {"encoder": encoder.id, "glossary": config.glossary, "clauses": len(cache), "hidden_size": encoder.hidden_size, "corpus_sha256": digest,
               "train": len(train), "heldout_n": len(held), "heldout": heldout,
               "encode_s": round(t_encode, 2), "fit_s": round(t_fit, 2)}
     if output is not None:

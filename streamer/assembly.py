@@ -74,7 +74,7 @@ class ProductConfig:
     sources: SourceConfig = field(default_factory=SourceConfig)
     edits: EditsStageConfig = field(default_factory=EditsStageConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
-    encoder: str | None = None        # a local transformers folder; None = the bundled MiniLM
+    encoder: str | None = None        # e5, minilm or a local transformers folder; None = e5
     artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
     prompt_cache_size: int = 256
     photos: PhotoConfig = field(default_factory=PhotoConfig)   # the REST API's photos: batching, encoding

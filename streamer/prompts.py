@@ -130,8 +130,9 @@ class PromptCache:
 
 
 def load_prompt_cache(encoder: str | None = None, artifact: str | None = None, capacity: int = 256) -> PromptCache:
-    """The server's one cache: the bundled MiniLM and committed artifact by default. Raises EncoderError
-    or CalibrationError (both name the fix) when the encoder is missing, incompatible or uncalibrated."""
+    """The server's one cache: e5 and its committed artifact by default (or `encoder="minilm"`, or a local
+    folder). Raises EncoderError or CalibrationError (both name the fix) when the encoder is missing,
+    incompatible or uncalibrated."""
     from engines.text import load_prompt_model
 
     return PromptCache(load_prompt_model(encoder, artifact), capacity=capacity)

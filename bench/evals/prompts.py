@@ -1,7 +1,8 @@
 """Prompt adherence: held-out prompts move the named edits the right way, and the image moves too.
 
 Text: the committed calibration (or --encoder/--artifact) runs the held-out split through the live path
-(PromptModel.encode: glossary, clauses, encoder, projector, head) and scores, English and Chinese apart,
+(PromptModel.encode: clauses, encoder, projector, head; the glossary first for MiniLM) and scores, per language
+(English, Chinese and the zero-shot ja, ko, es, fr, de, pt),
 the sign agreement of every non-zero target edit (goal >= 0.90) and how many zero targets stay within
 0.2 (goal: all). Image: on real portraits, with landmarks from MediaPipe, `smile` must lift the mouth
 corners as the landmarker sees them on the output, `brightness` raise skin L*, `skin_warmth` raise skin
@@ -14,7 +15,7 @@ import numpy as np
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--encoder", help="local transformers model folder (default: the bundled MiniLM)")
+    parser.add_argument("--encoder", help="e5 (the default), minilm, or a local transformers model folder")
     parser.add_argument("--artifact", help="calibration artifact (default: the one made for the encoder)")
     parser.add_argument("--value", type=float, default=0.8, help="edit strength for the image measures")
     parser.add_argument("--skip-images", action="store_true")

@@ -1,4 +1,4 @@
-"""`livefuse calibrate [--encoder PATH]`: fit the prompt projector + edit head for a local encoder."""
+"""`livefuse calibrate [--encoder NAME|PATH]`: fit the prompt projector + edit head for an encoder."""
 
 from __future__ import annotations
 
@@ -6,11 +6,16 @@ HELP = "fit the prompt -> edits head for a text encoder from the phrase corpus a
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--encoder", help="local transformers model folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--encoder", help="e5 (the default: multilingual-e5-small), minilm (English-only MiniLM), "
+                                          "or a local transformers model folder (decoder LLMs too)")
     parser.add_argument("--corpus", help="phrase corpus folder with train.jsonl and heldout.jsonl (default: data/prompts)")
-    parser.add_argument("-o", "--output", help="artifact path (default: engines/assets/ for the bundled encoder, "
+    parser.add_argument("-o", "--output", help="artifact path (default: engines/assets/ for a named encoder, "
                                                "else $LIVEFUSE_HOME/prompt_heads/<encoder id>.safetensors)")
-    parser.add_argument("--no-glossary", action="store_true", help="feed Chinese to the encoder as is (multilingual encoders)")
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--no-glossary", dest="glossary", action="store_false", default=None,
+                   help="feed Chinese to the encoder as is (the default for e5)")
+    g.add_argument("--glossary", dest="glossary", action="store_true",
+                   help="translate Chinese with engines/glossary.py first (the default for minilm and local folders)")
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default 400)")
     parser.add_argument("--device", default="cpu", help="device for the encoder (cpu, cuda)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the default)")
@@ -22,17 +27,18 @@ def run(args) -> int:
     from dataclasses import replace
 
     from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate
-    from engines.text import DEFAULT_ARTIFACT, EncoderError, TextEncoder, artifact_path_for
+    from engines.text import EncoderError, TextEncoder, artifact_path_for
 
     try:
         encoder = TextEncoder(args.encoder, device=args.device)
     except EncoderError as exc:
         sys.stderr.write(f"livefuse calibrate: {exc}\n")
         return 2
-    config = CalibrationConfig(glossary=not args.no_glossary)
+    config = CalibrationConfig(glossary=args.glossary)
     if args.steps:
         config = replace(config, steps=args.steps)
-    output = args.output or (DEFAULT_ARTIFACT if args.encoder is None else artifact_path_for(encoder.id))
+    named = encoder.spec.artifact if encoder.spec is not None else None
+    output = args.output or named or artifact_path_for(encoder.id)
     try:
         _, report = calibrate(encoder, args.corpus or CORPUS_DIR, output, config)
     except (FileNotFoundError, ValueError) as exc:

@@ -7,7 +7,7 @@ HELP = "show the condition and edits a prompt maps to"
 
 def add_arguments(parser) -> None:
     parser.add_argument("text", help="the prompt (quote it)")
-    parser.add_argument("--encoder", help="local transformers model folder (default: the bundled MiniLM)")
+    parser.add_argument("--encoder", help="e5 (the default, multilingual), minilm (English only), or a local transformers model folder")
     parser.add_argument("--artifact", help="calibration artifact (default: the one made for the encoder)")
     parser.add_argument("--json", action="store_true", help="print JSON (the default)")
 

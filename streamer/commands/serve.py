@@ -71,7 +71,7 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--swapper-embedder-sha256", help="refuse a --swapper-embedder file with another sha256")
     f.add_argument("--swapper-device", help="auto, cpu, cuda, cuda:N, tensorrt (default auto: what the "
                    "installed ONNX Runtime offers)")
-    p.add_argument("--encoder", help="local transformers folder for prompts (default: the bundled MiniLM)")
+    p.add_argument("--encoder", help="prompt encoder: e5 (the default, multilingual), minilm (English only) or a local transformers folder")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
     p.add_argument("--audit-key-file", help="HMAC key for the audit chain")

@@ -143,14 +143,15 @@ def test_failing_prompt_keeps_the_previous_condition(model, astronaut, face):
 
 def test_long_prompt_tells_the_client_it_was_cut(model, astronaut, face):
     cache = PromptCache(model)
-    text = "a big grin " + "really " * 500
+    text = "a big grin " + "龍鳳麟" * 600    # past e5's 512 tokens within the 2000 characters a prompt keeps
     cache.wait(text, timeout=30)
     session, events = Session(), Events()
     session.set_event_sink(events)
     session.update(prompt=text)
     _run(Pipeline([EditsStage(cache)]), session, astronaut, face)
     (event,) = [e for e in events if e["type"] == "prompt"]
-    assert event["truncated"] is True and "256 tokens" in event["message"]
+    assert event["truncated"] is True and f"{model.encoder.max_length} tokens" in event["message"]
+    assert model.encoder.max_length == 512
     cache.close()
 
 

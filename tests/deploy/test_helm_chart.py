@@ -39,7 +39,8 @@ VALUE_SETS: dict[str, list[str]] = {
                 "--set", "fusion.device=tensorrt", "--set", "fusion.mode=both"],
     "full": ["--set", "ingress.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
              "--set", "prometheusAdapter.rulesConfigMap=true", "--set", "server.drainTimeout=1800.5",
-             "--set", "server.tls.secretName=livefuse-tls",
+             "--set", "server.tls.secretName=livefuse-tls", "--set", "server.results=s3://media/livefuse",
+             "--set", "server.jobsRedis=redis://redis:6379/0", "--set", "server.storageSecret=livefuse-s3",
              "--set", "ingress.tls[0].secretName=lf-tls", "--set", "ingress.tls[0].hosts[0]=livefuse.example.com"],
 }
 
@@ -273,6 +274,8 @@ OTHER_SETTINGS = {
     "LIVEFUSE_AUDIT_STDOUT": "streamer.commands.serve",
     "LIVEFUSE_FUSION": "streamer.commands.serve",
     "LIVEFUSE_HOME": "engines.text",
+    "LIVEFUSE_RESULTS": "streamer.assembly",
+    "LIVEFUSE_JOBS_REDIS": "streamer.commands.serve",
 }
 
 
@@ -585,3 +588,12 @@ def test_without_autoscaling_the_chart_sets_the_replica_count(helm):
     docs = render(helm, "fixed", ["--set", "autoscaling.enabled=false", "--set", "replicaCount=5"])
     assert server_deployment(docs)["spec"]["replicas"] == 5
     assert not of_kind(docs, "HorizontalPodAutoscaler") and not of_kind(docs, "ScaledObject")
+
+
+def test_the_results_store_its_credentials_and_the_shared_job_queue_reach_the_pod(helm):
+    c = container(render(helm, "full"))
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["LIVEFUSE_RESULTS"] == "s3://media/livefuse" and env["LIVEFUSE_JOBS_REDIS"] == "redis://redis:6379/0"
+    assert c["envFrom"] == [{"secretRef": {"name": "livefuse-s3"}}]      # AWS_* for boto3's settings chain
+    default = container(render(helm, "default"))
+    assert "envFrom" not in default and "LIVEFUSE_RESULTS" not in {e["name"] for e in default["env"]}

@@ -121,16 +121,20 @@ class Viewer:
 async def whip_sender(url: str, http: Any, background: np.ndarray) -> ProbeClient:
     """A sending peer signalled over WHIP (no data channel: WHIP senders have none)."""
     client = ProbeClient(ClipTrack(background, frames=None))
-    client.pc.addTransceiver(client.track, direction="sendrecv")
-    client.pc.on("track", client._on_track)
-    with gathering_on(LOOPBACK_ADDRESSES):
-        await client.pc.setLocalDescription(await client.pc.createOffer())
-    async with http.post(f"{url}/whip", data=client.pc.localDescription.sdp,
-                         headers={"Content-Type": "application/sdp"}) as r:
-        if r.status != 201:
-            raise RuntimeError(f"/whip answered {r.status}: {await r.text()}")
-        client.session_id = r.headers["X-LiveFuse-Session"]
-        await client.accept(await r.text())
+    try:
+        client.pc.addTransceiver(client.track, direction="sendrecv")
+        client.pc.on("track", client._on_track)
+        with gathering_on(LOOPBACK_ADDRESSES):
+            await client.pc.setLocalDescription(await client.pc.createOffer())
+        async with http.post(f"{url}/whip", data=client.pc.localDescription.sdp,
+                             headers={"Content-Type": "application/sdp"}) as r:
+            if r.status != 201:
+                raise RuntimeError(f"/whip answered {r.status}: {await r.text()}")
+            client.session_id = r.headers["X-LiveFuse-Session"]
+            await client.accept(await r.text())
+    except BaseException:      # a refused or failed connect gives back its sockets too
+        await client.close()
+        raise
     return client
 
 

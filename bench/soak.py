@@ -41,7 +41,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _soak(a: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
+async def _soak(a: argparse.Namespace, url: str, pid: int, token: str) -> dict[str, Any]:
     import aiohttp
 
     config = ChurnConfig(viewers=a.viewers)
@@ -52,7 +52,7 @@ async def _soak(a: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
     t0 = time.monotonic()
     end = t0 + a.minutes * 60.0
 
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
         for _ in range(1800):
             try:
                 async with http.get(f"{url}/readyz") as r:
@@ -61,7 +61,8 @@ async def _soak(a: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
             except aiohttp.ClientConnectionError:
                 pass
             await asyncio.sleep(0.1)
-        samples.append({"t_s": 0.0, "cycles": 0, **process_figures(pid).as_dict()})
+        samples.append({"t_s": 0.0, "cycles": 0, **process_figures(pid).as_dict(),
+                        "client_fds": process_figures().fds})
 
         async def runner(lane: int) -> None:
             k = lane
@@ -79,7 +80,7 @@ async def _soak(a: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
             while time.monotonic() < end:
                 await asyncio.sleep(a.sample_s)
                 samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles": counts["cycles"],
-                                **process_figures(pid).as_dict()})
+                                **process_figures(pid).as_dict(), "client_fds": process_figures().fds})
 
         await asyncio.gather(sampler(), *(runner(lane) for lane in range(a.concurrent)))
         await asyncio.sleep(2.0)     # every peer gone, the heap keeper's pass done
@@ -105,9 +106,15 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         if a.stages:
             args += ["--stages", a.stages]
         env = dict(os.environ, LIVEFUSE_AUDIT_LOG=str(Path(tmp) / "audit.jsonl"))
+        # a token of its own, so the churn is measured and not the loopback rate limit
+        tokens = Path(tmp) / "tokens.json"
+        token = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), "soak",
+                                "--rate", "60000", "--max-sessions", str(8)], cwd=ROOT, env=env, check=True,
+                               capture_output=True, text=True).stdout.split()[0]
+        args += ["--tokens", str(tokens), "--drain-timeout", "5"]
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            figures = asyncio.run(_soak(a, f"http://127.0.0.1:{port}", proc.pid))
+            figures = asyncio.run(_soak(a, f"http://127.0.0.1:{port}", proc.pid, token))
         finally:
             proc.terminate()
             proc.wait(30)

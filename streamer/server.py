@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -392,25 +393,41 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
 
     async def _start_services(app_: web.Application) -> None:
         # load shared models in the background: the server answers (health, page) while they load, and
-        # a first session that arrives early waits only for what it needs
+        # a first session that arrives early waits only for what it needs. A daemon thread, not the
+        # executor: a server told to stop while still loading (a pod deleted as it starts) exits without
+        # waiting for the models it will never use.
+        loop = asyncio.get_running_loop()
+        warmup: asyncio.Future = loop.create_future()
+
+        def settle(exc: BaseException | None) -> None:
+            if not warmup.done():
+                warmup.set_exception(exc) if exc is not None else warmup.set_result(None)
+
         def warm_up() -> None:
+            exc: BaseException | None = None
             try:
                 services.startup()
                 server.heap.settle()           # the shared models stay out of later collections
+            except BaseException as e:         # reported on the loop (logged at shutdown)
+                exc = e
             finally:
                 server.gpu = GpuProbe.make()   # only where an NVIDIA device exists; never imports torch otherwise
+                try:
+                    loop.call_soon_threadsafe(settle, exc)
+                except RuntimeError:           # the loop has closed: the server stopped while this loaded
+                    pass
 
-        warmup = asyncio.get_running_loop().run_in_executor(None, warm_up)
         warmup.add_done_callback(lambda _f: setattr(server, "warm", True))  # a failed warm-up is logged at shutdown
+        threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
         app_[WARMUP_KEY] = warmup
 
     async def _shutdown_services(app_: web.Application) -> None:
         warmup = app_.get(WARMUP_KEY)
-        if warmup is not None:
-            try:
-                await warmup
-            except Exception:
-                log.exception("loading the shared models failed")
+        if warmup is not None and not warmup.done():
+            log.warning("stopping while the shared models still load: not waiting for them")
+            return
+        if warmup is not None and warmup.exception() is not None:
+            log.error("loading the shared models failed", exc_info=warmup.exception())
         await asyncio.get_running_loop().run_in_executor(None, services.shutdown)
 
     app.on_startup.append(_start_services)

@@ -187,3 +187,33 @@ def background(width: int, height: int) -> np.ndarray:
     import skimage.data
 
     return clip_background(np.ascontiguousarray(skimage.data.astronaut()[..., :3]), width, height)
+
+
+def issue_token(tokens: Any, name: str, env: dict[str, str], *, rate: float, max_sessions: int) -> str:
+    """A token of the churn's own in a new tokens file (`livefuse tokens issue`), so what a run measures
+    is the churn and not the loopback client's rate limit."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), name,
+                          "--rate", f"{rate:g}", "--max-sessions", str(max_sessions)], env=env, check=True,
+                         capture_output=True, text=True)
+    return out.stdout.split()[0]
+
+
+async def until_ready(http: Any, url: str, proc: Any, timeout: float = 180.0) -> None:
+    """Until the server's /readyz answers 200 (its shared models loaded); RuntimeError if it exits first."""
+    import aiohttp
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            async with http.get(f"{url}/readyz") as r:
+                if r.status == 200:
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"livefuse serve exited with {proc.returncode}")
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"livefuse serve was not ready in {timeout:g} s")

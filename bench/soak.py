@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from bench._churn import ChurnConfig, background, cycle, process_figures
+from bench._churn import ChurnConfig, background, cycle, issue_token, process_figures, until_ready
+from bench._cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,13 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def _soak(a: argparse.Namespace, url: str, pid: int, token: str) -> dict[str, Any]:
+async def _soak(a: argparse.Namespace, url: str, proc: subprocess.Popen, token: str) -> dict[str, Any]:
     import aiohttp
 
     config = ChurnConfig(viewers=a.viewers)
@@ -53,15 +47,8 @@ async def _soak(a: argparse.Namespace, url: str, pid: int, token: str) -> dict[s
     end = t0 + a.minutes * 60.0
 
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-        for _ in range(1800):
-            try:
-                async with http.get(f"{url}/readyz") as r:
-                    if r.status == 200:
-                        break
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.1)
-        samples.append({"t_s": 0.0, "cycles": 0, **process_figures(pid).as_dict(),
+        await until_ready(http, url, proc)
+        samples.append({"t_s": 0.0, "cycles": 0, **process_figures(proc.pid).as_dict(),
                         "client_fds": process_figures().fds})
 
         async def runner(lane: int) -> None:
@@ -80,12 +67,12 @@ async def _soak(a: argparse.Namespace, url: str, pid: int, token: str) -> dict[s
             while time.monotonic() < end:
                 await asyncio.sleep(a.sample_s)
                 samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles": counts["cycles"],
-                                **process_figures(pid).as_dict(), "client_fds": process_figures().fds})
+                                **process_figures(proc.pid).as_dict(), "client_fds": process_figures().fds})
 
         await asyncio.gather(sampler(), *(runner(lane) for lane in range(a.concurrent)))
         await asyncio.sleep(2.0)     # every peer gone, the heap keeper's pass done
         samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles": counts["cycles"], "idle": True,
-                        **process_figures(pid).as_dict()})
+                        **process_figures(proc.pid).as_dict()})
     rss = np.array([s["rss_mb"] for s in samples])
     half = len(rss) // 2
     return {"samples": samples, **counts, "failures": failures,
@@ -100,7 +87,7 @@ async def _soak(a: argparse.Namespace, url: str, pid: int, token: str) -> dict[s
 
 
 def run(a: argparse.Namespace) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="livefuse-soak-") as tmp:
         args = [sys.executable, "-m", "streamer.cli", "serve", "--port", str(port), "--max-sessions", "8"]
         if a.stages:
@@ -108,13 +95,11 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         env = dict(os.environ, LIVEFUSE_AUDIT_LOG=str(Path(tmp) / "audit.jsonl"))
         # a token of its own, so the churn is measured and not the loopback rate limit
         tokens = Path(tmp) / "tokens.json"
-        token = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), "soak",
-                                "--rate", "60000", "--max-sessions", str(8)], cwd=ROOT, env=env, check=True,
-                               capture_output=True, text=True).stdout.split()[0]
+        token = issue_token(tokens, "soak", env, rate=60000, max_sessions=8)
         args += ["--tokens", str(tokens), "--drain-timeout", "5"]
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            figures = asyncio.run(_soak(a, f"http://127.0.0.1:{port}", proc.pid, token))
+            figures = asyncio.run(_soak(a, f"http://127.0.0.1:{port}", proc, token))
         finally:
             proc.terminate()
             proc.wait(30)

@@ -171,18 +171,22 @@ class ApiRoutes:
         except SourceRefused as exc:
             raise as_refused(source_refusal(exc, role)) from None
 
-    async def fuse(self, request: web.Request) -> web.Response:
+    async def _counted(self, route: str, handler: Any, request: web.Request) -> web.Response:
+        """`handler(request)`, its status and time counted under `route` (refusals and failures too)."""
         t0 = time.perf_counter()
         status = 500
         try:
-            response = await self._fuse(request)
+            response = await handler(request)
             status = response.status
             return response
         except web.HTTPException as exc:
             status = exc.status
             raise
         finally:
-            self._count("fuse", status, t0)
+            self._count(route, status, t0)
+
+    async def fuse(self, request: web.Request) -> web.Response:
+        return await self._counted("fuse", self._fuse, request)
 
     async def _fuse(self, request: web.Request) -> web.Response:
         principal = self.ctx.authorize(request)
@@ -250,17 +254,7 @@ class ApiRoutes:
         return job.public(url)
 
     async def create_job(self, request: web.Request) -> web.Response:
-        t0 = time.perf_counter()
-        status = 500
-        try:
-            response = await self._create_job(request)
-            status = response.status
-            return response
-        except web.HTTPException as exc:
-            status = exc.status
-            raise
-        finally:
-            self._count("jobs", status, t0)
+        return await self._counted("jobs", self._create_job, request)
 
     async def _create_job(self, request: web.Request) -> web.Response:
         from streamer.api.jobs import JobSpec, QueueFull

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bench._churn import ChurnConfig, background, cycle, process_figures
+from bench._churn import ChurnConfig, background, cycle, issue_token, process_figures, until_ready
+from bench._cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WARM_CYCLES, CYCLES = 10, 100
@@ -28,30 +28,10 @@ WARM_CYCLES, CYCLES = 10, 100
 RSS_GROWTH_LIMIT_MB = 60.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _metric(text: str, name: str) -> float:
     match = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
     assert match, f"{name} missing from /metrics"
     return float(match.group(1))
-
-
-async def _ready(http: aiohttp.ClientSession, url: str, proc: subprocess.Popen) -> None:
-    for _ in range(1200):       # up to 2 min on a loaded machine: /readyz answers 200 once the models loaded
-        try:
-            async with http.get(f"{url}/readyz") as r:
-                if r.status == 200:
-                    return
-        except aiohttp.ClientConnectionError:
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"livefuse serve exited with {proc.returncode}")
-        await asyncio.sleep(0.1)
-    pytest.fail("livefuse serve did not become ready")
 
 
 async def _settled(http: aiohttp.ClientSession, url: str, pid: int) -> tuple[dict, str]:
@@ -68,13 +48,11 @@ async def _settled(http: aiohttp.ClientSession, url: str, pid: int) -> tuple[dic
 
 @pytest.mark.timeout(900)
 async def test_100_sessions_and_100_viewers_leave_memory_threads_fds_and_slots_flat(tmp_path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, LIVEFUSE_AUDIT_LOG=str(tmp_path / "audit.jsonl"))
     tokens = tmp_path / "tokens.json"
-    token = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), "churn",
-                            "--rate", "6000", "--max-sessions", "4"], cwd=ROOT, env=env, check=True,
-                           capture_output=True, text=True).stdout.split()[0]
+    token = issue_token(tokens, "churn", env, rate=6000, max_sessions=4)
     log = open(tmp_path / "server.log", "w")     # a file, not a pipe nobody drains: the server logs every session
     proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--port", str(port),
                              "--max-sessions", "4", "--tokens", str(tokens), "--drain-timeout", "5"],
@@ -83,7 +61,7 @@ async def test_100_sessions_and_100_viewers_leave_memory_threads_fds_and_slots_f
     frame = background(config.width, config.height)
     try:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-            await _ready(http, url, proc)
+            await until_ready(http, url, proc)
             for i in range(WARM_CYCLES):        # first sessions fill caches and pools that then stay
                 await cycle(url, http, frame, config, i)
             before, _ = await _settled(http, url, proc.pid)

@@ -90,15 +90,20 @@ async def serve_product(product, **service_changes):
         await server.close()
 
 
-def fuse_form(source: bytes | None, target: bytes | None, **fields: str) -> aiohttp.FormData:
+def _form(source: bytes | None, target: tuple[bytes, str, str] | None, fields: dict[str, str]) -> aiohttp.FormData:
+    """The source photo, the target (data, filename, type) and plain fields, each part only where given."""
     form = aiohttp.FormData()
     if source is not None:
         form.add_field("source", source, filename="source.jpg", content_type="image/jpeg")
     if target is not None:
-        form.add_field("target", target, filename="target.jpg", content_type="image/jpeg")
+        form.add_field("target", target[0], filename=target[1], content_type=target[2])
     for k, v in fields.items():
         form.add_field(k, v)
     return form
+
+
+def fuse_form(source: bytes | None, target: bytes | None, **fields: str) -> aiohttp.FormData:
+    return _form(source, None if target is None else (target, "target.jpg", "image/jpeg"), fields)
 
 
 def wait_until(pred, timeout: float = 5.0) -> bool:
@@ -142,11 +147,4 @@ def make_clip(path: Path, photo: np.ndarray, frames: int = 24, size: tuple[int, 
 
 
 def job_form(source: bytes | None, clip: bytes | None, **fields: str) -> aiohttp.FormData:
-    form = aiohttp.FormData()
-    if source is not None:
-        form.add_field("source", source, filename="source.jpg", content_type="image/jpeg")
-    if clip is not None:
-        form.add_field("target", clip, filename="clip.mp4", content_type="video/mp4")
-    for k, v in fields.items():
-        form.add_field(k, v)
-    return form
+    return _form(source, None if clip is None else (clip, "clip.mp4", "video/mp4"), fields)

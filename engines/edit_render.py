@@ -3,7 +3,8 @@ pixel twin for the frame's device (NumPy for arrays, torch for tensors on any de
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -38,3 +39,25 @@ def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray]
         if plan is not None:
             apply(out, plan)
     return out
+
+
+Region = Callable[[tuple[int, int, int, int]], "tuple[np.ndarray, tuple[int, int]]"]
+"""(x0, y0, x1, y1) in the frame -> a writable H x W x 3 uint8 RGB array covering at least that box, and
+the frame position of its top-left corner (how the yuv420p path hands out face regions)."""
+
+
+def render_edits_in_regions(shape: tuple[int, int], faces: Sequence[np.ndarray], edits: Mapping[str, float],
+                            region: Region, config: EditConfig = EditConfig()) -> int:
+    """`edits` applied in place to the RGB regions `region` hands out, one per face's ROI (the same plans
+    and kernels as `render_edits`, so a frame that is not whole RGB gets the same pixels); the number of
+    faces edited."""
+    done = 0
+    for lm in faces:
+        plan = plan_face(shape, lm, edits, config)
+        if plan is None:
+            continue
+        y0, y1, x0, x1 = plan.roi
+        arr, (ox, oy) = region((x0, y0, x1, y1))
+        numpy_edits.apply_plan(arr, replace(plan, roi=(y0 - oy, y1 - oy, x0 - ox, x1 - ox)))
+        done += 1
+    return done

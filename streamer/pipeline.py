@@ -12,6 +12,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.faces import Face
+    from streamer.media.planes import Planes
     from streamer.session import FrameContext
 
 VIDEO_TIME_BASE = Fraction(1, 90000)   # seconds per pts tick of RTP video, the default when a frame names none
@@ -21,8 +22,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class FrameState:
-    """What travels through the stages: the pixels (H x W x 3 uint8 RGB, or a torch tensor on the GPU
-    path), the frame's timestamp (`pts` ticks of `time_base` seconds), what each stage found or did, and
+    """What travels through the stages: the pixels, either `planes` (the decoded yuv420p planes, the CPU
+    stream path; `image` is None then) or `image` (H x W x 3 uint8 RGB, or a torch tensor on the GPU
+    path; photos, clips, odd sizes), the frame's timestamp (`pts` ticks of `time_base` seconds), what each stage found or did, and
     per-stage timings in milliseconds. Each field has one writer, named beside it."""
 
     image: Any
@@ -37,10 +39,46 @@ class FrameState:
     timings: dict[str, float] = field(default_factory=dict)
     cpu_ms: float = 0.0                                              # the worker: thread CPU time of the stages
     errors: dict[str, str] = field(default_factory=dict)
+    planes: "Planes | None" = None                                   # the worker's edge: yuv420p pixels
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(H, W) of the frame, whichever form its pixels are in."""
+        if self.planes is not None:
+            return self.planes.shape
+        return int(self.image.shape[0]), int(self.image.shape[1])
 
     @property
     def seconds(self) -> float:
         return float(self.pts * self.time_base)
+
+
+def _image_view() -> property:
+    """`FrameState.image` over the dataclass's own slot: a state that travels as planes materialises its
+    whole-frame RGB here on demand (each read converts; a consumer that needs the whole frame pays for
+    it, the stages that work on regions never do). Assigning a whole frame makes the state an RGB one
+    for the rest of its way (its planes are let go), as if it had never had planes."""
+    slot = FrameState.__dict__["image"]
+    planes_slot = FrameState.__dict__["planes"]
+
+    def get(self: "FrameState") -> Any:
+        img = slot.__get__(self)
+        if img is None and self.planes is not None:
+            return self.planes.rgb()
+        return img
+
+    def put(self: "FrameState", value: Any) -> None:
+        if value is not None:
+            try:
+                planes_slot.__set__(self, None)
+            except AttributeError:  # pragma: no cover - slots always accept a set
+                pass
+        slot.__set__(self, value)
+
+    return property(get, put, doc="H x W x 3 uint8 RGB (or a torch tensor); see `planes`")
+
+
+FrameState.image = _image_view()
 
 
 class Stage(Protocol):

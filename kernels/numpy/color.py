@@ -107,3 +107,25 @@ def relight(fg_lab: np.ndarray, bg_lab: np.ndarray, mask: np.ndarray, sigma: flo
 def delta_e(lab_a: np.ndarray, lab_b: np.ndarray) -> float:
     """CIE76 distance between two Lab colours (e.g. skin means)."""
     return float(np.linalg.norm(np.asarray(lab_a, np.float64) - np.asarray(lab_b, np.float64)))
+
+
+# -- yuv420p (I420) <-> RGB, BT.601 limited range (what aiortc's VP8/H264 decoders give and encoders take)
+# OpenCV's conversion takes each chroma sample for its 2x2 block (no interpolation), so a crop on even
+# coordinates converts to exactly the pixels the whole frame's conversion gives there.
+
+def i420_to_rgb(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """H x W x 3 uint8 RGB of planes Y (H x W) and U, V (H/2 x W/2), H and W even (views are fine)."""
+    h, w = y.shape
+    buf = np.empty((h * 3 // 2, w), np.uint8)
+    buf[:h] = y
+    buf[h:].reshape(-1)[: h * w // 4] = u.reshape(-1)
+    buf[h:].reshape(-1)[h * w // 4:] = v.reshape(-1)
+    return cv2.cvtColor(buf, cv2.COLOR_YUV2RGB_I420)
+
+
+def rgb_to_i420(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB, H and W even; chroma from each 2x2 block."""
+    h, w = rgb.shape[:2]
+    buf = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YUV_I420)
+    chroma = buf[h:].reshape(2, h // 2, w // 2)
+    return buf[:h], chroma[0], chroma[1]

@@ -122,8 +122,29 @@ def tile_period(shape: tuple[int, int], config: WatermarkConfig) -> float:
     return min(shape[:2]) / config.tiles_per_short
 
 
+LUMA_SCALE = 219.0 / 255.0   # BT.601 limited range: one RGB level on every channel is this much Y
+
+
 def pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Pattern:
     """Lay the payload's tile over a frame of `shape` (H, W) and round it to whole luma levels."""
+    pos, neg = _split(np.rint(_delta(key, shape, payload)).astype(np.int16))
+    rgb = lambda a: np.ascontiguousarray(np.repeat(a[:, :, None], 3, axis=2))  # noqa: E731
+    return Pattern(pos=rgb(pos), neg=rgb(neg), payload=payload)
+
+
+def luma_pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Pattern:
+    """The same mark for the Y plane of a yuv420p frame (H x W pos/neg): what `pattern_for` adds to each
+    RGB channel is LUMA_SCALE of it in Y (chroma unchanged), so the decoded RGB carries the same mark."""
+    pos, neg = _split(np.rint(_delta(key, shape, payload) * np.float32(LUMA_SCALE)).astype(np.int16))
+    return Pattern(pos=pos, neg=neg, payload=payload)
+
+
+def _split(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.clip(d, 0, 255).astype(np.uint8), np.clip(-d, 0, 255).astype(np.uint8)
+
+
+def _delta(key: WatermarkKey, shape: tuple[int, int], payload: int) -> np.ndarray:
+    """The payload's tile laid over a frame of `shape` (H, W), float32 luma levels."""
     h, w = int(shape[0]), int(shape[1])
     n = key.config.tile
     step = n / tile_period((h, w), key.config)
@@ -131,16 +152,12 @@ def pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Patt
     ys = ((np.arange(h, dtype=np.float32) + 0.5) * step - 0.5) % n
     mapx = np.broadcast_to(xs[None, :], (h, w)).astype(np.float32)
     mapy = np.broadcast_to(ys[:, None], (h, w)).astype(np.float32)
-    d = cv2.remap(tile_for(key, payload), mapx, mapy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
-    d = np.rint(d).astype(np.int16)
-    pos = np.clip(d, 0, 255).astype(np.uint8)
-    neg = np.clip(-d, 0, 255).astype(np.uint8)
-    rgb = lambda a: np.ascontiguousarray(np.repeat(a[:, :, None], 3, axis=2))  # noqa: E731
-    return Pattern(pos=rgb(pos), neg=rgb(neg), payload=payload)
+    return cv2.remap(tile_for(key, payload), mapx, mapy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
 
 
 def embed(image: np.ndarray, pattern: Pattern, out: np.ndarray | None = None) -> np.ndarray:
-    """Add the pattern to every channel (a pure luma change: chroma is untouched), saturating at 0/255."""
+    """Add the pattern to every channel (a pure luma change: chroma is untouched), saturating at 0/255.
+    A Y plane takes a `luma_pattern_for` pattern the same way (`out=` the plane itself marks in place)."""
     if image.shape != pattern.pos.shape or image.dtype != np.uint8:
         raise ValueError(f"pattern is for {pattern.pos.shape} uint8, image is {image.shape} {image.dtype}")
     out = cv2.add(image, pattern.pos, dst=out)

@@ -104,3 +104,28 @@ def relight(fg_lab: torch.Tensor, bg_lab: torch.Tensor, mask: torch.Tensor, sigm
 def half_size(rgb: torch.Tensor) -> torch.Tensor:
     """2x2 block mean of uint8 RGB as float32 in [0, 1] (see the numpy twin)."""
     return F.avg_pool2d(rgb.float().permute(2, 0, 1)[None] / 255.0, 2)[0].permute(1, 2, 0)
+
+
+# -- yuv420p (I420) <-> RGB, BT.601 limited range: twins of kernels.numpy.color.i420_to_rgb / rgb_to_i420
+
+def i420_to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """H x W x 3 uint8 RGB of uint8 planes Y (H x W), U and V (H/2 x W/2); each chroma sample covers its 2x2 block."""
+    yy = (y.float() - 16.0) * (255.0 / 219.0)
+    up = lambda c: (c.float() - 128.0).repeat_interleave(2, 0).repeat_interleave(2, 1) * (255.0 / 224.0)  # noqa: E731
+    cb, cr = up(u), up(v)
+    r = yy + 1.402 * cr
+    g = yy - 0.344136 * cb - 0.714136 * cr
+    b = yy + 1.772 * cb
+    return torch.stack([r, g, b], dim=-1).round().clamp(0, 255).to(torch.uint8)
+
+
+def rgb_to_i420(rgb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """uint8 planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB; chroma from each 2x2 block's mean."""
+    x = rgb.float()
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0
+    cb = 128.0 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255.0
+    cr = 128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0
+    pool = lambda c: F.avg_pool2d(c[None, None], 2)[0, 0]  # noqa: E731
+    q = lambda c: c.round().clamp(0, 255).to(torch.uint8)  # noqa: E731
+    return q(y), q(pool(cb)), q(pool(cr))

@@ -30,6 +30,19 @@ def pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int, device:
     return Pattern(delta=torch.from_numpy(delta).to(device), payload=payload)
 
 
+def luma_pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int, device: str | torch.device = "cpu") -> Pattern:
+    """Twin of `kernels.numpy.watermark.luma_pattern_for`: the mark for a Y plane, delta (H, W) int16."""
+    p = np_wm.luma_pattern_for(key, shape, payload)
+    return Pattern(delta=torch.from_numpy(p.pos.astype(np.int16) - p.neg.astype(np.int16)).to(device), payload=payload)
+
+
+def embed_luma(y: torch.Tensor, pattern: Pattern) -> torch.Tensor:
+    """An H x W uint8 Y plane + a `luma_pattern_for` pattern, saturating at 0/255."""
+    if y.dtype != torch.uint8 or tuple(y.shape) != tuple(pattern.delta.shape):
+        raise ValueError(f"pattern is for {tuple(pattern.delta.shape)} uint8, plane is {tuple(y.shape)} {y.dtype}")
+    return (y.to(torch.int16) + pattern.delta).clamp_(0, 255).to(torch.uint8)
+
+
 def embed(image: torch.Tensor, pattern: Pattern, out: torch.Tensor | None = None) -> torch.Tensor:
     """H x W x 3 uint8 tensor + the pattern on every channel, saturating at 0/255."""
     if image.dtype != torch.uint8 or tuple(image.shape[:2]) != tuple(pattern.delta.shape[:2]) or image.shape[2] != 3:

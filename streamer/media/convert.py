@@ -7,16 +7,22 @@ its encoders take), BT.601 limited range like FFmpeg's default: at 640x480 that 
 against PyAV's (swscale's) 0.2-0.5 ms and 1.9-2.4 ms, and its round trip keeps luma to a thousandth of a
 level on average where swscale's darkens it by one level each time (tests/media/test_convert.py).
 Anything else (odd sizes, other pixel formats) goes through PyAV.
+
+The stream's frames stay in their planes: `frame_to_state` keeps an even yuv420p frame as `Planes`
+(one copy out of the decoder's frame, no conversion) and `state_to_frame` makes the encoders' frame from
+them (one copy; none when no stage changed a pixel), so only the regions the stages ask for are
+converted (streamer/media/planes.py). `planes=False` gives the whole-frame RGB state instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import cv2
 import numpy as np
 from av import VideoFrame
 
+from kernels.numpy.color import i420_to_rgb, rgb_to_i420
+from streamer.media.planes import Planes
 from streamer.pipeline import VIDEO_TIME_BASE, FrameState, as_rgb_uint8
 
 
@@ -27,7 +33,8 @@ def _even_i420(width: int, height: int) -> bool:
 def frame_to_rgb(frame: VideoFrame) -> np.ndarray:
     """H x W x 3 uint8 RGB of a decoded frame."""
     if frame.format.name == "yuv420p" and _even_i420(frame.width, frame.height):
-        return cv2.cvtColor(frame.to_ndarray(), cv2.COLOR_YUV2RGB_I420)
+        p = to_planes(frame)
+        return i420_to_rgb(p.y, p.u, p.v)
     return frame.to_ndarray(format="rgb24")
 
 
@@ -39,7 +46,9 @@ def rgb_to_frame(image: Any, like: VideoFrame | None = None) -> VideoFrame:
     rgb = as_rgb_uint8(image)
     h, w = rgb.shape[:2]
     if _even_i420(w, h):
-        out = VideoFrame.from_ndarray(cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420), format="yuv420p")
+        y, u, v = rgb_to_i420(rgb)
+        out = VideoFrame.from_ndarray(np.concatenate([y.reshape(-1), u.reshape(-1), v.reshape(-1)]).reshape(h * 3 // 2, w),
+                                      format="yuv420p")
     else:
         out = VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
     if like is not None:
@@ -48,12 +57,35 @@ def rgb_to_frame(image: Any, like: VideoFrame | None = None) -> VideoFrame:
     return out
 
 
-def frame_to_state(frame: VideoFrame) -> FrameState:
-    """The state a decoded frame starts the stages as: its RGB pixels, its pts, and its time base (RTP
-    video's when the frame names none)."""
-    return FrameState(image=frame_to_rgb(frame), pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
+def to_planes(frame: VideoFrame) -> Planes:
+    """The planes of an even-sized yuv420p frame (a copy: the decoder's frame is left as it is)."""
+    return Planes(frame.to_ndarray(), frame.width, frame.height)
+
+
+def keeps_planes(frame: VideoFrame) -> bool:
+    """Whether a frame can travel as planes (even-sized yuv420p, what aiortc's decoders give)."""
+    return frame.format.name == "yuv420p" and _even_i420(frame.width, frame.height)
+
+
+def frame_to_state(frame: VideoFrame, *, planes: bool = True) -> FrameState:
+    """The state a decoded frame starts the stages as: its planes (an even yuv420p frame with `planes`)
+    or its RGB pixels, its pts, and its time base (RTP video's when the frame names none)."""
+    timing = dict(pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
+    if planes and keeps_planes(frame):
+        return FrameState(image=None, planes=to_planes(frame), **timing)
+    return FrameState(image=frame_to_rgb(frame), **timing)
 
 
 def state_to_frame(state: FrameState, like: VideoFrame) -> VideoFrame:
-    """The encoders' frame of a processed state, timed like `like` (the frame the state was made from)."""
-    return rgb_to_frame(state.image, like)
+    """The encoders' frame of a processed state, timed like `like` (the frame the state was made from):
+    made from its planes (`like` itself when no pixel changed), or from its RGB pixels."""
+    p = state.planes
+    if p is None:
+        return rgb_to_frame(state.image, like)
+    buf = p.i420()
+    if not p.changed:
+        return like
+    out = VideoFrame.from_ndarray(buf, format="yuv420p")
+    out.pts = like.pts
+    out.time_base = like.time_base or VIDEO_TIME_BASE
+    return out

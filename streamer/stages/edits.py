@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from engines.edit_plan import EditConfig
-from engines.edit_render import render_edits
+from engines.edit_render import render_edits, render_edits_in_regions
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
 from engines.text import Condition
 
@@ -123,5 +123,14 @@ class EditsStage:
         state.edits = edits
         if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
             return state
-        state.image = render_edits(state.image, [f.landmarks for f in state.faces], edits, self.config.render)
+        landmarks = [f.landmarks for f in state.faces]
+        planes = state.planes
+        if planes is not None:       # RGB of each face's ROI alone (shared with fusion's region when inside it)
+            def region(box: tuple[int, int, int, int]) -> tuple[Any, tuple[int, int]]:
+                arr, (ox, oy, _, _) = planes.region(planes.snap(*box))
+                return arr, (ox, oy)
+
+            render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render)
+            return state
+        state.image = render_edits(state.image, landmarks, edits, self.config.render)
         return state

@@ -45,7 +45,7 @@ class FaceStage:
         self._smoothers: dict[int, OneEuroLandmarks] = {}
 
     def __call__(self, state: FrameState, context: Any = None) -> FrameState:
-        image = _as_numpy_rgb(state.image)
+        image = state.planes.rgb() if state.planes is not None else _as_numpy_rgb(state.image)
         t = state.seconds
         faces = self.tracker.update(self.detector.detect(image, int(round(t * 1000.0))))
         for tid in self.tracker.dropped:

@@ -24,6 +24,7 @@ from engines.fusion_mesh import align, fusion_mesh, signed_areas
 from engines.sources import SourceFace
 from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
 from kernels.numpy.masks import polygon_mask, ramp as _ramp
+from streamer.media.planes import Planes
 from streamer.pipeline import FrameState
 from streamer.session import FrameContext, fusion_mode
 
@@ -46,6 +47,8 @@ class FusionConfig:
     yaw_zero: float = 50.0           # ... fading to none here
     edge_fade: float = 0.25          # fade out as this fraction of the face width leaves the frame
     stats_step: int = 2              # colour statistics on every n-th pixel
+    region_margin: float = 0.12      # planes: the RGB region reaches this fraction of the face width past the
+                                     # fused box, so the live samples (and the edits' ROI) fall inside it
 
 
 def smoothstep(e0: float, e1: float, x: float) -> float:
@@ -179,7 +182,10 @@ class FusionStage:
         by_track = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
         if by_track is None and self.router is not None and face.track_id >= 0 and image is not None:
             if face.track_id not in self._routes:
-                frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
+                if isinstance(image, Planes):
+                    frame = image.rgb()
+                else:
+                    frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
                 self._routes[face.track_id] = self.router.route(frame, face)
                 if len(self._routes) > 256:
                     self._routes.pop(next(iter(self._routes)))
@@ -194,14 +200,15 @@ class FusionStage:
             return state
         if fusion_mode(controls, self.default_mode) == "neural":   # the swap stage alone fuses
             return state
+        planes = state.planes
         image = state.image
-        is_torch = not isinstance(image, np.ndarray)      # the path follows the frame: a tensor stays on its device
+        is_torch = planes is None and not isinstance(image, np.ndarray)   # the path follows the frame: a tensor stays on its device
         ops = _torch_ops(image.device) if is_torch else self._np
-        h, w = image.shape[:2]
+        h, w = state.shape
         out = None
         fused = []
         for i, face in enumerate(state.faces):
-            src = self.source_for(face, controls, context.sources, image)
+            src = self.source_for(face, controls, context.sources, planes if planes is not None else image)
             if src is None:
                 continue
             weight = strength * face_weight(face, (h, w), self.config)
@@ -210,10 +217,16 @@ class FusionStage:
             geo = self._geometry(face, src, weight, controls, (h, w))
             if geo is None:
                 continue
-            if out is None:
-                out = image.clone() if is_torch else image.copy()
             key = face.track_id if face.track_id >= 0 else -1 - i
-            self._fuse_pixels(ops, out, image, src, geo, key)
+            if planes is not None:      # RGB of the face's region alone, written back to the planes later
+                x0, y0, x1, y1 = geo.box
+                m = self.config.region_margin * geo.face_w + 4
+                region, (ox, oy, _, _) = planes.region(planes.snap(x0 - m, y0 - m, x1 + m, y1 + m))
+                self._fuse_pixels(ops, region, region.copy(), src, geo, key, offset=(ox, oy))
+            else:
+                if out is None:
+                    out = image.clone() if is_torch else image.copy()
+                self._fuse_pixels(ops, out, image, src, geo, key)
             fused.append({"track_id": face.track_id, "source_id": src.id, "weight": round(weight, 3)})
         if out is not None:
             state.image = out
@@ -308,8 +321,12 @@ class FusionStage:
                 self._textures.pop(next(iter(self._textures)))
         return tex
 
-    def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int) -> None:
+    def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int,
+                     offset: tuple[int, int] = (0, 0)) -> None:
+        """Fuse one face into `out`; `image` is the live picture it samples. Both are the frame, or a
+        region of it whose top-left corner sits at `offset` in the frame."""
         cfg = self.config
+        ox, oy = offset
         x0, y0, x1, y1 = geo.box
         full = (y1 - y0, x1 - x0)
         fw = geo.face_w
@@ -319,6 +336,8 @@ class FusionStage:
                                identity=[False, True], step=2.0)
         (msx, msy), (mlx, mly) = [(W.resize_to(mx, full), W.resize_to(my, full)) for mx, my in maps]
         fg_lab = W.remap(self._texture(ops, src, geo.level), msx, msy)
+        if ox or oy:
+            mlx, mly = mlx - np.float32(ox), mly - np.float32(oy)
         bg = W.remap(image, mlx, mly)
         bg_lab = C.rgb_to_lab(C.half_size(bg))            # statistics and shading at half resolution
         skin = ops.put(geo.skin)
@@ -336,11 +355,12 @@ class FusionStage:
         weight = ops.put(geo.support if geo.keep is None else geo.support * (1.0 - geo.keep))
         weight = W.resize_to(weight, full)
         res = delta * weight[..., None] + bg
+        x0, y0, x1, y1 = x0 - ox, y0 - oy, x1 - ox, y1 - oy
         crop = out[y0:y1, x0:x1]          # what earlier faces already made of this box
         inside = W.resize_to(ops.put(geo.support), full) > 0
         if W is np_warp:
             res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
-            out[y0:y1, x0:x1] = np.where(inside[..., None], res, crop)
+            np.copyto(crop, res, where=inside[..., None])
         else:
             import torch
 

@@ -69,7 +69,8 @@ class SwapStage:
         strength = float(min(max(controls.strength, 0.0), 1.0))
         if not controls.enabled or strength <= 0.0 or not state.faces or not self.runs(controls):
             return state
-        image = state.image
+        planes = state.planes
+        image = planes.rgb() if planes is not None else state.image   # the swapper's crops need the whole frame
         if not isinstance(image, np.ndarray):   # the swapper takes NumPy; a GPU frame comes down once
             image = image.cpu().numpy()
         todo = self._faces_with_sources(state.faces, controls, context.sources)
@@ -100,7 +101,9 @@ class SwapStage:
             if self._paste(out, result, mask * np.float32(strength), mats[i]):
                 done.append({"track_id": face.track_id, "source_id": src.id, "card": self.swapper.card.name})
         self._forget(seen)
-        if done:
+        if done and planes is not None:
+            planes.put_rgb(out)
+        elif done:
             state.image = out if isinstance(state.image, np.ndarray) else _like(out, state.image)
         state.swapped = done
         return state

@@ -3,7 +3,8 @@
 Building a pattern for a new (frame size, payload) costs tens of ms, so after the first frame it never
 happens on the frame path: when the time bucket turns, the next pattern is built in a background thread
 and the previous payload keeps marking (for a frame or two) until it is ready. Marking itself is two
-saturating adds. A new frame size is built at once: no older pattern fits it.
+saturating adds (on the Y plane of a yuv420p frame, on every channel of an RGB one). A new frame size
+is built at once: no older pattern fits it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from streamer.safety.watermark_policy import WatermarkPolicy
 PayloadHook = Callable[[str, int], None]  # (session id, payload) whenever a session starts a new payload
 
 
+Y_PLANE = "y-plane"   # a _Spec's device for yuv420p frames: the pattern is for their Y plane
+
+
 class _Spec(NamedTuple):
     shape: tuple[int, int]
     payload: int
-    device: str | None  # None: numpy frames
+    device: str | None  # None: numpy RGB frames; Y_PLANE: yuv420p planes; else a torch device
 
 
 class WatermarkStage:
@@ -46,10 +50,17 @@ class WatermarkStage:
         if not self.policy.enabled:
             return state
         image = state.image
-        device = None if isinstance(image, np.ndarray) else str(image.device)
-        spec = _Spec(tuple(image.shape[:2]), self.policy.payload(context.session_id, self.clock()), device)
+        planes = state.planes
+        if planes is not None:
+            device = Y_PLANE
+        else:
+            device = None if isinstance(image, np.ndarray) else str(image.device)
+        spec = _Spec(state.shape, self.policy.payload(context.session_id, self.clock()), device)
         payload, pattern = self._pattern_for(spec, context.session_id)
-        if device is None:
+        if planes is not None:       # the mark is a luma change: it goes into the Y plane, in place
+            y = planes.luma()
+            np_wm.embed(y, pattern, out=y)
+        elif device is None:
             state.image = np_wm.embed(image, pattern)
         else:
             from kernels.torch import watermark as torch_wm  # torch only when frames are tensors
@@ -82,6 +93,8 @@ class WatermarkStage:
     def _build(self, spec: _Spec) -> Any:
         if spec.device is None:
             return np_wm.pattern_for(self.key, spec.shape, spec.payload)
+        if spec.device == Y_PLANE:
+            return np_wm.luma_pattern_for(self.key, spec.shape, spec.payload)
         from kernels.torch import watermark as torch_wm
 
         return torch_wm.pattern_for(self.key, spec.shape, spec.payload, device=spec.device)

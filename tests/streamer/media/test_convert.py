@@ -57,7 +57,7 @@ def test_odd_sizes_other_formats_and_tensors(astronaut):
 
 def test_a_frame_becomes_a_state_and_back_with_its_timing(astronaut):
     frame = _decoded(astronaut)
-    state = frame_to_state(frame)
+    state = frame_to_state(frame, planes=False)
     assert np.array_equal(state.image, frame_to_rgb(frame))
     assert (state.pts, state.time_base, state.seconds) == (3000, fractions.Fraction(1, 90000), 3000 / 90000)
     out = state_to_frame(state, frame)
@@ -67,3 +67,18 @@ def test_a_frame_becomes_a_state_and_back_with_its_timing(astronaut):
     state = frame_to_state(untimed)
     assert (state.pts, state.time_base) == (0, VIDEO_TIME_BASE)
     assert state_to_frame(state, untimed).time_base == VIDEO_TIME_BASE
+
+
+def test_a_decoded_frame_travels_as_its_planes_and_comes_back_exactly(astronaut):
+    frame = _decoded(astronaut)
+    state = frame_to_state(frame)
+    assert state.planes is not None and state.shape == (512, 512)
+    assert np.array_equal(state.image, frame_to_rgb(frame))   # the whole RGB, on demand
+    assert state_to_frame(state, frame) is frame               # nothing changed: no copy, no conversion
+    state.planes.luma()[10, 10] ^= 1
+    out = state_to_frame(state, frame)
+    assert (out.pts, out.time_base, out.format.name) == (3000, fractions.Fraction(1, 90000), "yuv420p")
+    changed = out.to_ndarray() != frame.to_ndarray()
+    assert changed.sum() == 1 and changed[10, 10]
+    odd = VideoFrame.from_ndarray(astronaut[:317, :239].copy(), format="rgb24").reformat(format="yuv420p")
+    assert frame_to_state(odd).planes is None                  # odd sizes take the RGB path

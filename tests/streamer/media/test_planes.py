@@ -1,0 +1,140 @@
+"""Frames as yuv420p planes: regions convert exactly like the whole frame, only changed pixels are written
+back, and on a real clip the planes path gives the whole-frame RGB path's faces (within a stated
+tolerance) while every pixel outside the faces is exactly what the watermark alone makes of the decoded
+input."""
+
+from __future__ import annotations
+
+import fractions
+
+import cv2
+import numpy as np
+import pytest
+from av import VideoFrame
+
+from engines.sources import SourceRegistry
+from kernels.numpy import watermark as wm
+from kernels.numpy.color import i420_to_rgb
+from streamer.media.convert import frame_to_rgb, frame_to_state, state_to_frame, to_planes
+from streamer.pipeline import Pipeline
+from streamer.safety.watermark_policy import WatermarkPolicy
+from streamer.session import Session
+from streamer.stages.edits import EditsStage
+from streamer.stages.faces import FaceStage
+from streamer.stages.fusion import FusionStage
+from streamer.stages.watermark import WatermarkStage
+from tests.faceclips import place
+
+
+def _decoded(rgb: np.ndarray, pts: int = 0) -> VideoFrame:
+    f = VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(format="yuv420p")
+    f.pts, f.time_base = pts, fractions.Fraction(1, 90000)
+    return f
+
+
+def test_a_region_is_the_whole_frames_conversion_there_and_writes_back_only_what_changed(astronaut):
+    frame = _decoded(astronaut)
+    planes = to_planes(frame)
+    whole = frame_to_rgb(frame)
+    box = planes.snap(101.3, 57.9, 301.2, 260.5)
+    assert box == (100, 56, 302, 262)
+    rgb, got = planes.region(box)
+    assert got == box and np.array_equal(rgb, whole[56:262, 100:302])
+    inner, same = planes.region((120, 80, 200, 160))       # inside an open region: the same array
+    assert same == box and inner is rgb
+    rgb[10:20, 30:41] = (250, 10, 10)                      # a red patch, odd-sized, odd-placed
+    before = planes.buffer.copy()
+    planes.flush()
+    diff_y = planes.y != before[:512]
+    assert diff_y.sum() == 10 * 11 and diff_y[66:76, 130:141].all()
+    uv_before = before[512:].reshape(2, 256, 256)
+    assert (planes.u != uv_before[0]).sum() <= 5 * 6 and (planes.u != uv_before[0])[33:38, 65:71].any()
+    patch = i420_to_rgb(planes.y, planes.u, planes.v)[66:76, 131:140]
+    assert np.abs(patch.astype(int) - (250, 10, 10)).max() <= 12   # inner pixels: the patch, through 4:2:0
+
+
+def _product_stages(sources, policy):
+    session = Session("planes-vs-rgb")
+    for src in sources.values():
+        session.add_source(src.id, src, activate=False)
+    session.update(source_id=sources["astronaut"].id, edits={"smile": 0.8, "brightness": 0.3, "smooth": 0.5})
+
+    def stages():
+        return [FusionStage(), EditsStage(None, unavailable="not in this test"), WatermarkStage(policy, clock=lambda: 1.8e9)]
+    return session, Pipeline(stages()), Pipeline(stages())
+
+
+@pytest.fixture(scope="module")
+def sources(astronaut):
+    return {"astronaut": SourceRegistry().register(astronaut)}
+
+
+# The tolerance the planes path holds to on the fused faces, against the whole-frame RGB path (decoded
+# RGB -> stages -> whole-frame RGB -> yuv420p), both output frames read back as RGB: mean absolute
+# difference <= 1.0 level and PSNR >= 38 dB inside the faces' boxes. The two differ by how the watermark
+# is added (on each RGB channel and rounded through the whole-frame conversion, against rounded once in Y)
+# and by the RGB -> yuv420p rounding of the fused pixels, never by the fusion itself.
+FACE_MEAN_ABS_MAX = 1.0
+FACE_PSNR_MIN = 38.0
+
+
+@pytest.mark.parametrize("size", [(640, 480), (1280, 720)])
+def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, size):
+    policy = WatermarkPolicy(server_id=7)
+    session, rgb_pipe, planes_pipe = _product_stages(sources, policy)
+    faces = FaceStage()
+    key = wm.make_key(policy.config)
+    w, h = size
+    try:
+        for n in range(6):
+            img, _ = place(grace_hopper, size=size, scale=0.55 * h / 480, angle=2.0 * n - 5, shift=(8.0 * n - 20, 3.0 * n))
+            frame = _decoded(img, pts=n * 3000)
+            ctx = session.frame_context()
+            old = frame_to_state(frame, planes=False)
+            old = faces(old, ctx)
+            assert len(old.faces) == 1
+            new = frame_to_state(frame)
+            assert new.planes is not None
+            new.faces, new.raw_landmarks = list(old.faces), dict(old.raw_landmarks)
+            old = rgb_pipe(old, ctx)
+            new = planes_pipe(new, ctx)
+            assert not old.errors and not new.errors
+            assert old.fused and new.fused == old.fused and new.edits == old.edits and new.watermark == old.watermark
+            out_old, out_new = state_to_frame(old, frame), state_to_frame(new, frame)
+            dec = frame.to_ndarray()
+            # outside the faces: exactly the watermark alone on the decoded planes
+            payload = int(new.watermark, 16)
+            y_expected = wm.embed(np.ascontiguousarray(dec[:h]), wm.luma_pattern_for(key, (h, w), payload))
+            got = out_new.to_ndarray()
+            fx0, fy0, fx1, fy1 = (int(v) for v in old.faces[0].bbox)
+            pad = int(0.6 * (fx1 - fx0))
+            outside = np.ones((h, w), bool)
+            outside[max(0, fy0 - pad):fy1 + pad, max(0, fx0 - pad):fx1 + pad] = False
+            assert np.array_equal(got[:h][outside], y_expected[outside])
+            out_c = outside.reshape(h // 2, 2, w // 2, 2).all(axis=(1, 3))
+            for plane in range(2):
+                a = got[h:].reshape(2, h // 2, w // 2)[plane]
+                b = dec[h:].reshape(2, h // 2, w // 2)[plane]
+                assert np.array_equal(a[out_c], b[out_c])
+            # inside: the fused, edited face as the RGB path made it, within the stated tolerance
+            ra, rb = frame_to_rgb(out_old).astype(np.float32), frame_to_rgb(out_new).astype(np.float32)
+            face = (slice(max(0, fy0 - pad), fy1 + pad), slice(max(0, fx0 - pad), fx1 + pad))
+            d = np.abs(ra[face] - rb[face])
+            psnr = 10 * np.log10(255.0 ** 2 / max(float((d ** 2).mean()), 1e-9))
+            assert d.mean() <= FACE_MEAN_ABS_MAX and psnr >= FACE_PSNR_MIN, (d.mean(), psnr, d.max())
+            assert np.abs(ra[face] - frame_to_rgb(frame)[face].astype(np.float32)).mean() > 3.0  # the face did change
+    finally:
+        faces.close()
+        rgb_pipe.close()
+        planes_pipe.close()
+
+
+def test_the_y_plane_mark_reads_back_from_the_decoded_rgb(astronaut):
+    """The Y-plane pattern carries the RGB pattern's mark: extract() on the planes path's output finds it."""
+    policy = WatermarkPolicy(server_id=9)
+    stage = WatermarkStage(policy, clock=lambda: 1.8e9)
+    img = cv2.resize(astronaut, (640, 480))
+    state = stage(frame_to_state(_decoded(img)), Session("wm-y").frame_context())
+    out = state_to_frame(state, _decoded(img))
+    det = wm.extract(frame_to_rgb(out), wm.make_key(policy.config))
+    assert det.watermarked and f"{det.payload:016x}" == state.watermark

@@ -124,7 +124,8 @@ def i420_to_rgb(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def rgb_to_i420(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB, H and W even; chroma from each 2x2 block."""
+    """Planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB, H and W even; each 2x2 block's chroma is
+    its top-left pixel's (OpenCV's rule)."""
     h, w = rgb.shape[:2]
     buf = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YUV_I420)
     chroma = buf[h:].reshape(2, h // 2, w // 2)

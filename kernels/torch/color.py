@@ -120,12 +120,14 @@ def i420_to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tens
 
 
 def rgb_to_i420(rgb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """uint8 planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB; chroma from each 2x2 block's mean."""
+    """uint8 planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB; each 2x2 block's chroma is its
+    top-left pixel's (as OpenCV's conversion takes it)."""
     x = rgb.float()
     r, g, b = x[..., 0], x[..., 1], x[..., 2]
     y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0
+    s = x[::2, ::2]
+    r, g, b = s[..., 0], s[..., 1], s[..., 2]
     cb = 128.0 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255.0
     cr = 128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0
-    pool = lambda c: F.avg_pool2d(c[None, None], 2)[0, 0]  # noqa: E731
     q = lambda c: c.round().clamp(0, 255).to(torch.uint8)  # noqa: E731
-    return q(y), q(pool(cb)), q(pool(cr))
+    return q(y), q(cb), q(cr)

@@ -76,3 +76,16 @@ def test_torch_twin_agrees_on_odd_size(astronaut, grace_hopper):
 def test_half_size_twin_agrees(astronaut):
     a = np.ascontiguousarray(astronaut[:238, :318])
     np.testing.assert_allclose(tc.half_size(torch.from_numpy(a)).numpy(), nc.half_size(a), atol=1e-5)
+
+
+def test_i420_conversions_round_trip_and_the_torch_twin_agrees(astronaut):
+    rgb = astronaut[:318, :238]
+    y, u, v = nc.rgb_to_i420(rgb)
+    assert y.shape == (318, 238) and u.shape == v.shape == (159, 119)
+    back = nc.i420_to_rgb(y, u, v)
+    assert np.abs(back.astype(int) - rgb).mean() < 4.0           # 4:2:0 loses chroma detail, not level
+    ty, tu, tv = tc.rgb_to_i420(torch.from_numpy(np.ascontiguousarray(rgb)))
+    for a, b in ((ty, y), (tu, u), (tv, v)):
+        assert np.abs(a.numpy().astype(int) - b).max() <= 1
+    tb = tc.i420_to_rgb(torch.from_numpy(y), torch.from_numpy(u), torch.from_numpy(v)).numpy()
+    assert np.abs(tb.astype(int) - back).max() <= 1

@@ -120,3 +120,15 @@ def test_torch_twin_on_cuda_matches_numpy(astronaut, key):
     t_out = twm.embed(torch.from_numpy(frame).cuda(), twm.pattern_for(key, frame.shape[:2], PAYLOAD, device="cuda"))
     assert np.array_equal(t_out.cpu().numpy(), np_out)
     assert twm.extract(t_out, key).payload == PAYLOAD
+
+
+def test_the_y_plane_pattern_is_the_rgb_one_in_luma_and_the_torch_twin_agrees(key):
+    rgb_p = wm.pattern_for(key, (240, 320), 0x1234)
+    y_p = wm.luma_pattern_for(key, (240, 320), 0x1234)
+    d_rgb = rgb_p.pos[..., 0].astype(np.int16) - rgb_p.neg[..., 0]
+    d_y = y_p.pos.astype(np.int16) - y_p.neg
+    assert y_p.pos.shape == (240, 320)
+    assert np.abs(d_y - d_rgb * wm.LUMA_SCALE).max() <= 1.0        # the same mark, scaled to Y levels
+    plane = np.full((240, 320), 120, np.uint8)
+    t = twm.embed_luma(torch.from_numpy(plane), twm.luma_pattern_for(key, (240, 320), 0x1234)).numpy()
+    assert np.array_equal(t, wm.embed(plane, y_p))

@@ -126,3 +126,22 @@ def test_unmarked_clips_through_codecs_are_not_detected(grace_hopper, face_free_
             decoded = reencode(clip, codec, rate)
             det, n = wm.extract_many(decoded[-4:], key)
             assert n == 4 and not det.watermarked and det.payload is None
+
+
+@pytest.mark.parametrize("codec,rate", [("libvpx", 250_000), ("libx264", 500_000)])
+def test_the_y_plane_mark_survives_codecs_at_their_floor_bitrates(astronaut, key, codec, rate):
+    """The stream path marks the Y plane of the decoded yuv420p frame (luma_pattern_for), not RGB."""
+    from kernels.numpy.color import i420_to_rgb, rgb_to_i420
+
+    frames = moving_clip(astronaut, n=30)
+    pattern = wm.luma_pattern_for(key, frames[0].shape[:2], PAYLOAD)
+    marked = []
+    for f in frames:
+        y, u, v = rgb_to_i420(f)
+        marked.append(i420_to_rgb(wm.embed(np.ascontiguousarray(y), pattern), u, v))
+    decoded = reencode(marked, codec, rate)
+    many, _ = wm.extract_many(decoded[-5:], key)
+    report(f"Y plane {codec} {rate // 1000}k", wm.extract(decoded[-1], key), many)
+    assert many.payload == PAYLOAD
+    after, _ = wm.extract_many([crop(downscale(f)) for f in decoded[-5:]], key)
+    assert after.payload == PAYLOAD

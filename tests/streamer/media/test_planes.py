@@ -71,11 +71,12 @@ def sources(astronaut):
 
 # The tolerance the planes path holds to on the fused faces, against the whole-frame RGB path (decoded
 # RGB -> stages -> whole-frame RGB -> yuv420p), both output frames read back as RGB: mean absolute
-# difference <= 1.0 level and PSNR >= 38 dB inside the faces' boxes. The two differ by how the watermark
+# difference <= 0.5 level and PSNR >= 45 dB inside the faces' boxes. The two differ by how the watermark
 # is added (on each RGB channel and rounded through the whole-frame conversion, against rounded once in Y)
-# and by the RGB -> yuv420p rounding of the fused pixels, never by the fusion itself.
-FACE_MEAN_ABS_MAX = 1.0
-FACE_PSNR_MIN = 38.0
+# and by the RGB -> yuv420p rounding of the fused pixels (measured 2026-12-03: mean 0.29-0.30, PSNR
+# 51.3-52.2 dB, a few pixels up to 28 levels apart at the fused region's chroma edge).
+FACE_MEAN_ABS_MAX = 0.5
+FACE_PSNR_MIN = 45.0
 
 
 @pytest.mark.parametrize("size", [(640, 480), (1280, 720)])

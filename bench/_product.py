@@ -22,14 +22,15 @@ def grace_hopper() -> np.ndarray:
         return np.ascontiguousarray(np.asarray(Image.open(f).convert("RGB")))
 
 
-def moving_face(photo: np.ndarray, width: int, height: int, n: int) -> np.ndarray:
-    """Frame `n` of a clip: the photo scaled so its height fills about 90% of the frame, centred, then
+def moving_face(photo: np.ndarray, width: int, height: int, n: int, photo_px: float | None = None) -> np.ndarray:
+    """Frame `n` of a clip: the photo scaled so its height fills about 90% of the frame (or `photo_px`
+    pixels, so one face size can be timed in every frame size), centred, then
     moved by a known, smooth motion (a few pixels of sway and a degree or two of roll, period ~4 s at
     30 fps), as a person in front of a webcam moves."""
     import cv2
 
     ph, pw = photo.shape[:2]
-    scale = 0.9 * height / ph
+    scale = (photo_px or 0.9 * height) / ph
     angle = 2.0 * math.sin(n / 19.0)
     dx, dy = 12.0 * math.sin(n / 23.0), 4.0 * math.sin(n / 17.0)
     m = cv2.getRotationMatrix2D((pw / 2, ph / 2), angle, scale)

@@ -1,10 +1,12 @@
 """The product pipeline alone (faces -> fusion -> edits -> watermark), frame by frame, no network.
 
-A clip of the Grace Hopper photo with known motion (sway and roll) at 640x480 and 1280x720, the bundled
+A clip of the Grace Hopper photo with known motion (sway and roll) at 640x480, 1280x720 and 1920x1080, the bundled
 demo source registered through the consent-checked service hook, a prompt encoded before timing starts.
 Reports per-stage wall median/p95 (from FrameState.timings), the whole pipeline's wall and this thread's
-CPU time, and the frame conversions the frame worker adds around it (ndarray in, yuv420p out). Sizes
-are timed in turn (A, B, A, B, ...) so a busy machine slows them alike.
+CPU time, the frame conversions the frame worker adds around it (decoded frame in, yuv420p out), and
+the frame's whole thread CPU (conversions + stages). Both frame paths (`--paths rgb,planes`: the
+whole-frame RGB state and the yuv420p planes the stream uses) and all sizes are timed in turn
+(A, B, A, B, ...) so a busy machine slows them alike.
 
 Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480 (`--paced-size`): decoded frames are handed to
 a worker at 30 fps as a camera would, for the plain FrameWorker and the OverlappedFrameWorker in
@@ -25,7 +27,12 @@ import numpy as np
 def add_arguments(parser) -> None:
     parser.add_argument("--frames", type=int, default=90, help="timed frames per size (default 90)")
     parser.add_argument("--warmup", type=int, default=10, help="frames run before timing (default 10)")
-    parser.add_argument("--sizes", default="640x480,1280x720")
+    parser.add_argument("--sizes", default="640x480,1280x720,1920x1080")
+    parser.add_argument("--paths", default="rgb,planes",
+                        help="frame paths timed side by side, frame by frame: rgb (whole-frame RGB state) and/or "
+                             "planes (yuv420p planes, face regions in RGB; what the stream runs); default both")
+    parser.add_argument("--photo-px", type=float, default=None,
+                        help="the portrait's height in pixels in every frame size (default: 90%% of the frame's height)")
     parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
     parser.add_argument("--paced-seconds", type=float, default=4.0, help="seconds per paced burst (default 4; 0 skips)")
     parser.add_argument("--paced-size", default="640x480", help="frame size of the paced bursts (default 640x480)")
@@ -58,21 +65,25 @@ def run(args) -> dict[str, Any]:
     photo = grace_hopper()
     product = build_product()
     tb = fractions.Fraction(1, 90000)
+    paths = [p for p in args.paths.split(",") if p]
+    if not paths or any(p not in ("rgb", "planes") for p in paths):
+        raise SystemExit(f"--paths takes rgb and/or planes, got {args.paths!r}")
     cases = {}
     try:
-        for (w, h), t in [(sz, t) for sz in sizes for t in settings]:
-            session = Session(f"bench-{w}x{h}-{t}")
+        for (w, h), t, path in [(sz, t, p) for sz in sizes for t in settings for p in paths]:
+            session = Session(f"bench-{w}x{h}-{t}-{path}")
             hooks = prepare_session(product, session, prompt)
-            cases[(w, h, t)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session), "hooks": hooks,
-                             "stages": {}, "total": [], "cpu": [], "convert": [], "faces": [], "errors": {}}
+            cases[(w, h, t, path)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session),
+                                      "hooks": hooks, "stages": {}, "total": [], "cpu": [], "convert": [], "frame_cpu": [],
+                                      "faces": [], "errors": {}}
         for n in range(args.warmup + args.frames):
-            for (w, h, t), c in cases.items():
+            for (w, h, t, path), c in cases.items():
                 if len(settings) > 1:
                     apply_thread_config(c["config"])
-                decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n), format="rgb24").reformat(format="yuv420p")
+                decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n, args.photo_px), format="rgb24").reformat(format="yuv420p")
                 decoded.pts, decoded.time_base = n * 3000, tb
-                ta = time.perf_counter()   # what the frame worker does around the pipeline: decoded -> state ...
-                state = frame_to_state(decoded)
+                ta, ca = time.perf_counter(), time.thread_time()   # what the frame worker does: decoded -> state ...
+                state = frame_to_state(decoded, planes=path == "planes")
                 tb0 = time.perf_counter()
                 t0, c0 = time.perf_counter(), time.thread_time()
                 state = c["pipe"](state, c["session"].frame_context())
@@ -80,8 +91,10 @@ def run(args) -> dict[str, Any]:
                 # ... and state -> the encoders' yuv420p
                 state_to_frame(state, decoded)
                 t2 = time.perf_counter() + (tb0 - ta)
+                c2 = time.thread_time()
                 if n < args.warmup:
                     continue
+                c["frame_cpu"].append((c2 - ca) * 1000.0)
                 for name, ms in state.timings.items():
                     c["stages"].setdefault(name, []).append(ms)
                 for name, err in state.errors.items():
@@ -96,11 +109,15 @@ def run(args) -> dict[str, Any]:
             c["pipe"].close()
         product.close()
     out: dict[str, Any] = {"benchmark": "pipeline", "cpu_count": os.cpu_count(), "threads": threads,
-                           "prompt": prompt, "frames": args.frames, "sizes": {}}
-    for (w, h, t), c in cases.items():
+                           "prompt": prompt, "frames": args.frames, "paths": paths,
+                           "photo_px": args.photo_px, "sizes": {}}
+    for (w, h, t, path), c in cases.items():
         total = _stats(c["total"])
         key = f"{w}x{h}" if len(settings) == 1 else f"{w}x{h} threads={t}"
+        key += f" {path}" if len(paths) > 1 else ""
         out["sizes"][key] = {
+            "path": path,
+            "frame_thread_cpu": _stats(c["frame_cpu"]),
             "stages": {k: _stats(v) for k, v in c["stages"].items()},
             "pipeline_wall": total,
             "pipeline_thread_cpu": _stats(c["cpu"]),
@@ -111,6 +128,11 @@ def run(args) -> dict[str, Any]:
             "stage_errors": c["errors"],
             "source": c["hooks"].get("source"),
         }
+    if len(paths) > 1:
+        out["planes_vs_rgb_frame_cpu_median"] = {
+            f"{w}x{h}": round(out["sizes"][f"{w}x{h} planes"]["frame_thread_cpu"]["median_ms"]
+                              / out["sizes"][f"{w}x{h} rgb"]["frame_thread_cpu"]["median_ms"], 3)
+            for (w, h) in sizes if len(settings) == 1}
     if args.paced_seconds > 0:
         pw, ph = (int(v) for v in args.paced_size.split("x"))
         out[f"paced_{pw}x{ph}_30fps"] = paced(photo, prompt, args.paced_seconds, args.paced_bursts, size=(pw, ph))

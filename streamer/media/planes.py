@@ -5,7 +5,7 @@ copying whole frames makes each frame cost follow its area. `Planes` holds the I
 then V, one contiguous array the encoders' frame is made from) and hands out RGB of face regions on
 demand (`region`): each region is converted once, shared by every stage of the frame that asks for a box
 inside it, and written back (`flush`) only where its RGB changed: Y per changed pixel, U and V per 2x2
-block with a changed pixel. Every other pixel keeps the decoded value exactly. The conversions are the
+block whose chroma changed. Every other pixel keeps the decoded value exactly. The conversions are the
 kernels' (`kernels.numpy.color.i420_to_rgb` / `rgb_to_i420`).
 """
 
@@ -90,18 +90,17 @@ class Planes:
         self._regions.clear()
 
     def _write(self, r: _Region) -> None:
-        diff = np.any(r.rgb != r.before, axis=2)
-        if not diff.any():
-            return
+        # A pixel counts as changed where its converted value differs from what its RGB before the
+        # stages converts to: the same test as comparing RGB (an unchanged pixel converts the same), at
+        # a tenth of the cost, and per plane, so chroma follows OpenCV's rule for its block.
         x0, y0, x1, y1 = r.box
-        ny, nu, nv = rgb_to_i420(r.rgb)
-        y = self.y[y0:y1, x0:x1]
-        np.copyto(y, ny, where=diff)
-        h, w = diff.shape
-        blocks = diff.reshape(h // 2, 2, w // 2, 2).any(axis=(1, 3))
-        np.copyto(self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2], nu, where=blocks)
-        np.copyto(self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2], nv, where=blocks)
-        self.changed = True
+        new, old = rgb_to_i420(r.rgb), rgb_to_i420(r.before)
+        dst = (self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2], self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
+        for plane, a, b in zip(dst, new, old):
+            moved = a != b
+            if moved.any():
+                np.copyto(plane, a, where=moved)
+                self.changed = True
 
     def luma(self) -> np.ndarray:
         """The Y plane to change in place (the watermark): open regions are written back first."""

@@ -34,6 +34,9 @@ class BackendSettings:
 
 
 class Detector(Protocol):
+    """A stream's landmarker. One may also offer `reads(timestamp_ms) -> list[box] | None`: the frame
+    boxes its next `detect` reads (None: the whole frame), so a caller converts only those to RGB."""
+
     def detect(self, image: "np.ndarray", timestamp_ms: int) -> list["Face"]: ...
     def close(self) -> None: ...
 

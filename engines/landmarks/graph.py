@@ -90,6 +90,21 @@ class LandmarkGraph:
             self._rois = keep if cfg.mode == "video" else []
         return faces
 
+    def reads(self, timestamp_ms: int) -> list[tuple[float, float, float, float]] | None:
+        """The frame boxes (x0, y0, x1, y1) the next `detect` at `timestamp_ms` reads, or None when it
+        reads the whole frame (a detector search is due, or IMAGE mode). A caller that holds its frame in
+        another form converts only these to RGB; the landmark crops read each ROI's bounding box plus
+        two pixels for the bilinear taps (networks.crop), given here with four."""
+        with self._lock:
+            rois = list(self._rois)
+            if self.config.mode != "video" or (len(rois) < self.config.max_faces and self._search_due(rois, timestamp_ms)):
+                return None
+        out = []
+        for r in rois:
+            c = r.corners()
+            out.append((float(c[:, 0].min()) - 4, float(c[:, 1].min()) - 4, float(c[:, 0].max()) + 5, float(c[:, 1].max()) + 5))
+        return out
+
     def _search_due(self, rois: list[RotatedRect], timestamp_ms: int) -> bool:
         """The detector runs on every frame while no face is followed; with one followed, at most every
         `search_interval_ms`, so new faces still appear within that time while a single face costs no

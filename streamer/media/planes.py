@@ -71,6 +71,14 @@ class Planes:
         self._regions.append(reg)
         return reg.rgb, reg.box
 
+    def rgb_into(self, out: np.ndarray, box: Box) -> None:
+        """Convert `box` into the same place of `out` (an H x W x 3 array the caller keeps), read-only:
+        no region is opened. Open regions are written back first."""
+        self.flush()
+        x0, y0, x1, y1 = box
+        out[y0:y1, x0:x1] = i420_to_rgb(self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2],
+                                        self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
+
     def rgb(self) -> np.ndarray:
         """The whole frame as H x W x 3 RGB (for a consumer that needs it all: the landmarker's search, a
         neural swapper); open regions are written back first."""

@@ -43,11 +43,29 @@ class FaceStage:
         self.detector: Detector = detector
         self.tracker = FaceTracker(config.tracker)
         self._smoothers: dict[int, OneEuroLandmarks] = {}
+        self._rgb: np.ndarray | None = None      # planes: the frame-sized RGB the landmarker reads, filled per ROI
+
+    def _landmarker_input(self, planes: Any, timestamp_ms: int) -> np.ndarray:
+        """The RGB the landmarker gets for a frame that travels as planes: while it follows its faces
+        (no search due) only the boxes it reads are converted, into a frame-sized buffer this stage keeps
+        (the rest of it is never read), so this costs what the faces' crops cost, not the frame's area."""
+        reads = getattr(self.detector, "reads", None)
+        boxes = reads(timestamp_ms) if reads is not None else None
+        if boxes is None:
+            return planes.rgb()
+        if self._rgb is None or self._rgb.shape[:2] != planes.shape:
+            self._rgb = np.empty((*planes.shape, 3), np.uint8)
+        for b in boxes:
+            box = planes.snap(*b)
+            if box is not None:
+                planes.rgb_into(self._rgb, box)
+        return self._rgb
 
     def __call__(self, state: FrameState, context: Any = None) -> FrameState:
-        image = state.planes.rgb() if state.planes is not None else _as_numpy_rgb(state.image)
         t = state.seconds
-        faces = self.tracker.update(self.detector.detect(image, int(round(t * 1000.0))))
+        ts = int(round(t * 1000.0))
+        image = self._landmarker_input(state.planes, ts) if state.planes is not None else _as_numpy_rgb(state.image)
+        faces = self.tracker.update(self.detector.detect(image, ts))
         for tid in self.tracker.dropped:
             self._smoothers.pop(tid, None)
         raw: dict[int, np.ndarray] = {}

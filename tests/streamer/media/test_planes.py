@@ -139,3 +139,24 @@ def test_the_y_plane_mark_reads_back_from_the_decoded_rgb(astronaut):
     out = state_to_frame(state, _decoded(img))
     det = wm.extract(frame_to_rgb(out), wm.make_key(policy.config))
     assert det.watermarked and f"{det.payload:016x}" == state.watermark
+
+
+def test_the_face_stage_on_planes_reads_only_its_rois_and_finds_the_same_landmarks(grace_hopper):
+    """While a face is followed the landmarker's input is converted only where its crops read; the
+    landmarks are those the whole-frame RGB gives (the same pixels where it reads)."""
+    whole, planes_stage = FaceStage(), FaceStage()
+    try:
+        for n in range(5):
+            img, _ = place(grace_hopper, size=(1280, 720), scale=0.6, shift=(4.0 * n, 2.0 * n))
+            frame = _decoded(img, pts=n * 3000)
+            a = whole(frame_to_state(frame, planes=False), None)
+            b = planes_stage(frame_to_state(frame), None)
+            assert len(a.faces) == len(b.faces) == 1
+            np.testing.assert_array_equal(a.faces[0].landmarks, b.faces[0].landmarks)
+        boxes = planes_stage.detector.reads(150)                    # the next frame, 17 ms after the last
+        assert boxes is not None and len(boxes) == 1                # following: one ROI, not the frame
+        x0, y0, x1, y1 = boxes[0]
+        assert (x1 - x0) * (y1 - y0) < 0.5 * 1280 * 720
+    finally:
+        whole.close()
+        planes_stage.close()

@@ -387,7 +387,8 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/metrics", server.metrics_page)
     mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
                               limits=server.upload_limits, metrics=server.metrics,
-                              max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes),
+                              max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes,
+                              urls=server.urls),
               services.api or ApiBackend())
     app.on_shutdown.append(server.close_all)
 

@@ -29,7 +29,7 @@ BASE_IMAGE ?= python:3.11-slim-bookworm
 DOCKER     ?= docker
 WHEELS     ?=
 
-.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base serve test bench clean
+.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base image-test serve test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -107,6 +107,11 @@ image-base:
 	debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$$root" http://deb.debian.org/debian; \
 	rm -rf "$$root"/var/cache/apt/archives/*.deb "$$root"/var/lib/apt/lists/*; \
 	tar -C "$$root" -c . | $(DOCKER) import - livefuse-base:bookworm
+
+# Build the image and run it as the chart does (tests/deploy/test_image.py): Debian's Docker and a debootstrap
+# base, installed and started for the run where missing (deploy/image_test.sh). .ci/run runs it after the tests.
+image-test: setup
+	PY=$(PY) deploy/image_test.sh
 
 bench: setup
 	$(VENV)/bin/livefuse bench stream --json

@@ -27,6 +27,7 @@ from engines.align import invert
 from engines.sources import SourceFace
 from engines.swappers.swapper import NeuralSwapper, crop_landmarks, paste_mask
 from kernels.numpy import blend as np_blend, color as np_color
+from streamer.face_map import FaceFollower
 from streamer.pipeline import FrameState
 from streamer.session import FrameContext, fusion_mode
 from streamer.stages.fusion import chosen_source
@@ -55,8 +56,10 @@ class SwapStage:
     name = "swap"
 
     def __init__(self, swapper: NeuralSwapper, config: SwapStageConfig = SwapStageConfig(),
-                 default_mode: str = "neural") -> None:
+                 default_mode: str = "neural", follower: FaceFollower | None = None) -> None:
+        """`follower`: the session's `FaceFollower` (the one its fusion stage has), for per-face mappings."""
         self.swapper = swapper
+        self.follower = follower
         self.config = config
         self.default_mode = default_mode
         self._memory: dict[int, tuple[str, np.ndarray]] = {}   # track id -> (source id, smoothed crop)
@@ -72,7 +75,8 @@ class SwapStage:
         image = state.image
         if not isinstance(image, np.ndarray):   # the swapper takes NumPy; a GPU frame comes down once
             image = image.cpu().numpy()
-        todo = self._faces_with_sources(state.faces, controls, context.sources)
+        mapped = self.follower.mapping(state.faces, controls.face_sources, image) if self.follower is not None else None
+        todo = self._faces_with_sources(state.faces, controls, context.sources, mapped)
         if not todo:
             self._forget(set())
             return state
@@ -105,11 +109,11 @@ class SwapStage:
         state.swapped = done
         return state
 
-    def _faces_with_sources(self, faces: list[Any], controls: Any,
-                            sources: Mapping[str, SourceFace]) -> list[tuple[Any, SourceFace]]:
+    def _faces_with_sources(self, faces: list[Any], controls: Any, sources: Mapping[str, SourceFace],
+                            mapped: Mapping[int, str] | None = None) -> list[tuple[Any, SourceFace]]:
         out = []
         for face in faces:
-            src = chosen_source(face, controls, sources)
+            src = chosen_source(face, controls, sources, mapped=mapped)
             if src is not None:
                 out.append((face, src))
         return out

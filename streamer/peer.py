@@ -306,9 +306,6 @@ class PeerSession:
             await asyncio.sleep(self.config.stats_interval_s)
             snap = self.stats.snapshot()
             snap["viewers"] = len(self.viewers)
-            names = {src.id: key for key, src in self.session.sources.items()}   # the ids the client knows
-            for face in snap["faces"]:
-                face["source_id"] = names.get(face["source_id"], face["source_id"])
             self.send(snap)
 
     async def _watchdog(self) -> None:

@@ -155,8 +155,8 @@ MAX_REPORTED_FACES = 16   # faces a stats message lists at most (the tracker fol
 
 def tracked_faces(state: FrameState) -> list[dict[str, Any]]:
     """The frame's tracked faces as a client sees them: track id, box (frame pixels x0, y0, x1, y1) and
-    the source it was fused with (None: left unchanged)."""
-    fused = {d["track_id"]: d["source_id"] for d in (*state.fused, *state.swapped)}
+    the session's name of the source it was fused with (None: left unchanged)."""
+    fused = fused_sources(state)
     out = []
     for face in state.faces[:MAX_REPORTED_FACES]:
         if face.track_id < 0:
@@ -164,3 +164,8 @@ def tracked_faces(state: FrameState) -> list[dict[str, Any]]:
         out.append({"track_id": int(face.track_id), "box": [int(round(float(v))) for v in face.bbox],
                     "source_id": fused.get(face.track_id)})
     return out
+
+
+def fused_sources(state: FrameState) -> dict[int, str]:
+    """Track id -> the session's name of the source the fusion or swap stage gave that face this frame."""
+    return {d["track_id"]: d.get("source", d["source_id"]) for d in (*state.fused, *state.swapped)}

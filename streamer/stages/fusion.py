@@ -145,14 +145,13 @@ class ReferenceRouter:
         return self.references[best][1] if dists[best] < self.threshold else None
 
 
-def chosen_source(face: Any, controls: Any, sources: Mapping[str, SourceFace], routed: str | None = None,
-                  mapped: Mapping[int, str] | None = None) -> SourceFace | None:
-    """The source a face wears: its per-face mapping (`mapped`, a `FaceFollower`'s answer for the frame,
-    else `Controls.face_sources`; KEEP leaves it alone), else `routed` (a router's answer), else the one
-    source for all (`Controls.source_id`); None when that names no registered source."""
+def chosen_source_id(face: Any, controls: Any, routed: str | None = None,
+                     mapped: Mapping[int, str] | None = None) -> str | None:
+    """The session's name for the source a face wears (None: left unchanged): its per-face mapping
+    (`mapped`, a `FaceFollower`'s answer for the frame, else `Controls.face_sources`; KEEP leaves it
+    alone), else `routed` (a router's answer), else the one source for all (`Controls.source_id`)."""
     face_sources = controls.face_sources if mapped is None else mapped
-    sid = source_choice(face, face_sources, routed if routed is not None else controls.source_id)
-    return sources.get(sid) if sid is not None else None
+    return source_choice(face, face_sources, routed if routed is not None else controls.source_id)
 
 
 class FusionStage:
@@ -175,8 +174,8 @@ class FusionStage:
         self._np = _np_ops()
 
     # -- source choice -------------------------------------------------------------------------------
-    def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None,
-                   mapped: Mapping[int, str] | None = None) -> SourceFace | None:
+    def source_id_for(self, face: Any, controls: Any, image: Any = None,
+                      mapped: Mapping[int, str] | None = None) -> str | None:
         """By track (`mapped`, else `Controls.face_sources`), else by reference identity (the router), else
         the one source for all (`Controls.source_id`)."""
         routed = None
@@ -189,7 +188,12 @@ class FusionStage:
                 if len(self._routes) > 256:
                     self._routes.pop(next(iter(self._routes)))
             routed = self._routes[face.track_id]
-        return chosen_source(face, controls, sources, routed, mapped)
+        return chosen_source_id(face, controls, routed, mapped)
+
+    def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None,
+                   mapped: Mapping[int, str] | None = None) -> SourceFace | None:
+        sid = self.source_id_for(face, controls, image, mapped)
+        return sources.get(sid) if sid is not None else None
 
     # -- per frame -----------------------------------------------------------------------------------
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
@@ -207,7 +211,8 @@ class FusionStage:
         out = None
         fused = []
         for i, face in enumerate(state.faces):
-            src = self.source_for(face, controls, context.sources, image, mapped)
+            name = self.source_id_for(face, controls, image, mapped)
+            src = context.sources.get(name) if name is not None else None
             if src is None:
                 continue
             weight = strength * face_weight(face, (h, w), self.config)
@@ -220,7 +225,7 @@ class FusionStage:
                 out = image.clone() if is_torch else image.copy()
             key = face.track_id if face.track_id >= 0 else -1 - i
             self._fuse_pixels(ops, out, image, src, geo, key)
-            fused.append({"track_id": face.track_id, "source_id": src.id, "weight": round(weight, 3)})
+            fused.append({"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)})
         if out is not None:
             state.image = out
         state.fused = fused

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 KEEP = "keep"                # the mapping value that leaves a face as it is
 MAX_MAPPED_FACES = 16        # mappings one session (or one file run, or one photo) may hold
 MAX_TRACK_ID = 999_999       # track ids the protocol and the --map option accept
-# dlib embeddings: the same person 0.07-0.19 under motion, light and noise, different people 0.70-0.80
+# dlib embeddings: the same person 0.07-0.19 under motion, light and noise, the astronaut vs Grace Hopper 0.70
 # (docs/faces.md); 0.5 keeps a clear margin from both, stricter than dlib's same-person 0.6 since a wrong
 # re-attachment puts one person's choice on another
 REATTACH_DISTANCE = 0.5

@@ -19,6 +19,7 @@ from aiortc.mediastreams import MediaStreamTrack
 from streamer import protocol
 from streamer.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
+from streamer.face_map import KEEP, MAX_MAPPED_FACES
 from streamer.dtls import answer_passive, use_certificate, watch_dtls
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.media.stats import StreamStats
@@ -234,11 +235,16 @@ class PeerSession:
             if kind == "set_prompt":
                 result = self.services.set_prompt(self.session, msg["text"])  # it audits its own decision
                 return {"type": "ack", "of": kind, "id": mid, "result": result}
+            if kind == "map_face":
+                return self._map_face(msg, mid)
             if kind == "set_params":
                 changes = protocol.params_to_controls(msg)
                 sid = changes.get("source_id")
                 if sid is not None and sid not in self.session.sources:
                     return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
+                for tid, fsid in changes.get("face_sources", {}).items():
+                    if fsid != KEEP and fsid not in self.session.sources:
+                        return protocol.error("unknown_source", f"face {tid}: no source {fsid!r} in this session", id=mid)
                 if changes.get("fusion") in ("neural", "both") and "swap" not in self.worker.pipeline.names:
                     return protocol.error("no_swapper", "neural fusion needs a swap model: this server runs "
                                           "without --swapper", id=mid)
@@ -250,6 +256,23 @@ class PeerSession:
             log.exception("session %s: %s failed", self.session.id, kind)
             return protocol.error("failed", f"{kind} failed: {exc}", id=mid)
         return None  # pragma: no cover - the schema admits only the types above
+
+    def _map_face(self, msg: dict[str, Any], mid: Any) -> dict[str, Any]:
+        """map_face: a face the stream tracks (or one already mapped) gets a registered source, "keep" or
+        (null) the default again; at most MAX_MAPPED_FACES mappings."""
+        tid, sid = msg["track_id"], msg["source_id"]
+        mapped = self.session.controls.face_sources
+        if sid is not None and sid != KEEP and sid not in self.session.sources:
+            return protocol.error("unknown_source", f"no source {sid!r} in this session; upload it first", id=mid)
+        if tid not in mapped and tid not in self.stats.tracked():
+            return protocol.error("unknown_track", f"no face with track id {tid} is tracked now; the stats "
+                                  "message's faces list the ones that are", id=mid)
+        if sid is not None and tid not in mapped and len(mapped) >= MAX_MAPPED_FACES:
+            return protocol.error("too_many_faces", f"{len(mapped)} faces are mapped already, the most a session "
+                                  f"may map; clear one first (source_id null)", id=mid)
+        faces = self.session.map_face(tid, sid)
+        self.services.audit("params", session=self.session.id, face=tid, face_source=sid)
+        return {"type": "ack", "of": "map_face", "id": mid, "result": {str(k): v for k, v in faces.items()}}
 
     def send(self, msg: dict[str, Any]) -> bool:
         ch = self.channel

@@ -1,6 +1,6 @@
 """The data-channel protocol: small JSON messages, each checked against a schema before it is acted on.
 
-Client -> server: hello, set_prompt, set_params, ping. Server -> client: welcome, ack, stats, event,
+Client -> server: hello, set_prompt, set_params, map_face, ping. Server -> client: welcome, ack, stats, event,
 error, pong. A bad message gets an `error` reply; it never closes the stream.
 """
 
@@ -14,6 +14,7 @@ import jsonschema
 
 from engines.edit_vocabulary import EDIT_SPECS
 from engines.sources import SOURCE_ID_PATTERN
+from streamer.face_map import MAX_MAPPED_FACES, MAX_TRACK_ID
 from streamer.session import FUSION_MODES
 
 PROTOCOL_VERSION = 1
@@ -52,11 +53,11 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "strength": {"type": "number", "minimum": 0, "maximum": 1},
                 "edits": _EDITS,
                 "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
-                "face_sources": {
+                "face_sources": {   # the whole per-face map at once (streamer/face_map.py: "keep" = unchanged)
                     "type": "object",
                     "propertyNames": {"pattern": "^[0-9]{1,6}$"},
                     "additionalProperties": {"type": "string", "pattern": SOURCE_ID_PATTERN},
-                    "maxProperties": 16,
+                    "maxProperties": MAX_MAPPED_FACES,
                 },
                 "keep_mouth": {"type": "boolean"},
                 "keep_eyes": {"type": "boolean"},
@@ -67,6 +68,17 @@ CLIENT_SCHEMA: dict[str, Any] = {
             "required": ["type"],
             "additionalProperties": False,
             "minProperties": 2,
+        },
+        {   # one face's choice: a source id, "keep" (leave it unchanged) or null (back to the default)
+            "type": "object",
+            "properties": {
+                "type": {"const": "map_face"},
+                "id": {"type": "integer"},
+                "track_id": {"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID},
+                "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
+            },
+            "required": ["type", "track_id", "source_id"],
+            "additionalProperties": False,
         },
         {
             "type": "object",

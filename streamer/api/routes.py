@@ -20,7 +20,8 @@ from aiohttp import BodyPartReader, web
 
 from engines.sources import SourceConfig, SourceRefused
 from streamer.api.openapi import openapi
-from streamer.api.photos import FuseRefused, PhotoRequest, encode_image, parse_edits, parse_strength, source_refusal
+from streamer.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, parse_strength,
+                                 source_refusal)
 from streamer.httpkit import MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded
 from streamer.metrics import Metrics
 from streamer.uploads import UploadDecoder
@@ -209,10 +210,14 @@ class ApiRoutes:
         limit = self.ctx.max_image_bytes
         data, form = await read_form(request, {"source": (limit, IMAGE_TYPES), "target": (limit, IMAGE_TYPES)})
         prompt, strength, edits = photo_fields(form)
+        try:
+            face_map = parse_photo_map(form.get("map"))
+        except FuseRefused as exc:
+            raise as_refused(exc) from None
         source = await self.decode(data["source"], "source")
         target = await self.decode(data["target"], "target")
         req = PhotoRequest(source=source, target=target, principal=principal, consent=form.get("consent", ""),
-                           prompt=prompt, strength=strength, edits=edits)
+                           prompt=prompt, strength=strength, edits=edits, face_map=face_map)
         photos = self.backend.photos
         loop = asyncio.get_running_loop()
 

@@ -134,3 +134,21 @@ def test_a_type_that_is_not_a_string_is_an_unknown_type_with_a_short_message(kin
     with pytest.raises(ProtocolError) as err:
         parse_client_message(json.dumps({"type": kind, "text": "x"}), max_bytes=16384)
     assert err.value.code == "unknown_type" and len(err.value.message) < 200
+
+
+def test_map_face_messages_are_checked_and_bounded():
+    ok = parse_client_message('{"type": "map_face", "track_id": 3, "source_id": "keep", "id": 1}', max_bytes=4096)
+    assert ok["track_id"] == 3 and ok["source_id"] == "keep"
+    assert parse_client_message('{"type": "map_face", "track_id": 3, "source_id": null}', max_bytes=4096)["source_id"] is None
+    for bad in ('{"type": "map_face", "track_id": -1, "source_id": "a"}',
+                '{"type": "map_face", "track_id": 1000000, "source_id": "a"}',
+                '{"type": "map_face", "track_id": "2", "source_id": "a"}',
+                '{"type": "map_face", "track_id": 2}',
+                '{"type": "map_face", "track_id": 2, "source_id": "../x"}',
+                '{"type": "map_face", "track_id": 2, "source_id": "a", "extra": 1}'):
+        with pytest.raises(ProtocolError) as err:
+            parse_client_message(bad, max_bytes=4096)
+        assert err.value.code == "invalid", bad
+    many = {str(i): "keep" for i in range(17)}
+    with pytest.raises(ProtocolError, match="face_sources"):
+        parse_client_message(json.dumps({"type": "set_params", "face_sources": many}), max_bytes=4096)

@@ -246,7 +246,7 @@ class PeerSession:
         except protocol.ProtocolError as exc:
             if self.metrics is not None:
                 self.metrics.messages.labels("refused").inc()
-            return protocol.error(exc.code, exc.message)
+            return exc.reply()
         if self.metrics is not None:
             self.metrics.messages.labels("ok").inc()
         mid = msg.get("id")

@@ -23,7 +23,7 @@ from aiohttp import BodyPartReader, web
 from streamer import protocol
 from streamer.api.routes import ApiBackend, ApiContext, mount as mount_api
 from streamer.config import ServerConfig
-from streamer.control.socket import SocketLimits, serve_control
+from streamer.control.socket import CONTROL_SUBPROTOCOL, SocketLimits, serve_control
 from streamer.drain import Drainer, DrainResult
 from streamer.memory import HeapKeeper
 from streamer.load import GpuProbe, observe
@@ -278,7 +278,7 @@ class LiveFuseServer:
     async def control(self, request: web.Request) -> web.StreamResponse:
         """The session's control protocol over a WebSocket (streamer.control.socket), for its owner."""
         peer = self.owned_peer(request, request.match_info["session"])
-        if not web.WebSocketResponse().can_prepare(request).ok:
+        if not web.WebSocketResponse(protocols=(CONTROL_SUBPROTOCOL,)).can_prepare(request).ok:
             raise Refused(426, "this route speaks WebSocket only (subprotocol livefuse.control.v1)",
                           {"Upgrade": "websocket"})
         if len(peer.controllers) >= self.socket_limits.per_session:

@@ -41,6 +41,19 @@ PLAYING_JS = """() => { const v = document.getElementById('output');
           box: [v.clientWidth, v.clientHeight], controls: v.controls, state: window.livefuseWatch}; }"""
 
 
+STEER_JS = """({url, token}) => new Promise((resolve, reject) => {
+  const ws = new WebSocket(url, ["livefuse.control.v1", "livefuse.token." + token]);
+  const seen = [];
+  ws.onmessage = (e) => {
+    const m = JSON.parse(e.data); seen.push(m.type);
+    if (m.type === "welcome") ws.send(JSON.stringify({type: "set_prompt", text: "a slight smile", id: 5}));
+    if (m.id === 5) { ws.close(); resolve({protocol: ws.protocol, reply: m, seen}); }
+  };
+  ws.onerror = () => reject(new Error("websocket failed"));
+  setTimeout(() => reject(new Error("no reply: " + seen.join(","))), 10000);
+})"""
+
+
 async def playing(page, min_time: float = 1.0, timeout_ms: int = 40_000) -> dict:
     await page.wait_for_function(
         f"(() => {{ const v = document.getElementById('output'); return v && v.videoWidth > 0 && v.currentTime > {min_time}; }})()",
@@ -151,6 +164,11 @@ async def test_a_player_on_a_second_origin_plays_whep_cross_origin(chromium, ast
                 later = await page.evaluate(PLAYING_JS)
                 b = png_to_rgb(await page.evaluate(FRAME_PNG_JS))
                 viewers = list(state.peers[sid].viewers)
+                # an overlay on that origin steers the session over the control socket, the token as a
+                # subprotocol (a browser cannot set Authorization on a WebSocket)
+                steered = await page.evaluate(STEER_JS, {"url": url.replace("http://", "ws://") + f"/sessions/{sid}/control",
+                                                         "token": token})
+                prompt_after = state.peers[sid].session.controls.prompt
                 # the page read the exposed Location: the resource it DELETEs when it goes
                 location = later["state"]["location"]
                 await page.close()                        # pagehide: DELETE, cross-origin, preflighted
@@ -172,3 +190,5 @@ async def test_a_player_on_a_second_origin_plays_whep_cross_origin(chromium, ast
     assert ia is not None and ib is not None and ib > ia + 10, (ia, ib)
     assert np.abs(a.astype(int)[48:, :] - clip.astype(int)[48:, :]).mean() < 25
     assert left_after_close == []
+    assert steered["protocol"] == "livefuse.control.v1" and steered["seen"][0] == "welcome"
+    assert steered["reply"]["type"] == "ack" and prompt_after == "a slight smile"

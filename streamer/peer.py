@@ -222,6 +222,11 @@ class PeerSession:
         except Exception:
             log.debug("session %s: send failed", self.session.id, exc_info=True)
 
+    @property
+    def closing(self) -> bool:
+        """close() has begun: no more control messages are acted on."""
+        return self._closing
+
     async def handle(self, raw: str | bytes) -> dict[str, Any] | None:
         """One control message from another carrier (a WebSocket): the data channel's handler, on the same
         control thread, in arrival order; its reply (None once the session is closing)."""

@@ -298,6 +298,7 @@ class LiveFuseServer:
         return web.json_response({
             "session": peer.session.id, "kind": peer.kind, "connection": peer.pc.connectionState,
             "stages": peer.worker.pipeline.names, "stats": peer.stats.snapshot(), "viewers": list(peer.viewers),
+            "control_sockets": len(peer.controllers),
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
                          "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
             "sources": sorted(peer.session.sources),

@@ -117,6 +117,8 @@ class ControlSocket:
         peer.controllers.add(self)
         self.deliver({"type": "welcome", "session": peer.session.id, "version": protocol.PROTOCOL_VERSION,
                       "stages": peer.worker.pipeline.names})
+        if peer.closing:   # it began to close while this socket opened: it will not call close() on us
+            await self.close("closing")
         try:
             async for frame in self.ws:
                 if frame.type not in (WSMsgType.TEXT, WSMsgType.BINARY):

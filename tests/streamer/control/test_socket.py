@@ -228,6 +228,8 @@ async def test_only_the_owner_opens_the_socket_and_a_browser_token_never_reaches
             assert (await next_message(ws, lambda m: m["type"] == "welcome"))["session"] == sid
             await ws.send(json.dumps({"type": "set_prompt", "text": "professional look", "id": 1}))
             assert (await next_message(ws, lambda m: m.get("id") == 1))["type"] == "ack"
+            async with http.get(f"{url}/sessions/{sid}") as r:
+                assert (await r.json())["control_sockets"] == 1
         assert state.peers[sid].session.controls.prompt == "professional look"
         # and an admin may steer every session
         async with connect(ws_url(url, sid), additional_headers={"Authorization": f"Bearer {tokens['root']}"}) as ws:

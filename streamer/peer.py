@@ -121,6 +121,8 @@ class PeerSession:
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}
+        # WebSocket control clients (streamer.control.socket): each hears every message the channel does
+        self.controllers: set[Any] = set()
         self.last_activity = time.monotonic()
         self.closed = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -196,23 +198,52 @@ class PeerSession:
             if self._closing:
                 return
             done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
-            done.add_done_callback(self._send_reply)
+            done.add_done_callback(lambda d: self._send_reply(self._reply_of(d)))
 
         self.send({"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
                    "stages": self.worker.pipeline.names})
         while self._unsent:
             self.send(self._unsent.popleft())
 
-    def _send_reply(self, done: "asyncio.Future[dict[str, Any] | None]") -> None:
+    def _reply_of(self, done: "asyncio.Future[dict[str, Any] | None]") -> dict[str, Any] | None:
         if done.cancelled():
-            return
+            return None
         if done.exception() is not None:   # a fault of ours: the sender still hears that its message failed
             log.error("session %s: a control message raised", self.session.id, exc_info=done.exception())
-            self.send(protocol.error("internal", "the server could not handle this message"))
+            return protocol.error("internal", "the server could not handle this message")
+        return done.result()
+
+    def _send_reply(self, reply: dict[str, Any] | None) -> None:
+        """A data-channel message's reply goes back on the channel only (a WebSocket's, on its socket)."""
+        ch = self.channel
+        if reply is None or ch is None or ch.readyState != "open":
             return
-        reply = done.result()
-        if reply is not None:
-            self.send(reply)
+        try:
+            ch.send(protocol.dumps(reply))
+        except Exception:
+            log.debug("session %s: send failed", self.session.id, exc_info=True)
+
+    @property
+    def closing(self) -> bool:
+        """close() has begun: no more control messages are acted on."""
+        return self._closing
+
+    async def handle(self, raw: str | bytes) -> dict[str, Any] | None:
+        """One control message from another carrier (a WebSocket): the data channel's handler, on the same
+        control thread, in arrival order; its reply (None once the session is closing)."""
+        self._touch()
+        if self._closing:
+            return None
+        try:
+            done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
+        except RuntimeError:   # the control thread has shut down: the session is closing
+            return None
+        try:
+            await asyncio.wait({done})
+        except asyncio.CancelledError:
+            done.cancel()
+            raise
+        return self._reply_of(done)
 
     def handle_message(self, raw: str | bytes) -> dict[str, Any] | None:
         """Act on one control message; the reply (ack or error) goes back on the channel."""
@@ -221,7 +252,7 @@ class PeerSession:
         except protocol.ProtocolError as exc:
             if self.metrics is not None:
                 self.metrics.messages.labels("refused").inc()
-            return protocol.error(exc.code, exc.message)
+            return exc.reply()
         if self.metrics is not None:
             self.metrics.messages.labels("ok").inc()
         mid = msg.get("id")
@@ -275,6 +306,9 @@ class PeerSession:
         return {"type": "ack", "of": "map_face", "id": mid, "result": {str(k): v for k, v in faces.items()}}
 
     def send(self, msg: dict[str, Any]) -> bool:
+        """To the data channel and every WebSocket control client (events, stats, bye, draining)."""
+        for controller in list(self.controllers):
+            controller.deliver(msg)
         ch = self.channel
         if ch is None or ch.readyState != "open":
             if msg.get("type") not in ("stats", "bye"):
@@ -338,6 +372,7 @@ class PeerSession:
         self._closing = True
         log.info("session %s: closing (%s)", self.session.id, reason)
         self.send({"type": "bye", "reason": reason})
+        await asyncio.gather(*(c.close(reason) for c in list(self.controllers)), return_exceptions=True)
         for viewer in list(self.viewers.values()):
             await viewer.close("source ended")
         current = asyncio.current_task()

@@ -23,6 +23,7 @@ from aiohttp import BodyPartReader, web
 from streamer import protocol
 from streamer.api.routes import ApiBackend, ApiContext, mount as mount_api
 from streamer.config import ServerConfig
+from streamer.control.socket import CONTROL_SUBPROTOCOL, SocketLimits, serve_control
 from streamer.drain import Drainer, DrainResult
 from streamer.memory import HeapKeeper
 from streamer.load import GpuProbe, observe
@@ -60,6 +61,7 @@ class LiveFuseServer:
         self._pending = 0
         self.started = time.time()
         self.camera = None
+        self.socket_limits = SocketLimits(max_message_bytes=config.max_message_bytes)
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
         self.uploads = UploadDecoder()
         self.urls = SessionUrls.of(config.public_url)
@@ -273,12 +275,30 @@ class LiveFuseServer:
         peer.send({"type": "source", **result})
         return web.json_response(result)
 
+    async def control(self, request: web.Request) -> web.StreamResponse:
+        """The session's control protocol over a WebSocket (streamer.control.socket), for its owner."""
+        peer = self.owned_peer(request, request.match_info["session"])
+        if not web.WebSocketResponse(protocols=(CONTROL_SUBPROTOCOL,)).can_prepare(request).ok:
+            raise Refused(426, "this route speaks WebSocket only (subprotocol livefuse.control.v1)",
+                          {"Upgrade": "websocket"})
+        if len(peer.controllers) >= self.socket_limits.per_session:
+            raise Refused(503, f"session has {self.socket_limits.per_session} control sockets open already",
+                          {"Retry-After": str(self.config.retry_after_s)})
+        return await serve_control(request, peer, self.socket_limits)
+
+    async def watch_page(self, request: web.Request) -> web.StreamResponse:
+        """The bare player (OBS browser source): it reads the session from its path and the token from
+        the URL fragment, which browsers never send, so neither this request nor its log holds a token."""
+        return web.FileResponse(WEB_ROOT / "watch.html", headers={"Cache-Control": "no-cache",
+                                                                  "Referrer-Policy": "no-referrer"})
+
     async def session_info(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
         c = peer.session.controls
         return web.json_response({
             "session": peer.session.id, "kind": peer.kind, "connection": peer.pc.connectionState,
             "stages": peer.worker.pipeline.names, "stats": peer.stats.snapshot(), "viewers": list(peer.viewers),
+            "control_sockets": len(peer.controllers),
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
                          "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
             "sources": sorted(peer.session.sources),
@@ -380,6 +400,8 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_post("/sessions/{session}/source", server.source)
     r.add_get("/sessions/{session}", server.session_info)
     r.add_get("/sessions/{session}/recording", server.recording)
+    r.add_get("/sessions/{session}/control", server.control)
+    r.add_get("/watch/{session}", server.watch_page)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
     r.add_get("/readyz", server.readyz)

@@ -126,7 +126,7 @@ export class LiveFuseConnection extends EventTarget {
   }
 }
 
-function waitForGathering(pc, timeoutMs = 5000) {
+export function waitForGathering(pc, timeoutMs = 5000) {
   if (pc.iceGatheringState === "complete") return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => { if (pc.iceGatheringState === "complete") { pc.removeEventListener("icegatheringstatechange", done); resolve(); } };

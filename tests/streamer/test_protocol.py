@@ -40,6 +40,19 @@ def test_garbage_is_refused_with_a_code(raw, code):
     assert err.value.code == code and err.value.message
 
 
+def test_a_refusal_carries_the_refused_messages_id_so_a_waiting_client_is_answered():
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message('{"type": "set_params", "strength": 7, "id": 41}', max_bytes=LIMIT)
+    assert err.value.reply() == {"type": "error", "code": "invalid", "message": err.value.message, "id": 41}
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message('{"type": "shout", "id": 42}', max_bytes=LIMIT)
+    assert err.value.reply()["id"] == 42
+    for raw in ('{"type": "shout", "id": "7"}', '{"type": "shout", "id": true}', "{oops"):
+        with pytest.raises(ProtocolError) as err:
+            parse_client_message(raw, max_bytes=LIMIT)
+        assert "id" not in err.value.reply()
+
+
 def test_oversized_message_is_refused_before_parsing():
     raw = json.dumps({"type": "set_prompt", "text": "x" * 400}) + " " * LIMIT
     with pytest.raises(ProtocolError) as err:

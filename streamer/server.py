@@ -36,6 +36,7 @@ from streamer.services import Services
 from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
+from streamer.whip_patch import TRICKLE_TYPE, apply_patch, entity_tag
 from streamer.urls import SessionUrls
 from streamer.httpkit import (MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, in_time, part_chunks,  # noqa: F401 - re-exported
                               read_bounded, read_limited, require_type)
@@ -224,7 +225,16 @@ class LiveFuseServer:
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
                             headers={"Location": self.urls.whip(sid), "X-LiveFuse-Session": sid,
-                                     "Link": f'<{self.urls.whep(sid)}>; rel="whep"'})
+                                     "Link": f'<{self.urls.whep(sid)}>; rel="whep"',
+                                     "ETag": entity_tag(peer.pc), "Accept-Patch": TRICKLE_TYPE})
+
+    async def whip_patch(self, request: web.Request) -> web.Response:
+        """Trickle ICE on a WHIP session (RFC 9725 4.3; see streamer.whip_patch for the answers)."""
+        peer = self.owned_peer(request, request.match_info["session"])
+        require_type(request, (TRICKLE_TYPE,))
+        body = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
+        await apply_patch(peer.pc, body, request.headers.get("If-Match"))
+        return web.Response(status=204, headers={"ETag": entity_tag(peer.pc)})
 
     async def whip_delete(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
@@ -395,6 +405,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_post("/offer", server.offer)
     r.add_post("/whip", server.whip)
     r.add_delete("/whip/{session}", server.whip_delete)
+    r.add_patch("/whip/{session}", server.whip_patch)
     r.add_post("/whep/{session}", server.whep)
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)

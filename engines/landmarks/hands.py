@@ -48,7 +48,7 @@ class HandConfig:
     min_palm_score: float = 0.5
     min_presence: float = 0.5          # hand landmark network's hand-presence score
     max_hands: int = 4
-    region_scale: float = 3.0          # palms are searched in a square this many face sizes wide around each face
+    region_scale: float = 4.0          # palms are searched in a square this many face sizes wide around each face
     margin: float = 0.15               # the mask grows by this fraction of the hand's palm width
     finger_width: float = 0.9          # finger strokes this fraction of the spacing of the knuckles (MCPs)
     feather: float = 0.05              # edge softness (Gaussian sigma), fraction of the palm width
@@ -236,18 +236,27 @@ def hand_patch(hand: Hand, box: tuple[int, int, int, int], config: HandConfig = 
     knuckles = float(np.mean([np.linalg.norm(p[a] - p[b]) for a, b in ((5, 9), (9, 13), (13, 17))]))
     width = max(2.0, config.finger_width * knuckles)
     mask = limb_mask((y1 - y0, x1 - x0), p - np.array([x0, y0], np.float32), [list(PALM_OUTLINE)], HAND_BONES,
-                     width=width, grow=grow, feather=config.feather * pw)
+                     width=width, grow=grow, soft=config.feather * pw)
     if not mask.any():
         return None
     return MaskPatch(x0, y0, mask)
 
 
-def face_region(face: Face, scale: float, frame_shape: tuple[int, int]) -> RotatedRect:
-    """The square around a face where a palm in front of it is searched for."""
-    x0, y0, x1, y1 = face.bbox
-    side = max(x1 - x0, y1 - y0) * scale
-    side = min(side, float(max(frame_shape)) * 1.0)
-    return RotatedRect((x0 + x1) / 2, (y0 + y1) / 2, side, side)
+def palm_regions(faces: Sequence[Face], scale: float, frame_shape: tuple[int, int]) -> list[RotatedRect]:
+    """Where palms in front of these faces are searched for: a square `scale` face sizes wide around each
+    face, centred half a face below it (a raised hand comes from below; the palm detector misses a hand
+    whose wrist a region cuts off), or the whole frame, once, when any such square would take most of it."""
+    h, w = frame_shape
+    long_side = float(max(h, w))
+    whole = RotatedRect(w / 2.0, h / 2.0, long_side, long_side)
+    out = []
+    for f in faces:
+        x0, y0, x1, y1 = f.bbox
+        side = max(x1 - x0, y1 - y0) * scale
+        if side >= 0.75 * long_side:
+            return [whole]
+        out.append(RotatedRect((x0 + x1) / 2, (y0 + y1) / 2 + 0.5 * (y1 - y0), side, side))
+    return out
 
 
 def face_box(face: Face, frame_shape: tuple[int, int], grow: float = 0.25) -> tuple[int, int, int, int]:
@@ -312,7 +321,7 @@ class HandGuard:
             reason = "interval"
         shape = image.shape[:2]
         if reason is not None:
-            regions = [face_region(f, cfg.region_scale, shape) for f in faces]
+            regions = palm_regions(faces, cfg.region_scale, shape)
             found = self.finder.find(image, regions)
             boxes = [face_box(f, shape) for f in faces]
             self.hands = [h for h in found if any(hand_patch(h, b, cfg) is not None for b in boxes)]

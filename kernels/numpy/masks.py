@@ -57,10 +57,10 @@ def gaussian_blobs(shape: tuple[int, int], centres: Sequence[np.ndarray], sigma:
 
 
 def limb_mask(shape: tuple[int, int], points: np.ndarray, outlines: Iterable[Sequence[int]],
-              segments: Iterable[tuple[int, int]], width: float, grow: float = 0.0, feather: float = 0.0) -> np.ndarray:
+              segments: Iterable[tuple[int, int]], width: float, grow: float = 0.0, soft: float = 0.0) -> np.ndarray:
     """A jointed shape (a hand) as a soft mask: each `outlines` polygon of `points` (N, 2 pixels) filled and
     each (i, j) segment stroked `width` px wide with round ends, grown by `grow` px, feathered with a
-    Gaussian of sigma `feather`. Points may lie off the mask; what falls outside is clipped."""
+    Gaussian of sigma `soft`. Points may lie off the mask; what falls outside is clipped."""
     h, w = shape
     mask = np.zeros((h, w), np.uint8)
     p = np.round(np.asarray(points, np.float32)[:, :2] * 16).astype(np.int64)
@@ -74,4 +74,4 @@ def limb_mask(shape: tuple[int, int], points: np.ndarray, outlines: Iterable[Seq
     if grow > 0.5:
         k = int(round(grow)) * 2 + 1
         mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-    return feather(mask.astype(np.float32) * (1.0 / 255.0), feather)
+    return feather(mask.astype(np.float32) * (1.0 / 255.0), soft)

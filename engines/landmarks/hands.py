@@ -36,7 +36,7 @@ HAND_BONES = ((0, 1), (1, 2), (2, 3), (3, 4), (5, 6), (6, 7), (7, 8), (9, 10), (
 PALM_OUTLINE = (0, 1, 2, 5, 9, 13, 17)
 _ROI_POINTS = (0, 1, 2, 3, 5, 6, 9, 10, 13, 14, 17, 18)   # the landmarks MediaPipe's tracking ROI reads
 # face landmarks whose colour is probed for the skin-consistency trigger: forehead, cheeks, nose, chin
-SKIN_PROBES = (10, 151, 9, 50, 280, 101, 330, 4, 195, 152, 199, 206, 426, 36, 266)
+SKIN_PROBES = (10, 151, 9, 50, 280, 101, 330, 4, 195, 152, 199, 206, 426, 36, 266, 117, 346, 205, 425, 32, 262, 175)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,9 @@ class HandConfig:
     """When and how the hand check runs in a stream, and how wide each hand's kept region is."""
 
     enabled: bool = True
-    check_interval_ms: float = 250.0   # a full check (palm detector + landmarks) at most this far apart ...
+    # a full check (palm detector + landmarks) this far apart (stream ms); None: the face stage's search
+    # interval (250 ms) ...
+    check_interval_ms: float | None = None
     min_palm_score: float = 0.5
     min_presence: float = 0.5          # hand landmark network's hand-presence score
     max_hands: int = 4
@@ -55,7 +57,8 @@ class HandConfig:
     # ... and at once when a face's own landmarks say something changed in front of it:
     presence_drop: float = 0.12        # its presence score falls this much below its running level
     jump: float = 0.05                 # its landmarks' median move in one frame, in face widths
-    skin_change: float = 14.0          # its skin probes' mean colour moves this many levels (RGB, mean abs)
+    skin_change: float = 18.0          # one of its skin probes changes colour this many levels (RGB, mean abs)
+                                       # more than the probes' median change (light changes move them all)
     track: bool = True                 # between checks, follow found hands by optical flow
 
 
@@ -316,7 +319,8 @@ class HandGuard:
             self.hands, self._grey, self._signals = [], None, {}
             return {}
         reason = self._trigger(image, faces, raw)
-        if reason is None and (self._last_check is None or t_ms - self._last_check >= cfg.check_interval_ms
+        interval = 250.0 if cfg.check_interval_ms is None else cfg.check_interval_ms
+        if reason is None and (self._last_check is None or t_ms - self._last_check >= interval
                                or t_ms < self._last_check):
             reason = "interval"
         shape = image.shape[:2]
@@ -364,8 +368,10 @@ class HandGuard:
                     reason = "presence"
                 elif float(np.median(np.linalg.norm(pts[:, :2] - prev.raw[:, :2], axis=1))) > cfg.jump * width:
                     reason = "jump"
-                elif float(np.mean(np.abs(skin - prev.skin))) > cfg.skin_change:
-                    reason = "skin"
+                else:
+                    change = np.abs(skin - prev.skin).mean(axis=1)
+                    if float(change.max() - np.median(change)) > cfg.skin_change:
+                        reason = "skin"
             level = face.score if prev is None else max(face.score, 0.8 * prev.presence + 0.2 * face.score)
             self._signals[face.track_id] = _FaceSignal(level, np.array(pts[:, :2], np.float32), skin)
         for tid in [t for t in self._signals if t not in seen]:

@@ -34,7 +34,7 @@ class FaceStageConfig:
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)
-    # hands in front of a face; its check interval follows the landmarker's search interval
+    # hands in front of a face; its check interval (unless set) is the landmarker's search interval
     hands: HandConfig = field(default_factory=HandConfig)
 
 
@@ -57,8 +57,9 @@ class FaceStage:
         self._smoothers: dict[int, OneEuroLandmarks] = {}
         self.hands: HandGuard | None = hands
         if hands is None and config.hands.enabled:
-            interval = config.landmarker.search_interval_ms or config.hands.check_interval_ms
-            cfg = replace(config.hands, check_interval_ms=interval)
+            cfg = config.hands
+            if cfg.check_interval_ms is None:
+                cfg = replace(cfg, check_interval_ms=config.landmarker.search_interval_ms)
             self.hands = HandGuard(lambda: open_hand_finder(cfg), cfg)   # the networks load on the first face
         self.hands_error: str | None = None
 

@@ -12,11 +12,11 @@ import pytest
 from engines.faces import Face
 from engines.landmarks.hands import (HandConfig, HandGuard, hand_patch, open_hand_finder, palm_anchors,
                                      roi_from_hand)
-from tests.faceclips import skin_hand
+from tests.faceclips import ASTRONAUT_SKIN, skin_hand
 from tests.streamer.stages.test_fusion import frame640
 
 pytestmark = pytest.mark.timeout(120)
-SKIN = (190, 120, 250, 150)          # the astronaut's forehead and cheeks
+SKIN = ASTRONAUT_SKIN
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ from streamer.pipeline import FrameState, Pipeline
 from streamer.stages.edits import EditsStage
 from streamer.stages.faces import FaceStage, FaceStageConfig
 from streamer.stages.fusion import FusionStage
-from tests.faceclips import skin_hand
+from tests.faceclips import ASTRONAUT_SKIN, skin_hand
 from tests.streamer.stages.test_fusion import frame640, session_with
 
 pytestmark = pytest.mark.timeout(180)
-SKIN = (190, 120, 250, 150)
+SKIN = ASTRONAUT_SKIN
 
 
 @pytest.fixture(scope="module")

@@ -432,9 +432,9 @@ def _hand_check(photo: np.ndarray, n: int) -> dict[str, Any]:
     faces, raw = state.faces, state.raw_landmarks
     timings: dict[str, list[float]] = {"full_check": [], "follow_optical_flow": [], "follow_landmark_net": [],
                                        "trigger_only": []}
-    full = HandGuard(finder, HandConfig(check_interval_ms=0.0))          # a full check on every call
+    full = HandGuard(finder, HandConfig(check_interval_ms=0.0, idle_interval_ms=0.0))   # a full check on every call
     flow = HandGuard(finder, HandConfig(check_interval_ms=1e12))         # checks once, then follows
-    idle = HandGuard(finder, HandConfig(check_interval_ms=1e12))
+    idle = HandGuard(finder, HandConfig(check_interval_ms=1e12, idle_interval_ms=1e12))
     flow(frame, faces, raw, 0.0)
     idle(base, faces, raw, 0.0)                                          # no hand: later calls only test triggers
     hands = list(flow.hands)

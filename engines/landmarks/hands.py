@@ -47,6 +47,9 @@ class HandConfig:
     # a full check (palm detector + landmarks) this far apart (stream ms); None: the face stage's search
     # interval (250 ms) ...
     check_interval_ms: float | None = None
+    # ... or this far apart while the last check found no hand (the triggers below guard the gap: a hand
+    # raised in front of a face changes its skin probes or moves its landmarks)
+    idle_interval_ms: float = 1000.0
     min_palm_score: float = 0.5
     min_presence: float = 0.5          # hand landmark network's hand-presence score
     max_hands: int = 4
@@ -277,6 +280,7 @@ class _FaceSignal:
     presence: float
     raw: np.ndarray
     skin: np.ndarray
+    frames: int = 1
 
 
 @dataclass(slots=True)
@@ -292,7 +296,7 @@ class GuardReport:
 class HandGuard:
     """A stream's hands in front of its faces. `__call__` gives each face (by track id) the mask of the hand
     pixels over it, or nothing. A full check (palm detector in a square around each face, then landmarks)
-    runs at `check_interval_ms`, or at once when some face's presence score drops, its landmarks jump, or
+    runs at `check_interval_ms` while a hand is in view (`idle_interval_ms` while none is), or at once when some face's presence score drops, its landmarks jump, or
     its skin probes change colour; between checks the found hands follow by optical flow."""
 
     def __init__(self, finder: HandFinder | Callable[[], HandFinder], config: HandConfig = HandConfig()) -> None:
@@ -320,6 +324,8 @@ class HandGuard:
             return {}
         reason = self._trigger(image, faces, raw)
         interval = 250.0 if cfg.check_interval_ms is None else cfg.check_interval_ms
+        if not self.hands:
+            interval = max(interval, cfg.idle_interval_ms)
         if reason is None and (self._last_check is None or t_ms - self._last_check >= interval
                                or t_ms < self._last_check):
             reason = "interval"
@@ -362,7 +368,9 @@ class HandGuard:
             skin = _probe(image, pts)
             seen.add(face.track_id)
             prev = self._signals.get(face.track_id)
-            if prev is not None and reason is None:
+            # a track's first landmarks come from the detector's box, its second from its own: that step
+            # moves the points a little (and a probe on an edge changes colour); signals count from the third
+            if prev is not None and prev.frames >= 2 and reason is None:
                 width = max(float(np.ptp(pts[:, 0])), 1.0)
                 if face.score < prev.presence - cfg.presence_drop:
                     reason = "presence"
@@ -373,7 +381,8 @@ class HandGuard:
                     if float(change.max() - np.median(change)) > cfg.skin_change:
                         reason = "skin"
             level = face.score if prev is None else max(face.score, 0.8 * prev.presence + 0.2 * face.score)
-            self._signals[face.track_id] = _FaceSignal(level, np.array(pts[:, :2], np.float32), skin)
+            frames = 1 if prev is None else prev.frames + 1
+            self._signals[face.track_id] = _FaceSignal(level, np.array(pts[:, :2], np.float32), skin, frames)
         for tid in [t for t in self._signals if t not in seen]:
             del self._signals[tid]
         return reason

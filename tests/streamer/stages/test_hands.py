@@ -98,3 +98,21 @@ def test_a_hand_with_no_face_and_a_hand_filling_the_frame_do_not_crash(astronaut
     for img in (alone, huge, tiny):
         faces, stage = faces_of(img, frames=2)
         assert all(f.keep is None or np.isfinite(f.keep.mask).all() for f in faces)
+
+
+def test_a_hand_raised_between_checks_is_caught_by_the_faces_own_signals(grace_hopper, astronaut):
+    base = frame640(grace_hopper)
+    raised, _ = skin_hand(astronaut, SKIN, centre=(290, 330), scale=0.7, frame=base)
+    stage = FaceStage()
+    try:
+        for i in range(4):                                 # 0-100 ms: no hand; the first frame checks
+            state = stage(FrameState(image=base, pts=i * 3000))
+        assert stage.hands.checks == 1 and not stage.hands.report.checked
+        state = stage(FrameState(image=raised, pts=4 * 3000))       # 133 ms: long before the next check is due
+        assert stage.hands.report.checked and stage.hands.report.reason in ("skin", "jump", "presence")
+        assert state.faces and state.faces[0].keep is not None
+        state = stage(FrameState(image=raised, pts=5 * 3000))       # the next frame follows it by optical flow
+        assert not stage.hands.report.checked and stage.hands.report.tracked == 1
+        assert state.faces[0].keep is not None
+    finally:
+        stage.close()

@@ -316,6 +316,14 @@ class HandGuard:
             self._finder = self._finder()
         return self._finder
 
+    def close(self) -> None:
+        """Gives back the networks' interpreters, if they were made."""
+        if isinstance(self._finder, HandFinder):
+            for net in (self._finder.palms.net, self._finder.landmarker.net):
+                if hasattr(net, "close"):
+                    net.close()
+        self.hands = []
+
     def __call__(self, image: np.ndarray, faces: Sequence[Face], raw: dict[int, np.ndarray], t_ms: float) -> dict[int, MaskPatch]:
         cfg = self.config
         self.report = GuardReport()

@@ -95,10 +95,17 @@ class FaceStage:
             log.warning("hand check off for this stream: %s", exc)
             self.hands = None
             return faces
+        except Exception as exc:   # the faces go on without hand masks this frame; the log says why, once
+            if self.hands_error is None:
+                log.warning("hand check failed, faces go on without hand masks: %s", exc, exc_info=True)
+            self.hands_error = str(exc)
+            return faces
         return [replace(f, keep=patches[f.track_id]) if f.track_id in patches else f for f in faces]
 
     def close(self) -> None:
         self.detector.close()
+        if self.hands is not None:
+            self.hands.close()
 
 
 def _as_numpy_rgb(image: Any) -> np.ndarray:

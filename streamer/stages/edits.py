@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from engines.edit_plan import EditConfig
 from engines.edit_render import render_edits
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
+from engines.landmarks.hands import restore_kept
 from engines.text import Condition
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,5 +124,7 @@ class EditsStage:
         state.edits = edits
         if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
             return state
-        state.image = render_edits(state.image, [f.landmarks for f in state.faces], edits, self.config.render)
+        out = render_edits(state.image, [f.landmarks for f in state.faces], edits, self.config.render)
+        restore_kept(out, state.image, state.faces)    # a hand in front of a face keeps its own pixels
+        state.image = out
         return state

@@ -6,7 +6,8 @@ seam stays put); visible triangles (back faces culled) are rasterised once into 
 samples the source texture and one the live frame (the live face follows the same shape change, so the
 kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
 over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it
-in; a support mask keeps every pixel outside the face bit-exact.
+in; a support mask keeps every pixel outside the face bit-exact, and a face's `keep` mask (a hand in
+front of it, from the face stage) gives those pixels back from the input, feathered.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from engines import mesh
 from engines.fusion_mesh import align, fusion_mesh, signed_areas
+from engines.landmarks.hands import restore_kept
 from engines.sources import SourceFace
 from streamer.face_map import FaceFollower, source_choice
 from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
@@ -227,6 +229,7 @@ class FusionStage:
             self._fuse_pixels(ops, out, image, src, geo, key)
             fused.append({"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)})
         if out is not None:
+            restore_kept(out, image, state.faces)      # a hand in front of a face keeps its own pixels
             state.image = out
         state.fused = fused
         return state

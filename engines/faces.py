@@ -26,10 +26,22 @@ class Face:
     transform: np.ndarray | None = None      # 4x4 face transform (canonical face -> camera), if known
     track_id: int = -1
     score: float = 1.0
+    # pixels in front of this face that its stages leave alone (a hand), or None: the face stage's hand check
+    keep: "MaskPatch | None" = None
 
     @property
     def yaw(self) -> float:
         return self.pose[0]
+
+
+@dataclass(frozen=True, slots=True)
+class MaskPatch:
+    """A soft mask over part of the frame: `mask` (h x w float32 in [0, 1]) covers the frame's pixels
+    [y0:y0+h, x0:x0+w]. Frame coordinates, so it holds for any plane of the frame at full resolution."""
+
+    x0: int
+    y0: int
+    mask: np.ndarray
 
 
 def pose_from_transform(m: np.ndarray) -> tuple[float, float, float]:

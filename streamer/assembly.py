@@ -26,6 +26,7 @@ from engines.swappers.swapper import NeuralSwapper, SwapperConfig, load_swapper
 from streamer.api.jobs import JobConfig, JobQueue, JobSpec
 from streamer.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
 from streamer.api.routes import ApiBackend
+from streamer.face_map import FaceFollower
 from streamer.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
 from streamer.safety.auth import AccessPolicy, TokenStore, is_admin, slot_release, token_id_of
@@ -246,9 +247,10 @@ class Product:
                 stages.append(FaceStage(self.config.faces))
             elif name == "fusion":
                 mode = self.config.default_fusion
-                stages.append(FusionStage(self.config.fusion, default_mode=mode))
+                follower = FaceFollower(self.registry.embedder)   # per-face mappings follow the person
+                stages.append(FusionStage(self.config.fusion, default_mode=mode, follower=follower))
                 if self.swapper is not None:
-                    stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode))
+                    stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode, follower=follower))
             elif name == "edits":
                 cache = self.prompts
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error))

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "verify": "streamer.commands.verify",
     "audit": "streamer.commands.audit",
     "tokens": "streamer.commands.tokens",
+    "control": "streamer.commands.control",
     "bench": "streamer.commands.bench",
     "eval": "streamer.commands.eval",
 }

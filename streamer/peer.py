@@ -19,6 +19,7 @@ from aiortc.mediastreams import MediaStreamTrack
 from streamer import protocol
 from streamer.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
+from streamer.face_map import KEEP, MAX_MAPPED_FACES
 from streamer.dtls import answer_passive, use_certificate, watch_dtls
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.media.stats import StreamStats
@@ -120,6 +121,8 @@ class PeerSession:
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}
+        # WebSocket control clients (streamer.control.socket): each hears every message the channel does
+        self.controllers: set[Any] = set()
         self.last_activity = time.monotonic()
         self.closed = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -195,23 +198,52 @@ class PeerSession:
             if self._closing:
                 return
             done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
-            done.add_done_callback(self._send_reply)
+            done.add_done_callback(lambda d: self._send_reply(self._reply_of(d)))
 
         self.send({"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
                    "stages": self.worker.pipeline.names})
         while self._unsent:
             self.send(self._unsent.popleft())
 
-    def _send_reply(self, done: "asyncio.Future[dict[str, Any] | None]") -> None:
+    def _reply_of(self, done: "asyncio.Future[dict[str, Any] | None]") -> dict[str, Any] | None:
         if done.cancelled():
-            return
+            return None
         if done.exception() is not None:   # a fault of ours: the sender still hears that its message failed
             log.error("session %s: a control message raised", self.session.id, exc_info=done.exception())
-            self.send(protocol.error("internal", "the server could not handle this message"))
+            return protocol.error("internal", "the server could not handle this message")
+        return done.result()
+
+    def _send_reply(self, reply: dict[str, Any] | None) -> None:
+        """A data-channel message's reply goes back on the channel only (a WebSocket's, on its socket)."""
+        ch = self.channel
+        if reply is None or ch is None or ch.readyState != "open":
             return
-        reply = done.result()
-        if reply is not None:
-            self.send(reply)
+        try:
+            ch.send(protocol.dumps(reply))
+        except Exception:
+            log.debug("session %s: send failed", self.session.id, exc_info=True)
+
+    @property
+    def closing(self) -> bool:
+        """close() has begun: no more control messages are acted on."""
+        return self._closing
+
+    async def handle(self, raw: str | bytes) -> dict[str, Any] | None:
+        """One control message from another carrier (a WebSocket): the data channel's handler, on the same
+        control thread, in arrival order; its reply (None once the session is closing)."""
+        self._touch()
+        if self._closing:
+            return None
+        try:
+            done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
+        except RuntimeError:   # the control thread has shut down: the session is closing
+            return None
+        try:
+            await asyncio.wait({done})
+        except asyncio.CancelledError:
+            done.cancel()
+            raise
+        return self._reply_of(done)
 
     def handle_message(self, raw: str | bytes) -> dict[str, Any] | None:
         """Act on one control message; the reply (ack or error) goes back on the channel."""
@@ -220,7 +252,7 @@ class PeerSession:
         except protocol.ProtocolError as exc:
             if self.metrics is not None:
                 self.metrics.messages.labels("refused").inc()
-            return protocol.error(exc.code, exc.message)
+            return exc.reply()
         if self.metrics is not None:
             self.metrics.messages.labels("ok").inc()
         mid = msg.get("id")
@@ -234,11 +266,16 @@ class PeerSession:
             if kind == "set_prompt":
                 result = self.services.set_prompt(self.session, msg["text"])  # it audits its own decision
                 return {"type": "ack", "of": kind, "id": mid, "result": result}
+            if kind == "map_face":
+                return self._map_face(msg, mid)
             if kind == "set_params":
                 changes = protocol.params_to_controls(msg)
                 sid = changes.get("source_id")
                 if sid is not None and sid not in self.session.sources:
                     return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
+                for tid, fsid in changes.get("face_sources", {}).items():
+                    if fsid != KEEP and fsid not in self.session.sources:
+                        return protocol.error("unknown_source", f"face {tid}: no source {fsid!r} in this session", id=mid)
                 if changes.get("fusion") in ("neural", "both") and "swap" not in self.worker.pipeline.names:
                     return protocol.error("no_swapper", "neural fusion needs a swap model: this server runs "
                                           "without --swapper", id=mid)
@@ -251,7 +288,27 @@ class PeerSession:
             return protocol.error("failed", f"{kind} failed: {exc}", id=mid)
         return None  # pragma: no cover - the schema admits only the types above
 
+    def _map_face(self, msg: dict[str, Any], mid: Any) -> dict[str, Any]:
+        """map_face: a face the stream tracks (or one already mapped) gets a registered source, "keep" or
+        (null) the default again; at most MAX_MAPPED_FACES mappings."""
+        tid, sid = msg["track_id"], msg["source_id"]
+        mapped = self.session.controls.face_sources
+        if sid is not None and sid != KEEP and sid not in self.session.sources:
+            return protocol.error("unknown_source", f"no source {sid!r} in this session; upload it first", id=mid)
+        if tid not in mapped and tid not in self.stats.tracked():
+            return protocol.error("unknown_track", f"no face with track id {tid} is tracked now; the stats "
+                                  "message's faces list the ones that are", id=mid)
+        if sid is not None and tid not in mapped and len(mapped) >= MAX_MAPPED_FACES:
+            return protocol.error("too_many_faces", f"{len(mapped)} faces are mapped already, the most a session "
+                                  f"may map; clear one first (source_id null)", id=mid)
+        faces = self.session.map_face(tid, sid)
+        self.services.audit("params", session=self.session.id, face=tid, face_source=sid)
+        return {"type": "ack", "of": "map_face", "id": mid, "result": {str(k): v for k, v in faces.items()}}
+
     def send(self, msg: dict[str, Any]) -> bool:
+        """To the data channel and every WebSocket control client (events, stats, bye, draining)."""
+        for controller in list(self.controllers):
+            controller.deliver(msg)
         ch = self.channel
         if ch is None or ch.readyState != "open":
             if msg.get("type") not in ("stats", "bye"):
@@ -315,6 +372,7 @@ class PeerSession:
         self._closing = True
         log.info("session %s: closing (%s)", self.session.id, reason)
         self.send({"type": "bye", "reason": reason})
+        await asyncio.gather(*(c.close(reason) for c in list(self.controllers)), return_exceptions=True)
         for viewer in list(self.viewers.values()):
             await viewer.close("source ended")
         current = asyncio.current_task()

@@ -1,6 +1,6 @@
 """The data-channel protocol: small JSON messages, each checked against a schema before it is acted on.
 
-Client -> server: hello, set_prompt, set_params, ping. Server -> client: welcome, ack, stats, event,
+Client -> server: hello, set_prompt, set_params, map_face, ping. Server -> client: welcome, ack, stats, event,
 error, pong. A bad message gets an `error` reply; it never closes the stream.
 """
 
@@ -14,6 +14,7 @@ import jsonschema
 
 from engines.edit_vocabulary import EDIT_SPECS
 from engines.sources import SOURCE_ID_PATTERN
+from streamer.face_map import MAX_MAPPED_FACES, MAX_TRACK_ID
 from streamer.session import FUSION_MODES
 
 PROTOCOL_VERSION = 1
@@ -52,11 +53,11 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "strength": {"type": "number", "minimum": 0, "maximum": 1},
                 "edits": _EDITS,
                 "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
-                "face_sources": {
+                "face_sources": {   # the whole per-face map at once (streamer/face_map.py: "keep" = unchanged)
                     "type": "object",
                     "propertyNames": {"pattern": "^[0-9]{1,6}$"},
                     "additionalProperties": {"type": "string", "pattern": SOURCE_ID_PATTERN},
-                    "maxProperties": 16,
+                    "maxProperties": MAX_MAPPED_FACES,
                 },
                 "keep_mouth": {"type": "boolean"},
                 "keep_eyes": {"type": "boolean"},
@@ -67,6 +68,17 @@ CLIENT_SCHEMA: dict[str, Any] = {
             "required": ["type"],
             "additionalProperties": False,
             "minProperties": 2,
+        },
+        {   # one face's choice: a source id, "keep" (leave it unchanged) or null (back to the default)
+            "type": "object",
+            "properties": {
+                "type": {"const": "map_face"},
+                "id": {"type": "integer"},
+                "track_id": {"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID},
+                "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
+            },
+            "required": ["type", "track_id", "source_id"],
+            "additionalProperties": False,
         },
         {
             "type": "object",
@@ -85,10 +97,15 @@ _TYPES = set(_VALIDATORS)
 class ProtocolError(ValueError):
     """A message the server will not act on; `code` is stable, `message` is for people."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, id: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.id = id      # the refused message's own id, when it was a JSON object with an integer one
+
+    def reply(self) -> dict[str, Any]:
+        """The `error` answer, carrying the message's id when it had one (a client waiting on it is told)."""
+        return error(self.code, self.message) if self.id is None else error(self.code, self.message, id=self.id)
 
 
 MAX_INT_DIGITS = 18   # every integer the protocol carries (ids, track ids) fits in 64 bits
@@ -153,16 +170,18 @@ def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError("bad_json", f"message is not JSON: {exc}") from None
     kind = msg.get("type") if isinstance(msg, dict) else None
+    mid = msg.get("id") if isinstance(msg, dict) else None
+    mid = mid if isinstance(mid, int) and not isinstance(mid, bool) else None
     if not isinstance(kind, str) or kind not in _TYPES:   # a list or an object as "type" is unknown too
         shown = repr(kind)[:60] if isinstance(msg, dict) else type(msg).__name__
-        raise ProtocolError("unknown_type", f"unknown message type {shown}; expected one of {sorted(_TYPES)}")
+        raise ProtocolError("unknown_type", f"unknown message type {shown}; expected one of {sorted(_TYPES)}", mid)
     errors = sorted(_VALIDATORS[msg["type"]].iter_errors(msg), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         where = "/".join(str(p) for p in e.path) or msg["type"]
-        raise ProtocolError("invalid", f"{where}: {e.message}")
+        raise ProtocolError("invalid", f"{where}: {e.message}", mid)
     if _has_lone_surrogate(msg):  # after the schema, which bounds the message's shape to a flat one
-        raise ProtocolError("invalid", "message holds text that is not valid Unicode (an unpaired surrogate)")
+        raise ProtocolError("invalid", "message holds text that is not valid Unicode (an unpaired surrogate)", mid)
     return msg
 
 

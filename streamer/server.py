@@ -23,6 +23,7 @@ from aiohttp import BodyPartReader, web
 from streamer import protocol
 from streamer.api.routes import ApiBackend, ApiContext, mount as mount_api
 from streamer.config import ServerConfig
+from streamer.control.socket import CONTROL_SUBPROTOCOL, SocketLimits, serve_control
 from streamer.drain import Drainer, DrainResult
 from streamer.memory import HeapKeeper
 from streamer.load import GpuProbe, observe
@@ -35,6 +36,7 @@ from streamer.services import Services
 from streamer.uploads import DecoderBusy, UploadDecoder
 from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
+from streamer.whip_patch import TRICKLE_TYPE, apply_patch, entity_tag
 from streamer.urls import SessionUrls
 from streamer.httpkit import (MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, in_time, part_chunks,  # noqa: F401 - re-exported
                               read_bounded, read_limited, require_type)
@@ -60,6 +62,7 @@ class LiveFuseServer:
         self._pending = 0
         self.started = time.time()
         self.camera = None
+        self.socket_limits = SocketLimits(max_message_bytes=config.max_message_bytes)
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
         self.uploads = UploadDecoder()
         self.urls = SessionUrls.of(config.public_url)
@@ -222,7 +225,16 @@ class LiveFuseServer:
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
                             headers={"Location": self.urls.whip(sid), "X-LiveFuse-Session": sid,
-                                     "Link": f'<{self.urls.whep(sid)}>; rel="whep"'})
+                                     "Link": f'<{self.urls.whep(sid)}>; rel="whep"',
+                                     "ETag": entity_tag(peer.pc), "Accept-Patch": TRICKLE_TYPE})
+
+    async def whip_patch(self, request: web.Request) -> web.Response:
+        """Trickle ICE on a WHIP session (RFC 9725 4.3; see streamer.whip_patch for the answers)."""
+        peer = self.owned_peer(request, request.match_info["session"])
+        require_type(request, (TRICKLE_TYPE,))
+        body = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
+        await apply_patch(peer.pc, body, request.headers.get("If-Match"))
+        return web.Response(status=204, headers={"ETag": entity_tag(peer.pc)})
 
     async def whip_delete(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
@@ -273,12 +285,30 @@ class LiveFuseServer:
         peer.send({"type": "source", **result})
         return web.json_response(result)
 
+    async def control(self, request: web.Request) -> web.StreamResponse:
+        """The session's control protocol over a WebSocket (streamer.control.socket), for its owner."""
+        peer = self.owned_peer(request, request.match_info["session"])
+        if not web.WebSocketResponse(protocols=(CONTROL_SUBPROTOCOL,)).can_prepare(request).ok:
+            raise Refused(426, "this route speaks WebSocket only (subprotocol livefuse.control.v1)",
+                          {"Upgrade": "websocket"})
+        if len(peer.controllers) >= self.socket_limits.per_session:
+            raise Refused(503, f"session has {self.socket_limits.per_session} control sockets open already",
+                          {"Retry-After": str(self.config.retry_after_s)})
+        return await serve_control(request, peer, self.socket_limits)
+
+    async def watch_page(self, request: web.Request) -> web.StreamResponse:
+        """The bare player (OBS browser source): it reads the session from its path and the token from
+        the URL fragment, which browsers never send, so neither this request nor its log holds a token."""
+        return web.FileResponse(WEB_ROOT / "watch.html", headers={"Cache-Control": "no-cache",
+                                                                  "Referrer-Policy": "no-referrer"})
+
     async def session_info(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
         c = peer.session.controls
         return web.json_response({
             "session": peer.session.id, "kind": peer.kind, "connection": peer.pc.connectionState,
             "stages": peer.worker.pipeline.names, "stats": peer.stats.snapshot(), "viewers": list(peer.viewers),
+            "control_sockets": len(peer.controllers),
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
                          "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
             "sources": sorted(peer.session.sources),
@@ -375,11 +405,14 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_post("/offer", server.offer)
     r.add_post("/whip", server.whip)
     r.add_delete("/whip/{session}", server.whip_delete)
+    r.add_patch("/whip/{session}", server.whip_patch)
     r.add_post("/whep/{session}", server.whep)
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)
     r.add_get("/sessions/{session}", server.session_info)
     r.add_get("/sessions/{session}/recording", server.recording)
+    r.add_get("/sessions/{session}/control", server.control)
+    r.add_get("/watch/{session}", server.watch_page)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)
     r.add_get("/readyz", server.readyz)
@@ -387,7 +420,8 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/metrics", server.metrics_page)
     mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
                               limits=server.upload_limits, metrics=server.metrics,
-                              max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes),
+                              max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes,
+                              urls=server.urls),
               services.api or ApiBackend())
     app.on_shutdown.append(server.close_all)
 

@@ -33,7 +33,8 @@ class Controls:
     prompt: str = ""
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     source_id: str | None = None          # the active source face (key into Session.sources)
-    face_sources: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))  # track id -> source id
+    # track id -> source id, or "keep" (streamer/face_map.py); a face not in it gets `source_id`
+    face_sources: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))
     keep_mouth: bool = True
     keep_eyes: bool = True
     enabled: bool = True
@@ -120,6 +121,17 @@ class Session:
         with self._lock:
             self._controls = replace(self._controls, **changes)
             return self._controls
+
+    def map_face(self, track_id: int, source_id: str | None) -> Mapping[int, str]:
+        """One face's choice (a source id or "keep"; None removes its mapping), in one step; the new map."""
+        with self._lock:
+            faces = dict(self._controls.face_sources)
+            if source_id is None:
+                faces.pop(track_id, None)
+            else:
+                faces[track_id] = source_id
+            self._controls = replace(self._controls, face_sources=MappingProxyType(faces))
+            return self._controls.face_sources
 
     def set_event_sink(self, sink: EventSink | None) -> None:
         """Where events for the client go (the data channel). Events raised before a sink exists wait."""

@@ -1,7 +1,9 @@
-"""The URLs a replica hands out for a session. Behind a load balancer the follow-up requests of a session
-(WHIP DELETE/PATCH, WHEP, source upload) must reach the replica that holds it, so with a public URL
-(`--public-url http://POD_IP:8080`) they are absolute on this replica; without one they stay relative
-(one server: whatever address the client used is the right one)."""
+"""The URLs a replica hands out for a session (and for a clip job it holds). Behind a load balancer the
+follow-up requests of a session (WHIP DELETE/PATCH, WHEP, source upload) must reach the replica that holds it,
+so with a public URL (`--public-url http://POD_IP:8080`) they are absolute on this replica; without one they
+stay relative (one server: whatever address the client used is the right one). A job in this replica's own
+queue is held the same way; a job in the shared queue (`--jobs-redis`) is answered by every replica, so its
+URLs stay relative to the address the client used (the Ingress)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,12 @@ class SessionUrls:
 
     def whep_viewer(self, sid: str, viewer: str) -> str:
         return f"{self.base}/whep/{sid}/{viewer}"
+
+    def job(self, jid: str, shared: bool) -> str:
+        return f"{'' if shared else self.base}/v1/jobs/{jid}"
+
+    def job_result(self, jid: str, shared: bool) -> str:
+        return f"{self.job(jid, shared)}/result"
 
     def for_session(self, sid: str, kind: str) -> dict[str, str]:
         """The URLs of one session, as the offer/WHIP replies carry them."""

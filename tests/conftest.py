@@ -61,6 +61,19 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="session")
+def gstreamer() -> None:
+    """GStreamer's webrtcbin through Debian's python3-gi (bench/_clients.py); a skip without it, a failure
+    when LIVEFUSE_REQUIRE_BROWSER=1 (CI: `make debian-tools` installs it with the browser)."""
+    from bench._clients import gstreamer_missing
+
+    missing = gstreamer_missing()
+    if missing is not None:
+        if os.environ.get("LIVEFUSE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"LIVEFUSE_REQUIRE_BROWSER=1 but the GStreamer client cannot run: {missing} (make debian-tools)")
+        pytest.skip(f"GStreamer client unavailable: {missing} (make debian-tools installs it)")
+
+
+@pytest.fixture(scope="session")
 def swap_files(tmp_path_factory) -> dict[str, "os.PathLike"]:
     """Tiny ONNX models with each swapper family's signature and an ArcFace-signature embedder
     (bench/_swap_models.py: the swapper tints the face by its source vector), built once per run."""

@@ -33,7 +33,7 @@ def add_noise(frame: np.ndarray, sigma: float, rng: np.random.Generator) -> np.n
 
 # where the face lies in each fixture photo (x0, y0, x1, y1), and frames of several pasted faces: shared
 # with the benchmarks (bench/_scenes.py)
-from bench._scenes import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame, paste_face  # noqa: E402,F401
+from bench._scenes import ASTRONAUT_FACE, ASTRONAUT_SKIN, GRACE_HOPPER_FACE, group_frame, paste_face, skin_hand  # noqa: E402,F401
 
 
 def face_tile(photo: np.ndarray, face_box, size: int = 320, margin: float = 2.2) -> np.ndarray:
@@ -71,4 +71,3 @@ def landmarks_of(image: np.ndarray) -> np.ndarray:
         lmk.close()
     assert faces, "the landmarker found no face"
     return faces[0].landmarks
-

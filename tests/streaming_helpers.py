@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fractions
 import time
 
@@ -96,3 +97,11 @@ def keep_decoded(received: list):
         return {"source_id": session.controls.source_id, "width": w, "height": h}
 
     return register
+
+
+async def until(predicate, timeout: float, what: str) -> None:
+    """Wait for `predicate()` to hold, failing with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)

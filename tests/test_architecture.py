@@ -120,3 +120,15 @@ def test_the_cycle_finder_finds_cycles():
 def test_project_imports_have_no_cycle():
     cycles = project_cycles()
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_installed_distribution_claims_our_package_names():
+    """Our top-level packages are generic names (`kernels`, `engines`, `bench`); a dependency that installs a
+    package of the same name (Hugging Face's `kernels`, which transformers 5.25 requires) would share its folder
+    in site-packages and make each import the other's code."""
+    import importlib.metadata
+
+    owners = importlib.metadata.packages_distributions()
+    for name in ("streamer", "engines", "kernels", "web_client", "bench"):
+        others = {d for d in owners.get(name, []) if d.lower() != "livefuse"}
+        assert not others, f"{sorted(others)} also install a top-level package {name!r}"

@@ -8,6 +8,9 @@ const state = {
   connected: false, session: null, stats: null, errors: [], messages: 0, sourceBlob: null, sourceName: "demo",
   source: null, consent: false, understood: null, promptRefused: null, edits: {},
   vocabulary: [], // the server's edits (GET /edits): one slider each
+  sources: [],    // source ids this session holds (uploaded with consent)
+  faces: [],      // the faces the server tracks now: {track_id, box, source_id}
+  faceChoices: {}, // track id -> what the user picked ("" default, "keep", a source id)
 };
 window.livefuse = state; // read by the end-to-end test and handy in the console
 
@@ -94,6 +97,9 @@ function stop(clearNotice = true) {
   state.connected = false;
   state.session = null;
   state.source = null;
+  state.sources = [];          // a new session starts with none
+  state.faceChoices = {};
+  showFaces([]);
   showSourceStatus();
   $("start").disabled = false;
   $("stop").disabled = true;
@@ -130,6 +136,58 @@ async function showStats(s) {
   $("s-drops").textContent = `${s.dropped}`;
   $("s-stages").innerHTML = Object.entries(s.stages_ms)
     .map(([name, ms]) => `<div><span>${escapeHtml(name)}</span><b>${ms.toFixed(1)} ms</b></div>`).join("");
+  showFaces(s.faces || [], s.size);
+}
+
+// ---- faces in view: a thumbnail per tracked face (cut from the local preview by the server's box) ----
+function faceOptions(selected) {
+  const opts = [["", "the selected face"], ["keep", "leave unchanged"], ...state.sources.map((id) => [id, id])];
+  return opts.map(([v, t]) => `<option value="${escapeHtml(v)}"${v === selected ? " selected" : ""}>${escapeHtml(t)}</option>`).join("");
+}
+
+function showFaces(faces, size) {
+  state.faces = faces;
+  const box = $("faces");
+  $("faces-box").hidden = faces.length === 0;
+  const seen = new Set();
+  const video = $("local");
+  for (const f of faces) {
+    const key = String(f.track_id);
+    seen.add(key);
+    let card = box.querySelector(`[data-track="${key}"]`);
+    if (!card) {
+      card = document.createElement("div");
+      card.className = "face";
+      card.dataset.track = key;
+      card.innerHTML = `<canvas width="64" height="64"></canvas><span class="small">face ${key}</span><select></select>`;
+      card.querySelector("select").addEventListener("change", (e) => chooseFace(f.track_id, e.target.value, card));
+      box.appendChild(card);
+    }
+    const select = card.querySelector("select");
+    const want = faceOptions(state.faceChoices[key] ?? "");
+    if (select._options !== want) { select.innerHTML = want; select._options = want; }
+    card.title = f.source_id ? `fused with ${f.source_id}` : "unchanged";
+    if (size && video.videoWidth) { // the server's frame may be scaled from the preview's
+      const k = video.videoWidth / size[0];
+      const [x0, y0, x1, y1] = f.box;
+      const side = Math.max(x1 - x0, y1 - y0) * 1.2 * k;
+      const cx = (x0 + x1) / 2 * k, cy = (y0 + y1) / 2 * k;
+      card.querySelector("canvas").getContext("2d").drawImage(video, cx - side / 2, cy - side / 2, side, side, 0, 0, 64, 64);
+    }
+  }
+  box.querySelectorAll(".face").forEach((el) => { if (!seen.has(el.dataset.track)) el.remove(); });
+}
+
+function chooseFace(trackId, value, card) {
+  if (!conn) return;
+  const id = conn.mapFace(trackId, value === "" ? null : value);
+  const onReply = (ev) => {
+    if (ev.detail.id !== id) return;
+    conn.removeEventListener("message", onReply);
+    if (ev.detail.type === "ack") { state.faceChoices[String(trackId)] = value; card.classList.remove("refused"); }
+    else { card.classList.add("refused"); notice(`Face ${trackId}: ${ev.detail.message}`); }
+  };
+  conn.addEventListener("message", onReply);
 }
 
 function escapeHtml(t) { return t.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`); }
@@ -162,6 +220,7 @@ async function sendSource() {
   }
   try {
     state.source = await conn.uploadSource(state.sourceBlob, state.sourceName, { consent: true });
+    if (state.source && !state.sources.includes(state.source.source_id)) state.sources.push(state.source.source_id);
     showSourceStatus();
   } catch (err) {
     state.source = null;

@@ -82,6 +82,8 @@ export class LiveFuseConnection extends EventTarget {
 
   setPrompt(text) { return this._send({ type: "set_prompt", text }); }
   setParams(params) { return this._send({ type: "set_params", ...params }); }
+  // one face's choice: a source id, "keep" (left unchanged) or null (the selected face, as every other)
+  mapFace(trackId, sourceId) { return this._send({ type: "map_face", track_id: trackId, source_id: sourceId }); }
 
   _send(msg) {
     if (!this.channel || this.channel.readyState !== "open") return false;
@@ -124,7 +126,7 @@ export class LiveFuseConnection extends EventTarget {
   }
 }
 
-function waitForGathering(pc, timeoutMs = 5000) {
+export function waitForGathering(pc, timeoutMs = 5000) {
   if (pc.iceGatheringState === "complete") return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => { if (pc.iceGatheringState === "complete") { pc.removeEventListener("icegatheringstatechange", done); resolve(); } };

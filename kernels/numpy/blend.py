@@ -22,6 +22,20 @@ def alpha_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray) -> np.ndarray
     return bgf + (fg.astype(np.float32, copy=False) - bgf) * a
 
 
+def keep_patch(out: np.ndarray, original: np.ndarray, x0: int, y0: int, mask: np.ndarray) -> None:
+    """In place: over out[y0:y0+h, x0:x0+w] (h x w = mask's shape, clipped to the frame) the pixels go back
+    toward `original`'s by `mask` (1 = the original exactly, 0 = out as it is); uint8 H x W x C, rounded."""
+    h, w = out.shape[:2]
+    mh, mw = mask.shape
+    ya, xa, yb, xb = max(0, y0), max(0, x0), min(h, y0 + mh), min(w, x0 + mw)
+    if yb <= ya or xb <= xa:
+        return
+    m = mask[ya - y0:yb - y0, xa - x0:xb - x0, None].astype(np.float32, copy=False)
+    o = out[ya:yb, xa:xb].astype(np.float32)
+    res = o + (original[ya:yb, xa:xb].astype(np.float32) - o) * m
+    out[ya:yb, xa:xb] = np.clip(res + 0.5, 0, 255).astype(np.uint8)
+
+
 def pyr_down(x: np.ndarray) -> np.ndarray:
     """5-tap binomial blur, then every second pixel (cv2.pyrDown computes exactly that, only where kept)."""
     return cv2.pyrDown(x, borderType=cv2.BORDER_REFLECT_101)

@@ -54,3 +54,24 @@ def gaussian_blobs(shape: tuple[int, int], centres: Sequence[np.ndarray], sigma:
     full = cv2.resize(out, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
     off = step // 2  # resize treats grid values as pixel centres of step-wide cells
     return np.ascontiguousarray(np.clip(full[off:off + h, off:off + w], 0.0, 1.0))
+
+
+def limb_mask(shape: tuple[int, int], points: np.ndarray, outlines: Iterable[Sequence[int]],
+              segments: Iterable[tuple[int, int]], width: float, grow: float = 0.0, soft: float = 0.0) -> np.ndarray:
+    """A jointed shape (a hand) as a soft mask: each `outlines` polygon of `points` (N, 2 pixels) filled and
+    each (i, j) segment stroked `width` px wide with round ends, grown by `grow` px, feathered with a
+    Gaussian of sigma `soft`. Points may lie off the mask; what falls outside is clipped."""
+    h, w = shape
+    mask = np.zeros((h, w), np.uint8)
+    p = np.round(np.asarray(points, np.float32)[:, :2] * 16).astype(np.int64)
+    lim = 1 << 26          # OpenCV's drawing takes int32 coordinates: keep far-off points representable
+    p = np.clip(p, -lim, lim).astype(np.int32)
+    for outline in outlines:
+        cv2.fillPoly(mask, [p[list(outline)]], 255, lineType=cv2.LINE_8, shift=4)
+    thick = max(1, int(round(width + 2 * grow)))
+    for i, j in segments:
+        cv2.line(mask, tuple(int(v) for v in p[i]), tuple(int(v) for v in p[j]), 255, thick, cv2.LINE_8, shift=4)
+    if grow > 0.5:
+        k = int(round(grow)) * 2 + 1
+        mask = cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return feather(mask.astype(np.float32) * (1.0 / 255.0), soft)

@@ -16,6 +16,19 @@ def alpha_blend(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor) -> torc
     return bgf + (fg.float() - bgf) * a
 
 
+def keep_patch(out: torch.Tensor, original: torch.Tensor, x0: int, y0: int, mask: "torch.Tensor") -> None:
+    """Twin of kernels.numpy.blend.keep_patch (in place on a uint8 H x W x C tensor; mask h x w float32)."""
+    h, w = out.shape[:2]
+    mh, mw = mask.shape
+    ya, xa, yb, xb = max(0, y0), max(0, x0), min(h, y0 + mh), min(w, x0 + mw)
+    if yb <= ya or xb <= xa:
+        return
+    m = mask[ya - y0:yb - y0, xa - x0:xb - x0, None].to(device=out.device, dtype=torch.float32)
+    o = out[ya:yb, xa:xb].float()
+    res = o + (original[ya:yb, xa:xb].float() - o) * m
+    out[ya:yb, xa:xb] = (res + 0.5).clamp(0, 255).to(torch.uint8)
+
+
 def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """x: (C, H, W); separable 5-tap filter with reflect-101 borders (torch's 'reflect')."""
     c = x.shape[0]

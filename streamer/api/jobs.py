@@ -189,6 +189,11 @@ class JobQueue:
         self._workers: list[threading.Thread] = []
 
     @property
+    def shared(self) -> bool:
+        """True when the jobs live in a queue every replica reads (so any replica answers for them)."""
+        return not isinstance(self._transport, MemoryTransport)
+
+    @property
     def transport(self) -> JobTransport:
         """(A callable transport is given the store when first needed: a shared queue keeps inputs there.)"""
         store = self.store
@@ -311,7 +316,7 @@ class JobQueue:
             workers = list(self._workers)
         for t in workers:
             t.join(timeout=30)
-        if isinstance(self._transport, MemoryTransport):   # a shared queue keeps its jobs for the other replicas
+        if not self.shared:   # a shared queue keeps its jobs for the other replicas
             for job in self.states.all():
                 if job.state == "queued":
                     self.states.update(job.id, state="failed", error="the server stopped before the job ran")

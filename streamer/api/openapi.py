@@ -46,12 +46,12 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                             "Server-Timing": {"description": "ms per step", "schema": {"type": "string"}}},
                         "content": {"image/png": {"schema": {"type": "string", "contentMediaType": "image/png"}},
                                     "image/jpeg": {"schema": {"type": "string", "contentMediaType": "image/jpeg"}}}},
-                "400": _error("a malformed form: a missing image part, a bad strength or edits value, too many parts"),
+                "400": _error("a malformed form: a missing image part, a bad strength, edits or map value (bad_map), too many parts"),
                 **_common_errors(),
                 "406": _error("Accept names neither image/png nor image/jpeg"),
                 "413": _error("an image or the body is over its byte or pixel limit (code source_too_large / target_too_large)"),
                 "415": _error("not multipart/form-data, or an image part of another type"),
-                "422": _error("refused: source_no_consent, source_no_face, source_too_small, source_too_turned, "
+                "422": _error("refused: map_bad_index, source_no_consent, source_no_face, source_too_small, source_too_turned, "
                               "source_occluded, source_bad_image, source_protected_identity, target_no_face, "
                               "target_bad_image, prompt_refused (with its category)"),
                 "500": _error("a pipeline step failed (code <stage>_failed); no unmarked image is ever returned"),
@@ -121,7 +121,11 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                     "prompt": {"type": "string", "maxLength": 500, "description": "edits in words, e.g. 'a slight smile'"},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
                     "edits": {"type": "string", "description": "a JSON object of slider edits, e.g. {\"smile\": 0.4}",
-                              "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/Edits"}}}},
+                              "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/Edits"}},
+                    "map": {"type": "string", "pattern": "^\\s*[0-9]{1,6}\\s*=\\s*(source|keep)\\s*(,\\s*[0-9]{1,6}\\s*=\\s*(source|keep)\\s*){0,15}$",
+                            "description": "per-face choice by face index in reading order (0 = leftmost): "
+                                           "'source' or 'keep' (left unchanged), e.g. 0=keep,1=source; faces not "
+                                           "named get the source"}}},
                 "JobForm": {"type": "object", "required": ["source", "consent"], "properties": {
                     "source": {"type": "string", "contentMediaType": "image/*"},
                     "target": {"type": "string", "contentMediaType": "video/*", "description": "the clip (mp4, mkv, mov, webm)"},

@@ -27,6 +27,7 @@ from engines.edit_vocabulary import EDIT_NAMES
 from engines.faces import Face
 from engines.sources import SourceRefused
 from kernels.numpy import watermark as np_wm
+from streamer.face_map import KEEP, FaceMapError, parse_face_map
 from streamer.pipeline import FrameState, Pipeline
 from streamer.safety.watermark_policy import WatermarkPolicy
 from streamer.session import Session, frame_context
@@ -75,6 +76,9 @@ class PhotoRequest:
     prompt: str = ""
     strength: float = 1.0
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # face index in reading order (left to right, as a source's `index`) -> "source" or "keep"; faces not
+    # in it get the source
+    face_map: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -103,6 +107,36 @@ def parse_edits(raw: Any) -> dict[str, float]:
             raise FuseRefused(400, "bad_request", f"edit {name!r} must be a number from -1 to 1")
         out[name] = float(value)
     return out
+
+
+PHOTO_MAP_CHOICES = ("source", KEEP)
+
+
+def parse_photo_map(raw: str | None) -> dict[int, str]:
+    """The `map` field, "0=keep,1=source": a choice per face index (reading order, 0 = leftmost);
+    FuseRefused(400, "bad_map") for anything else."""
+    if raw is None or raw.strip() == "":
+        return {}
+    try:
+        out = parse_face_map(raw)
+    except FaceMapError as exc:
+        raise FuseRefused(400, "bad_map", f"map: {exc}") from None
+    for index, choice in out.items():
+        if choice not in PHOTO_MAP_CHOICES:
+            raise FuseRefused(400, "bad_map", f"map: face {index} asks for {choice[:40]!r}; a photo's faces take "
+                              "'source' or 'keep'")
+    return out
+
+
+def reading_order(faces: list[Face], face_map: Mapping[int, str], source_id: str) -> tuple[list[Face], dict[int, str]]:
+    """The faces numbered left to right (their track ids), and the session's per-face map for `face_map`;
+    FuseRefused(422, "map_bad_index") when it names a face the photo does not have."""
+    faces = [replace(f, track_id=i) for i, f in enumerate(sorted(faces, key=lambda f: f.bbox[0]))]
+    missing = sorted(i for i in face_map if i >= len(faces))
+    if missing:
+        raise FuseRefused(422, "map_bad_index", f"map names face {missing[0]}, but the target has {len(faces)} "
+                          f"face(s), numbered 0 to {len(faces) - 1} from the left")
+    return faces, {i: (source_id if c == "source" else KEEP) for i, c in face_map.items()}
 
 
 def parse_strength(raw: str | None) -> float:
@@ -346,7 +380,8 @@ class PhotoFuser:
             parts.audit("api_fuse_refused", **base, code="target_no_face")
             raise FuseRefused(422, "target_no_face", "no face found in the target image")
         source_id = reply["source_id"]
-        session.update(strength=req.strength, edits=dict(req.edits), source_id=source_id)
+        faces, face_sources = reading_order(faces, req.face_map, source_id)
+        session.update(strength=req.strength, edits=dict(req.edits), source_id=source_id, face_sources=face_sources)
         events: list[dict[str, Any]] = []
         context = frame_context(session.controls, session.sources, session_id=api_session_id(req.principal),
                                 notify=events.append)

@@ -20,10 +20,12 @@ from aiohttp import BodyPartReader, web
 
 from engines.sources import SourceConfig, SourceRefused
 from streamer.api.openapi import openapi
-from streamer.api.photos import FuseRefused, PhotoRequest, encode_image, parse_edits, parse_strength, source_refusal
+from streamer.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, parse_strength,
+                                 source_refusal)
 from streamer.httpkit import MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded
 from streamer.metrics import Metrics
 from streamer.uploads import UploadDecoder
+from streamer.urls import SessionUrls
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
@@ -52,6 +54,7 @@ class ApiContext:
     metrics: Metrics
     max_image_bytes: int
     max_clip_bytes: int = 256 << 20
+    urls: SessionUrls = SessionUrls()              # a job this replica holds is answered on its public URL
 
 
 def as_refused(exc: FuseRefused) -> Refused:
@@ -207,10 +210,14 @@ class ApiRoutes:
         limit = self.ctx.max_image_bytes
         data, form = await read_form(request, {"source": (limit, IMAGE_TYPES), "target": (limit, IMAGE_TYPES)})
         prompt, strength, edits = photo_fields(form)
+        try:
+            face_map = parse_photo_map(form.get("map"))
+        except FuseRefused as exc:
+            raise as_refused(exc) from None
         source = await self.decode(data["source"], "source")
         target = await self.decode(data["target"], "target")
         req = PhotoRequest(source=source, target=target, principal=principal, consent=form.get("consent", ""),
-                           prompt=prompt, strength=strength, edits=edits)
+                           prompt=prompt, strength=strength, edits=edits, face_map=face_map)
         photos = self.backend.photos
         loop = asyncio.get_running_loop()
 
@@ -250,7 +257,7 @@ class ApiRoutes:
     def _job_json(self, job: Any) -> dict[str, Any]:
         url = self._jobs().result_url(job)
         if url is not None and url.startswith("file://"):   # a local results folder: served by this API
-            url = f"/v1/jobs/{job.id}/result"
+            url = self.ctx.urls.job_result(job.id, self._jobs().shared)
         return job.public(url)
 
     async def create_job(self, request: web.Request) -> web.Response:
@@ -293,7 +300,7 @@ class ApiRoutes:
             for folder in folder_made:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        return web.json_response(self._job_json(job), status=202, headers={"Location": f"/v1/jobs/{job.id}"})
+        return web.json_response(self._job_json(job), status=202, headers={"Location": self.ctx.urls.job(job.id, jobs.shared)})
 
     async def _fetch_target(self, url: str, job_id: str, made: list[Path]) -> tuple[Path, str]:
         """A clip the server reads itself (`target_url`), if the input allowlist admits it."""

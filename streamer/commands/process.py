@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output file: .mp4, .mkv, .mov (H.264) or .webm (VP8); a path or s3://bucket/key "
                              "(endpoint and credentials from the standard AWS settings, AWS_ENDPOINT_URL included)")
     parser.add_argument("--source", help="source face image (JPEG/PNG/WebP); 'demo' for the bundled one")
+    parser.add_argument("--map", dest="face_map", metavar="ID=CHOICE,...",
+                        help="per-face sources by track id (as `livefuse inspect` numbers them): an image, 'demo' or "
+                             "'keep' (left unchanged), e.g. 1=alice.jpg,2=keep; faces not named get --source")
     parser.add_argument("--prompt", default="", help="edit prompt, e.g. 'a slight smile'")
     parser.add_argument("--strength", type=float, default=1.0, help="fusion strength 0..1")
     parser.add_argument("--codec", help="video codec (default: the container's)")
@@ -41,6 +44,13 @@ def run(args: argparse.Namespace) -> int:
 
     from streamer.storage import StoreError, fetch_input, store_output
 
+    from streamer.face_map import parse_face_map
+
+    try:
+        face_map = parse_face_map(args.face_map) if args.face_map else None
+    except ValueError as exc:
+        print(f"livefuse process: --map: {exc}", file=sys.stderr)
+        return 2
     services = _services_or_exit(args, "127.0.0.1")
     try:
         with tempfile.TemporaryDirectory(prefix="livefuse-process-") as scratch:
@@ -50,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
-                                   consent=args.consent)
+                                   consent=args.consent, face_map=face_map)
             if remote_out:
                 stored = store_output(dst, remote_out, _media_type(dst))
                 summary["output"] = f"{remote_out} ({stored.size} bytes in {stored.parts} part(s))"
@@ -61,4 +71,7 @@ def run(args: argparse.Namespace) -> int:
         services.shutdown()
     print(f"wrote {summary['output']}: {summary['frames']} frames, {summary['width']}x{summary['height']}, "
           f"audio {summary['audio']}, {summary['stage_errors']} stage errors", file=sys.stderr)
+    if summary.get("faces"):
+        print("faces: " + ", ".join(f"{tid} -> {'/'.join(f['sources'])}" for tid, f in summary["faces"].items()),
+              file=sys.stderr)
     return 0

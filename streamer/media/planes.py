@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernels.numpy.blend import keep_patch
 from kernels.numpy.color import i420_to_rgb, rgb_to_i420
 
 Box = tuple[int, int, int, int]   # x0, y0, x1, y1 in frame pixels, even, inside the frame
@@ -70,6 +71,14 @@ class Planes:
         reg = _Region(box, rgb, rgb.copy())
         self._regions.append(reg)
         return reg.rgb, reg.box
+
+    def keep(self, patches: list) -> None:
+        """Put back, in every open region, the pixels each patch (`engines.faces.MaskPatch`: x0, y0 and a soft
+        mask in frame pixels: a hand in front of a face) covers, toward what the region held when it was
+        opened, feathered by the mask."""
+        for p in patches:
+            for r in self._regions:
+                keep_patch(r.rgb, r.before, p.x0 - r.box[0], p.y0 - r.box[1], p.mask)
 
     def rgb_into(self, out: np.ndarray, box: Box) -> None:
         """Convert `box` into the same place of `out` (an H x W x 3 array the caller keeps), read-only:

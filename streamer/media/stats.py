@@ -33,6 +33,7 @@ class StreamStats:
         self._delays_ms: deque[float] = deque(maxlen=window)
         self._stage_ms: dict[str, deque[float]] = {}
         self._work: deque[float] = deque(maxlen=30)   # pipeline ms of the last frames
+        self._faces: list[dict[str, Any]] = []        # the last processed frame's tracked faces
         self._window = window
 
     def frame_in(self, dropped: bool) -> None:
@@ -55,7 +56,9 @@ class StreamStats:
             self.metrics.dropped.inc()
 
     def processed(self, state: FrameState) -> None:
+        faces = tracked_faces(state)
         with self._lock:
+            self._faces = faces
             self._work.append(sum(state.timings.values()))
             for name, ms in state.timings.items():
                 self._stage_ms.setdefault(name, deque(maxlen=self._window)).append(ms)
@@ -105,6 +108,11 @@ class StreamStats:
             return None
         return statistics.fmean(recent) / interval
 
+    def tracked(self) -> set[int]:
+        """Track ids of the faces in the last processed frame."""
+        with self._lock:
+            return {f["track_id"] for f in self._faces}
+
     def stage_error(self, stage: str) -> None:
         """One failure of one frame in `stage`."""
         with self._lock:
@@ -130,6 +138,7 @@ class StreamStats:
                 "dropped": self.dropped,
                 "errors": self.errors,
                 "size": list(self.size) if self.size else None,
+                "faces": [dict(f) for f in self._faces],
             }
 
 
@@ -139,3 +148,24 @@ def _rate(times: deque[float], now: float, horizon: float) -> float:
         return 0.0
     span = max(now - recent[0], 1e-6)
     return (len(recent) - 1) / span if span < horizon else len(recent) / horizon
+
+
+MAX_REPORTED_FACES = 16   # faces a stats message lists at most (the tracker follows fewer)
+
+
+def tracked_faces(state: FrameState) -> list[dict[str, Any]]:
+    """The frame's tracked faces as a client sees them: track id, box (frame pixels x0, y0, x1, y1) and
+    the session's name of the source it was fused with (None: left unchanged)."""
+    fused = fused_sources(state)
+    out = []
+    for face in state.faces[:MAX_REPORTED_FACES]:
+        if face.track_id < 0:
+            continue
+        out.append({"track_id": int(face.track_id), "box": [int(round(float(v))) for v in face.bbox],
+                    "source_id": fused.get(face.track_id)})
+    return out
+
+
+def fused_sources(state: FrameState) -> dict[int, str]:
+    """Track id -> the session's name of the source the fusion or swap stage gave that face this frame."""
+    return {d["track_id"]: d.get("source", d["source_id"]) for d in (*state.fused, *state.swapped)}

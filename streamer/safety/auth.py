@@ -326,6 +326,26 @@ def listed_origin(origin: str, allowed: Iterable[str]) -> bool:
     return origin in allowed or (origin != "null" and "*" in allowed)
 
 
+# A browser cannot set Authorization on a WebSocket: it offers the token as one of its subprotocols
+# instead, `livefuse.token.<TOKEN>` next to the protocol it speaks (the server answers with that one,
+# never echoes the token). Request headers other than the request line stay out of the access log.
+TOKEN_SUBPROTOCOL = "livefuse.token."
+
+
+def bearer_header(request: web.Request) -> str | None:
+    """The request's bearer credentials: the Authorization header, else a WebSocket upgrade's token
+    subprotocol as `Bearer TOKEN`."""
+    header = request.headers.get("Authorization")
+    if header or request.headers.get("Upgrade", "").lower() != "websocket":
+        return header
+    for offered in request.headers.getall("Sec-WebSocket-Protocol", ()):
+        for name in offered.split(","):
+            name = name.strip()
+            if name.startswith(TOKEN_SUBPROTOCOL) and len(name) > len(TOKEN_SUBPROTOCOL):
+                return f"Bearer {name[len(TOKEN_SUBPROTOCOL):]}"
+    return None
+
+
 def auth_middleware(store: TokenStore, policy: AccessPolicy):
     """aiohttp middleware: host check (every route), then for protected routes origin check, bearer
     token, rate limit, session slot (in that order)."""
@@ -340,7 +360,7 @@ def auth_middleware(store: TokenStore, policy: AccessPolicy):
         try:
             if not _origin_ok(request, policy):
                 raise AuthError(403, f"origin {request.headers.get('Origin')} is not allowed")
-            header = request.headers.get("Authorization")
+            header = bearer_header(request)
             if policy.require_tokens or header:
                 info: TokenInfo | None = store.authenticate(header)
                 key, rate, burst, max_sessions = f"token:{info.id}", info.rate_per_minute, info.burst, info.max_sessions

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from engines.edit_plan import EditConfig
 from engines.edit_render import render_edits, render_edits_in_regions
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
+from engines.landmarks.hands import restore_kept
 from engines.text import Condition
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -131,6 +132,10 @@ class EditsStage:
                 return arr, (ox, oy)
 
             render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render)
+            planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
             return state
-        state.image = render_edits(state.image, landmarks, edits, self.config.render)
+        image = state.image
+        out = render_edits(image, landmarks, edits, self.config.render)
+        restore_kept(out, image, state.faces)    # a hand in front of a face keeps its own pixels
+        state.image = out
         return state

@@ -2,7 +2,10 @@
 
 One FaceStage per session (the landmarker runs in VIDEO mode, which follows one stream). Later stages
 read `state.faces`; each face carries a stable `track_id`, smoothed landmarks (pixels) and the bbox of
-the smoothed landmarks; the raw landmarks stay in `state.raw_landmarks[track_id]`.
+the smoothed landmarks; the raw landmarks stay in `state.raw_landmarks[track_id]`. A hand in front of a
+face puts its soft mask on that face's `keep` (engines.landmarks.hands.HandGuard: a check at the search
+interval or when the face's landmarks change oddly, optical flow between checks); fusion and edits leave
+those pixels alone.
 """
 
 from __future__ import annotations
@@ -10,14 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+import logging
+
 import numpy as np
 
 from engines.backends import BackendSettings, Detector, select_backend
+from engines.cards import ModelError
 from engines.faces import Face, LandmarkerConfig
+from engines.landmarks.hands import HandConfig, HandGuard, open_hand_finder, palm_regions
 from engines.smoothing import OneEuroLandmarks, SmoothingConfig
 from engines.tracking import FaceTracker, TrackerConfig
 from streamer.pipeline import FrameState
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class FaceStageConfig:
@@ -26,6 +34,8 @@ class FaceStageConfig:
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)
+    # hands in front of a face; its check interval (unless set) is the landmarker's search interval
+    hands: HandConfig = field(default_factory=HandConfig)
 
 
 class FaceStage:
@@ -34,7 +44,9 @@ class FaceStage:
     name = "faces"
 
     def __init__(self, config: FaceStageConfig = FaceStageConfig(),
-                 detector: Detector | Callable[[LandmarkerConfig], Detector] | None = None) -> None:
+                 detector: Detector | Callable[[LandmarkerConfig], Detector] | None = None,
+                 hands: HandGuard | None = None) -> None:
+        """`hands` replaces the hand check (one per stream) built from `config.hands`."""
         self.config = config
         if detector is None:  # the first backend in the preference list that runs here
             detector = select_backend(config.backend).landmarker(config.landmarker)
@@ -44,6 +56,13 @@ class FaceStage:
         self.tracker = FaceTracker(config.tracker)
         self._smoothers: dict[int, OneEuroLandmarks] = {}
         self._rgb: np.ndarray | None = None      # planes: the frame-sized RGB the landmarker reads, filled per ROI
+        self.hands: HandGuard | None = hands
+        if hands is None and config.hands.enabled:
+            cfg = config.hands
+            if cfg.check_interval_ms is None:
+                cfg = replace(cfg, check_interval_ms=config.landmarker.search_interval_ms)
+            self.hands = HandGuard(lambda: open_hand_finder(cfg), cfg)   # the networks load on the first face
+        self.hands_error: str | None = None
 
     def _landmarker_input(self, planes: Any, timestamp_ms: int) -> np.ndarray:
         """The RGB the landmarker gets for a frame that travels as planes: while it follows its faces
@@ -78,12 +97,44 @@ class FaceStage:
             pts = smoother(face.landmarks, t)
             lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
             out.append(replace(face, landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))))
+        if self.hands is not None and out:
+            if state.planes is not None and image is self._rgb:   # the hand check reads around the faces too
+                self._convert_palm_regions(state.planes, out)
+            out = self._keep_hands(image, out, raw, t * 1000.0)
         state.faces = out
         state.raw_landmarks = raw
         return state
 
+    def _convert_palm_regions(self, planes: Any, faces: list[Face]) -> None:
+        """Fill the planes frame's RGB buffer where the hand check looks (the squares it searches for palms,
+        which hold the hands it follows), beyond the landmark crops `_landmarker_input` converted."""
+        for r in palm_regions(faces, self.hands.config.region_scale, planes.shape):
+            xy = r.corners()
+            box = planes.snap(float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max()))
+            if box is not None:
+                planes.rgb_into(self._rgb, box)
+
+    def _keep_hands(self, image: np.ndarray, faces: list[Face], raw: dict[int, np.ndarray], t_ms: float) -> list[Face]:
+        """Each face with a hand in front of it gets the hand's mask as `keep`. Hand models that are not
+        unpacked turn the check off for this stream, said once in the log (the faces go on unchanged)."""
+        try:
+            patches = self.hands(image, faces, raw, t_ms)
+        except ModelError as exc:
+            self.hands_error = str(exc)
+            log.warning("hand check off for this stream: %s", exc)
+            self.hands = None
+            return faces
+        except Exception as exc:   # the faces go on without hand masks this frame; the log says why, once
+            if self.hands_error is None:
+                log.warning("hand check failed, faces go on without hand masks: %s", exc, exc_info=True)
+            self.hands_error = str(exc)
+            return faces
+        return [replace(f, keep=patches[f.track_id]) if f.track_id in patches else f for f in faces]
+
     def close(self) -> None:
         self.detector.close()
+        if self.hands is not None:
+            self.hands.close()
 
 
 def _as_numpy_rgb(image: Any) -> np.ndarray:

@@ -6,7 +6,8 @@ seam stays put); visible triangles (back faces culled) are rasterised once into 
 samples the source texture and one the live frame (the live face follows the same shape change, so the
 kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
 over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it
-in; a support mask keeps every pixel outside the face bit-exact.
+in; a support mask keeps every pixel outside the face bit-exact, and a face's `keep` mask (a hand in
+front of it, from the face stage) gives those pixels back from the input, feathered.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import numpy as np
 
 from engines import mesh
 from engines.fusion_mesh import align, fusion_mesh, signed_areas
+from engines.landmarks.hands import restore_kept
 from engines.sources import SourceFace
+from streamer.face_map import FaceFollower, source_choice
 from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
 from kernels.numpy.masks import polygon_mask, ramp as _ramp
 from streamer.media.planes import Planes
@@ -147,15 +150,13 @@ class ReferenceRouter:
         return self.references[best][1] if dists[best] < self.threshold else None
 
 
-def chosen_source(face: Any, controls: Any, sources: Mapping[str, SourceFace], routed: str | None = None) -> SourceFace | None:
-    """The source a face wears: by track (`Controls.face_sources`), else `routed` (a router's answer),
-    else the one source for all (`Controls.source_id`); None when that names no registered source."""
-    sid = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
-    if sid is None:
-        sid = routed
-    if sid is None:
-        sid = controls.source_id
-    return sources.get(sid) if sid is not None else None
+def chosen_source_id(face: Any, controls: Any, routed: str | None = None,
+                     mapped: Mapping[int, str] | None = None) -> str | None:
+    """The session's name for the source a face wears (None: left unchanged): its per-face mapping
+    (`mapped`, a `FaceFollower`'s answer for the frame, else `Controls.face_sources`; KEEP leaves it
+    alone), else `routed` (a router's answer), else the one source for all (`Controls.source_id`)."""
+    face_sources = controls.face_sources if mapped is None else mapped
+    return source_choice(face, face_sources, routed if routed is not None else controls.source_id)
 
 
 class FusionStage:
@@ -165,9 +166,12 @@ class FusionStage:
     name = "fusion"
 
     def __init__(self, config: FusionConfig = FusionConfig(), router: ReferenceRouter | None = None,
-                 default_mode: str = "geometric") -> None:
+                 default_mode: str = "geometric", follower: FaceFollower | None = None) -> None:
+        """`follower`: carries per-face mappings over lost and found tracks (shared with the swap stage of
+        the same session); without one a mapping holds for its track id only."""
         self.config = config
         self.router = router
+        self.follower = follower
         self.default_mode = default_mode
         self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
         self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -175,11 +179,13 @@ class FusionStage:
         self._np = _np_ops()
 
     # -- source choice -------------------------------------------------------------------------------
-    def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None) -> SourceFace | None:
-        """By track (`Controls.face_sources`), else by reference identity (the router), else the one source
-        for all (`Controls.source_id`)."""
+    def source_id_for(self, face: Any, controls: Any, image: Any = None,
+                      mapped: Mapping[int, str] | None = None) -> str | None:
+        """By track (`mapped`, else `Controls.face_sources`), else by reference identity (the router), else
+        the one source for all (`Controls.source_id`)."""
         routed = None
-        by_track = controls.face_sources.get(face.track_id) if face.track_id >= 0 else None
+        face_sources = controls.face_sources if mapped is None else mapped
+        by_track = face_sources.get(face.track_id) if face.track_id >= 0 else None
         if by_track is None and self.router is not None and face.track_id >= 0 and image is not None:
             if face.track_id not in self._routes:
                 if isinstance(image, Planes):
@@ -190,7 +196,12 @@ class FusionStage:
                 if len(self._routes) > 256:
                     self._routes.pop(next(iter(self._routes)))
             routed = self._routes[face.track_id]
-        return chosen_source(face, controls, sources, routed)
+        return chosen_source_id(face, controls, routed, mapped)
+
+    def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None,
+                   mapped: Mapping[int, str] | None = None) -> SourceFace | None:
+        sid = self.source_id_for(face, controls, image, mapped)
+        return sources.get(sid) if sid is not None else None
 
     # -- per frame -----------------------------------------------------------------------------------
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
@@ -201,14 +212,17 @@ class FusionStage:
         if fusion_mode(controls, self.default_mode) == "neural":   # the swap stage alone fuses
             return state
         planes = state.planes
-        image = state.image
+        image = state.image if planes is None else None   # a planes frame is never converted whole here
+        frame = planes.rgb if planes is not None else image   # the follower converts only when it embeds
+        mapped = self.follower.mapping(state.faces, controls.face_sources, frame) if self.follower is not None else None
         is_torch = planes is None and not isinstance(image, np.ndarray)   # the path follows the frame: a tensor stays on its device
         ops = _torch_ops(image.device) if is_torch else self._np
         h, w = state.shape
         out = None
         fused = []
         for i, face in enumerate(state.faces):
-            src = self.source_for(face, controls, context.sources, planes if planes is not None else image)
+            name = self.source_id_for(face, controls, planes if planes is not None else image, mapped)
+            src = context.sources.get(name) if name is not None else None
             if src is None:
                 continue
             weight = strength * face_weight(face, (h, w), self.config)
@@ -227,8 +241,11 @@ class FusionStage:
                 if out is None:
                     out = image.clone() if is_torch else image.copy()
                 self._fuse_pixels(ops, out, image, src, geo, key)
-            fused.append({"track_id": face.track_id, "source_id": src.id, "weight": round(weight, 3)})
+            fused.append({"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)})
+        if planes is not None and fused:
+            planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
         if out is not None:
+            restore_kept(out, image, state.faces)      # a hand in front of a face keeps its own pixels
             state.image = out
         state.fused = fused
         return state

@@ -24,12 +24,14 @@ import cv2
 import numpy as np
 
 from engines.align import invert
+from engines.landmarks.hands import restore_kept
 from engines.sources import SourceFace
 from engines.swappers.swapper import NeuralSwapper, crop_landmarks, paste_mask
 from kernels.numpy import blend as np_blend, color as np_color
+from streamer.face_map import FaceFollower
 from streamer.pipeline import FrameState
 from streamer.session import FrameContext, fusion_mode
-from streamer.stages.fusion import chosen_source
+from streamer.stages.fusion import chosen_source_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +57,10 @@ class SwapStage:
     name = "swap"
 
     def __init__(self, swapper: NeuralSwapper, config: SwapStageConfig = SwapStageConfig(),
-                 default_mode: str = "neural") -> None:
+                 default_mode: str = "neural", follower: FaceFollower | None = None) -> None:
+        """`follower`: the session's `FaceFollower` (the one its fusion stage has), for per-face mappings."""
         self.swapper = swapper
+        self.follower = follower
         self.config = config
         self.default_mode = default_mode
         self._memory: dict[int, tuple[str, np.ndarray]] = {}   # track id -> (source id, smoothed crop)
@@ -73,12 +77,13 @@ class SwapStage:
         image = planes.rgb() if planes is not None else state.image   # the swapper's crops need the whole frame
         if not isinstance(image, np.ndarray):   # the swapper takes NumPy; a GPU frame comes down once
             image = image.cpu().numpy()
-        todo = self._faces_with_sources(state.faces, controls, context.sources)
+        mapped = self.follower.mapping(state.faces, controls.face_sources, image) if self.follower is not None else None
+        todo = self._faces_with_sources(state.faces, controls, context.sources, mapped)
         if not todo:
             self._forget(set())
             return state
         crops, mats, vectors = [], [], []
-        for face, src in todo:
+        for face, _, src in todo:
             crop, m = self.swapper.crop(image, face.landmarks)
             crops.append(crop)
             mats.append(m)
@@ -86,7 +91,7 @@ class SwapStage:
         swapped, model_masks = self.swapper.swap(np.stack(crops), np.stack(vectors))   # raises: frame passes through
         out = image.copy()
         seen, done = set(), []
-        for i, (face, src) in enumerate(todo):
+        for i, (face, name, src) in enumerate(todo):
             key = face.track_id
             size = self.swapper.template.size
             lm_crop = crop_landmarks(face.landmarks, mats[i])
@@ -99,8 +104,11 @@ class SwapStage:
                 seen.add(key)
                 result = self._smoothed(key, src.id, result)
             if self._paste(out, result, mask * np.float32(strength), mats[i]):
-                done.append({"track_id": face.track_id, "source_id": src.id, "card": self.swapper.card.name})
+                done.append({"track_id": face.track_id, "source_id": src.id, "source": name,
+                             "card": self.swapper.card.name})
         self._forget(seen)
+        if done:
+            restore_kept(out, image, state.faces)      # a hand in front of a face keeps its own pixels
         if done and planes is not None:
             planes.put_rgb(out)
         elif done:
@@ -108,13 +116,14 @@ class SwapStage:
         state.swapped = done
         return state
 
-    def _faces_with_sources(self, faces: list[Any], controls: Any,
-                            sources: Mapping[str, SourceFace]) -> list[tuple[Any, SourceFace]]:
+    def _faces_with_sources(self, faces: list[Any], controls: Any, sources: Mapping[str, SourceFace],
+                            mapped: Mapping[int, str] | None = None) -> list[tuple[Any, str, SourceFace]]:
         out = []
         for face in faces:
-            src = chosen_source(face, controls, sources)
+            name = chosen_source_id(face, controls, mapped=mapped)
+            src = sources.get(name) if name is not None else None
             if src is not None:
-                out.append((face, src))
+                out.append((face, name, src))
         return out
 
     def _colour_matched(self, swapped: np.ndarray, live: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -419,7 +419,7 @@ def test_service_and_ingress_reach_the_signaling_routes(helm):
     assert svc["spec"]["selector"] == server_deployment(docs)["spec"]["selector"]["matchLabels"]
     (ing,) = of_kind(docs, "Ingress")
     paths = {p["path"] for r in ing["spec"]["rules"] for p in r["http"]["paths"]}
-    assert {"/", "/offer", "/whip"} <= paths
+    assert {"/", "/offer", "/whip", "/v1/"} <= paths
     assert "/metrics" not in paths and not any(p.startswith("/admin") for p in paths)
     routes = {r.resource.canonical for r in create_app().router.routes() if r.resource is not None}
     for p in paths:

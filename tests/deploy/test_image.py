@@ -1,5 +1,5 @@
 """The container image (deploy/Dockerfile), built and run for real: only with LIVEFUSE_IMAGE_TEST=1 (a build
-takes minutes and needs Docker; not in CI). `make image` is run with the caller's BASE_IMAGE / WHEELS /
+takes minutes and needs Docker; CI runs it through `make image-test`, deploy/image_test.sh). `make image` is run with the caller's BASE_IMAGE / WHEELS /
 DOCKER / PIP_CERT unless LIVEFUSE_IMAGE_BUILD=0 (then LIVEFUSE_IMAGE, default livefuse:0.1.0, must exist).
 
     LIVEFUSE_IMAGE_TEST=1 BASE_IMAGE=livefuse-base:bookworm WHEELS=/opt/wheels DOCKER=/usr/bin/docker \\

@@ -6,7 +6,6 @@ the session."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import aiohttp
 import numpy as np
@@ -21,6 +20,7 @@ from streamer.assembly import build_services
 from streamer.config import ServerConfig
 from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from streamer.server import SERVER_KEY, create_app
+from tests.streaming_helpers import until
 
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg", reason="the dev extra installs imageio-ffmpeg (ffmpeg 9)")
 
@@ -62,13 +62,6 @@ class FrameViewer:
         await self.pc.close()
 
 
-async def _until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 @pytest.mark.timeout(240)
 async def test_ffmpeg_publishes_over_whip_and_a_whep_viewer_gets_the_fused_watermarked_stream(
         astronaut, tmp_path, monkeypatch):
@@ -84,7 +77,7 @@ async def test_ffmpeg_publishes_over_whip_and_a_whep_viewer_gets_the_fused_water
     ffmpeg = None
     try:
         async with aiohttp.ClientSession() as http:
-            await _until(lambda: state.warm, 180, "the shared models")
+            await until(lambda: state.warm, 180, "the shared models")
             ffmpeg = await asyncio.create_subprocess_exec(
                 imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-loglevel", "warning",
                 "-re", "-loop", "1", "-framerate", "15", "-i", str(face), "-t", "12",
@@ -92,19 +85,19 @@ async def test_ffmpeg_publishes_over_whip_and_a_whep_viewer_gets_the_fused_water
                 "-tune", "zerolatency", "-bf", "0", "-g", "30",
                 "-f", "whip", "-whip_flags", "dtls_active", f"{url}/whip",
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-            await _until(lambda: any(p.stats.frames_in >= 15 for p in state.peers.values()), 60,
+            await until(lambda: any(p.stats.frames_in >= 15 for p in state.peers.values()), 60,
                          "ffmpeg's frames at the server")
             (sid, peer), = state.peers.items()
             assert peer.kind == "whip"
             await viewer.watch(http, f"{url}/whep/{sid}")
-            await _until(lambda: viewer.count >= 20, 60, "frames at the WHEP viewer")
+            await until(lambda: viewer.count >= 20, 60, "frames at the WHEP viewer")
             assert viewer.frames[-1].shape == (240, 320, 3)
             detection, _ = wm.extract_many(viewer.frames, wm.make_key(wm.WatermarkConfig()))
             assert detection.watermarked, detection
             assert peer.stats.frames_out >= 20
             # ffmpeg ends its stream with a WHIP DELETE: the session goes with it
             await asyncio.wait_for(ffmpeg.wait(), 60)
-            await _until(lambda: sid not in state.peers, 20, "the session to end after ffmpeg's DELETE")
+            await until(lambda: sid not in state.peers, 20, "the session to end after ffmpeg's DELETE")
     finally:
         if ffmpeg is not None and ffmpeg.returncode is None:
             ffmpeg.kill()

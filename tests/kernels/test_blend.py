@@ -46,3 +46,24 @@ def test_torch_twin_agrees_on_odd_sizes(pair, shape):
     b = tb.multiband_blend(torch.from_numpy(fg), torch.from_numpy(bg), torch.from_numpy(alpha), levels=4).numpy()
     assert a.shape == fg.shape
     np.testing.assert_allclose(b, a, atol=1e-3)
+
+
+def test_keep_patch_gives_the_original_back_under_the_mask_and_the_twin_agrees():
+    rng = np.random.default_rng(3)
+    out = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    original = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    mask = np.zeros((20, 30), np.float32)
+    mask[5:15, 5:25] = 1.0
+    mask[0:5] = 0.5
+    t_out = torch.from_numpy(out.copy())
+    n_out = out.copy()
+    nb.keep_patch(n_out, original, 40, 25, mask)       # runs past the right and bottom edges: clipped
+    tb.keep_patch(t_out, torch.from_numpy(original), 40, 25, torch.from_numpy(mask))
+    assert np.array_equal(n_out, t_out.numpy())
+    assert np.array_equal(n_out[30:37, 45:53], original[30:37, 45:53])   # mask 1 -> the original exactly
+    assert np.array_equal(n_out[:25], out[:25]) and np.array_equal(n_out[:, :40], out[:, :40])  # outside untouched
+    half = (out[25:30, 40:53].astype(np.float32) + original[25:30, 40:53]) / 2
+    assert np.abs(n_out[25:30, 40:53] - half).max() <= 0.5 + 1e-6
+    before = n_out.copy()
+    nb.keep_patch(n_out, original, 100, 100, mask)      # wholly off the frame: nothing happens
+    assert np.array_equal(before, n_out)

@@ -105,6 +105,8 @@ async def test_another_token_gets_404_on_every_route_that_names_the_session(serv
                     b.post(f"{url}/sessions/{sid}/source", data=b"\xff\xd8", headers={"Content-Type": "image/jpeg"}),
                     b.post(f"{url}/whep/{sid}", data="v=0\r\n", headers={"Content-Type": "application/sdp"}),
                     b.delete(f"{url}{viewer_path}"),
+                    b.patch(f"{url}/whip/{sid}", data="a=end-of-candidates\r\n",
+                            headers={"Content-Type": "application/trickle-ice-sdpfrag"}),
                     b.delete(f"{url}/whip/{sid}")]
         for attempt in attempts:
             async with attempt as r:

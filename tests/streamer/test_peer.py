@@ -207,3 +207,64 @@ async def test_an_event_raised_before_the_channel_opens_is_delivered(astronaut):
     finally:
         await client.close()
         await server.close()
+
+
+async def test_two_faces_get_different_sources_over_a_real_peer(astronaut, grace_hopper):
+    """A real aiortc client sends two real portraits side by side; the stats list both tracked faces,
+    map_face gives each its own choice, and bad map_face messages get clear errors."""
+    from engines.identity import IdentityEmbedder
+    from engines.sources import SourceRegistry
+    from streamer.face_map import KEEP, MAX_MAPPED_FACES, FaceFollower
+    from streamer.stages.faces import FaceStage
+    from streamer.stages.fusion import FusionStage
+    from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
+
+    embedder = IdentityEmbedder()
+    reg = SourceRegistry(embedder=embedder)
+    a, h = reg.register(astronaut), reg.register(grace_hopper)
+    frame, _ = group_frame([(astronaut, ASTRONAUT_FACE, 110, (170, 240)), (grace_hopper, GRACE_HOPPER_FACE, 110, (470, 240))],
+                           size=(640, 480))
+    session = Session()
+    session.add_source("alice", a, activate=False)
+    session.add_source("grace", h, activate=False)
+    stages = [FaceStage(), FusionStage(follower=FaceFollower(embedder))]
+    server = PeerSession(ServerConfig(stats_interval_s=0.3),
+                         Services(make_pipeline=lambda s: Pipeline(stages)), session)
+    client = ProbeClient(ClipTrack(frame, frames=600, motion_px=0))
+    await client.accept((await server.accept((await client.offer()).sdp)).sdp)
+    try:
+        stats = await client.wait_message(lambda m: m["type"] == "stats" and len(m.get("faces", [])) == 2, timeout=20)
+        left, right = sorted(stats["faces"], key=lambda f: f["box"][0])
+        assert left["box"][2] < 320 < right["box"][0] and all(f["source_id"] is None for f in (left, right))
+        client.send({"type": "map_face", "track_id": left["track_id"], "source_id": "grace", "id": 1})
+        client.send({"type": "map_face", "track_id": right["track_id"], "source_id": "alice", "id": 2})
+        for i in (1, 2):
+            ack = await client.wait_message(lambda m, i=i: m.get("id") == i)
+            assert ack["type"] == "ack", ack
+        assert ack["result"] == {str(left["track_id"]): "grace", str(right["track_id"]): "alice"}
+        stats = await client.wait_message(lambda m: m["type"] == "stats" and len(m["faces"]) == 2
+                                          and all(f["source_id"] for f in m["faces"]), timeout=20)
+        got = {f["track_id"]: f["source_id"] for f in stats["faces"]}
+        assert got == {left["track_id"]: "grace", right["track_id"]: "alice"}
+        # bad input: each a clear error, the map unchanged
+        client.send({"type": "map_face", "track_id": left["track_id"], "source_id": "nobody", "id": 3})
+        client.send({"type": "map_face", "track_id": 777, "source_id": "grace", "id": 4})
+        client.send({"type": "set_params", "face_sources": {"5": "nobody"}, "id": 5})
+        for i, code in ((3, "unknown_source"), (4, "unknown_track"), (5, "unknown_source")):
+            err = await client.wait_message(lambda m, i=i: m.get("id") == i)
+            assert err["type"] == "error" and err["code"] == code, err
+        for t in range(1000, 1000 + MAX_MAPPED_FACES - 2):       # fill the map up to its limit
+            session.map_face(t, KEEP)
+        client.send({"type": "map_face", "track_id": left["track_id"], "source_id": KEEP, "id": 6})   # a change: allowed
+        assert (await client.wait_message(lambda m: m.get("id") == 6))["type"] == "ack"
+        session.map_face(left["track_id"], None)
+        session.map_face(999, KEEP)
+        client.send({"type": "map_face", "track_id": left["track_id"], "source_id": "grace", "id": 7})
+        err = await client.wait_message(lambda m: m.get("id") == 7)
+        assert err["code"] == "too_many_faces" and str(MAX_MAPPED_FACES) in err["message"]
+        client.send({"type": "map_face", "track_id": right["track_id"], "source_id": None, "id": 8})   # clearing: always
+        assert (await client.wait_message(lambda m: m.get("id") == 8))["type"] == "ack"
+        assert right["track_id"] not in session.controls.face_sources
+    finally:
+        await client.close()
+        await server.close()

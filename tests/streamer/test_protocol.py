@@ -40,6 +40,19 @@ def test_garbage_is_refused_with_a_code(raw, code):
     assert err.value.code == code and err.value.message
 
 
+def test_a_refusal_carries_the_refused_messages_id_so_a_waiting_client_is_answered():
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message('{"type": "set_params", "strength": 7, "id": 41}', max_bytes=LIMIT)
+    assert err.value.reply() == {"type": "error", "code": "invalid", "message": err.value.message, "id": 41}
+    with pytest.raises(ProtocolError) as err:
+        parse_client_message('{"type": "shout", "id": 42}', max_bytes=LIMIT)
+    assert err.value.reply()["id"] == 42
+    for raw in ('{"type": "shout", "id": "7"}', '{"type": "shout", "id": true}', "{oops"):
+        with pytest.raises(ProtocolError) as err:
+            parse_client_message(raw, max_bytes=LIMIT)
+        assert "id" not in err.value.reply()
+
+
 def test_oversized_message_is_refused_before_parsing():
     raw = json.dumps({"type": "set_prompt", "text": "x" * 400}) + " " * LIMIT
     with pytest.raises(ProtocolError) as err:
@@ -134,3 +147,21 @@ def test_a_type_that_is_not_a_string_is_an_unknown_type_with_a_short_message(kin
     with pytest.raises(ProtocolError) as err:
         parse_client_message(json.dumps({"type": kind, "text": "x"}), max_bytes=16384)
     assert err.value.code == "unknown_type" and len(err.value.message) < 200
+
+
+def test_map_face_messages_are_checked_and_bounded():
+    ok = parse_client_message('{"type": "map_face", "track_id": 3, "source_id": "keep", "id": 1}', max_bytes=4096)
+    assert ok["track_id"] == 3 and ok["source_id"] == "keep"
+    assert parse_client_message('{"type": "map_face", "track_id": 3, "source_id": null}', max_bytes=4096)["source_id"] is None
+    for bad in ('{"type": "map_face", "track_id": -1, "source_id": "a"}',
+                '{"type": "map_face", "track_id": 1000000, "source_id": "a"}',
+                '{"type": "map_face", "track_id": "2", "source_id": "a"}',
+                '{"type": "map_face", "track_id": 2}',
+                '{"type": "map_face", "track_id": 2, "source_id": "../x"}',
+                '{"type": "map_face", "track_id": 2, "source_id": "a", "extra": 1}'):
+        with pytest.raises(ProtocolError) as err:
+            parse_client_message(bad, max_bytes=4096)
+        assert err.value.code == "invalid", bad
+    many = {str(i): "keep" for i in range(17)}
+    with pytest.raises(ProtocolError, match="face_sources"):
+        parse_client_message(json.dumps({"type": "set_params", "face_sources": many}), max_bytes=4096)

@@ -76,10 +76,10 @@ async def api(api_world):
 
 
 @contextlib.asynccontextmanager
-async def serve_product(product, **service_changes):
+async def serve_product(product, config: ServerConfig | None = None, **service_changes):
     """The product's services on a loopback server (its shutdown left to the product's owner)."""
     services = dataclasses.replace(product.services(), shutdown=lambda: None, **service_changes)
-    app = create_app(ServerConfig(), services)
+    app = create_app(config or ServerConfig(), services)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     http = aiohttp.ClientSession()

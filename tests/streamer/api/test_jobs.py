@@ -126,6 +126,23 @@ async def test_a_job_in_a_local_results_folder_is_served_by_the_api(api, api_wor
         assert r.status == 200 and r.content_type == "video/mp4" and len(await r.read()) > 1000
 
 
+async def test_a_replica_behind_a_balancer_hands_out_job_urls_on_itself(api_world, astronaut, clip_bytes):
+    """A job in this replica's own queue is answered only here: its Location and result URL lead back to the
+    replica's public URL (as a session's URLs do), not to whichever replica the balancer picks next."""
+    from streamer.config import ServerConfig
+
+    pod = "http://127.0.0.1:9"   # the replica's public URL; the requests below still reach it directly
+    async with serve_product(api_world.product, ServerConfig(public_url=pod)) as (url, http, _):
+        async with http.post(f"{url}/v1/jobs", data=job_form(encode(astronaut), clip_bytes, consent="true"),
+                             headers=api_world.headers()) as r:
+            body = await r.json()
+            assert r.status == 202, body
+            assert r.headers["Location"] == f"{pod}/v1/jobs/{body['id']}"
+        events = await events_until_done(http, f"{url}/v1/jobs/{body['id']}/events", api_world.headers())
+    assert events[-1][0] == "done", events[-1]
+    assert events[-1][1]["result_url"] == f"{pod}/v1/jobs/{body['id']}/result"
+
+
 async def test_job_refusals(api, api_world, astronaut, clip_bytes, face_free_images):
     url, http, _ = api
     h = api_world.headers()

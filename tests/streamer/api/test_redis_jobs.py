@@ -13,6 +13,7 @@ import pytest
 
 from streamer.api.jobs import Job, JobConfig, JobQueue
 from streamer.api.routes import ApiBackend
+from streamer.config import ServerConfig
 from streamer.storage.s3 import S3Store
 from tests.moto_s3 import free_port
 from tests.streamer.api.conftest import encode, job_form, make_clip, serve_product
@@ -69,11 +70,14 @@ async def test_two_replicas_share_one_job_api(api_world, moto_s3, redis_url, ast
     b.start()
     try:
         async with serve_product(product, api=ApiBackend(photos=product.photos, jobs=b)) as (url_b, http_b, _):
-            async with serve_product(product, api=ApiBackend(photos=product.photos, jobs=a)) as (url_a, http_a, _):
+            async with serve_product(product, ServerConfig(public_url="http://127.0.0.1:9"),
+                                     api=ApiBackend(photos=product.photos, jobs=a)) as (url_a, http_a, _):
                 async with http_a.post(f"{url_a}/v1/jobs", data=job_form(encode(astronaut), clip, consent="true"),
                                        headers=api_world.headers()) as r:
                     assert r.status == 202
                     job_id = (await r.json())["id"]
+                    # any replica answers for a shared job: its URL stays on the address the client used
+                    assert r.headers["Location"] == f"/v1/jobs/{job_id}"
             # replica A is gone; B ran the job it accepted and answers for it
             events = await events_until_done(http_b, f"{url_b}/v1/jobs/{job_id}/events", api_world.headers())
             assert events[-1][0] == "done", events[-1]

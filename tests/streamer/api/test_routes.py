@@ -119,3 +119,42 @@ async def test_size_type_and_token_refusals(api, api_world, astronaut, grace_hop
     async with http.get(f"{url}/metrics") as r:
         text = await r.text()
     assert 'livefuse_api_requests_total{route="fuse",status="413"}' in text
+
+
+async def test_map_gives_faces_by_reading_order_their_choice(api, api_world, astronaut, grace_hopper):
+    """A target with two real portraits side by side: `map=0=source,1=keep` fuses the left face toward
+    the source and leaves the right one as the input (up to the watermark, which a strength-0 request of
+    the same photo carries alone); bad maps get their codes."""
+    from engines.identity import IdentityEmbedder, distance
+    from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
+    from tests.streamer.stages.test_fusion import detect
+
+    pair, _ = group_frame([(grace_hopper, GRACE_HOPPER_FACE, 150, (200, 260)), (astronaut, ASTRONAUT_FACE, 150, (560, 260))],
+                          size=(760, 520))
+    url, http, _ = api
+
+    async def fuse(**fields):
+        form = fuse_form(encode(astronaut), encode(pair, "PNG"), consent="true", **fields)   # (Hopper is denylisted here)
+        async with http.post(f"{url}/v1/fuse", data=form, headers=api_world.headers()) as r:
+            body = await r.read()
+            return r.status, r.headers, body
+
+    status, headers, body = await fuse(map="0=source, 1=keep")
+    assert status == 200, body[:300]
+    assert headers["X-LiveFuse-Faces"] == "2/1"
+    out = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+    status, _, marked_body = await fuse(strength="0")
+    marked = np.asarray(Image.open(io.BytesIO(marked_body)).convert("RGB"))
+    left, right = sorted(detect(pair), key=lambda f: f.bbox[0])
+    box = lambda f: (slice(int(f.bbox[1]), int(f.bbox[3])), slice(int(f.bbox[0]), int(f.bbox[2])))  # noqa: E731
+    assert np.abs(out[box(left)].astype(int) - pair[box(left)]).mean() > 8
+    assert np.abs(out[box(right)].astype(int) - marked[box(right)]).max() == 0   # kept: the input plus the watermark
+    emb = IdentityEmbedder()
+    source = emb.embed(astronaut, detect(astronaut)[0])
+    assert distance(emb.embed(out, left), source) < distance(emb.embed(pair, left), source)
+    for fields, code, want in (({"map": "0=alice"}, "bad_map", 400), ({"map": "0=keep,zero=source"}, "bad_map", 400),
+                               ({"map": ",".join(f"{i}=keep" for i in range(17))}, "bad_map", 400),
+                               ({"map": "2=keep"}, "map_bad_index", 422)):
+        status, _, body = await fuse(**fields)
+        reply = json.loads(body)
+        assert status == want and reply["code"] == code, (fields, reply)

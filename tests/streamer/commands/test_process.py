@@ -133,3 +133,74 @@ def test_process_reads_and_writes_s3_urls(clip, moto_s3, tmp_path, capsys):
     assert main(["process", "s3://results/in/missing.mp4", "-o", str(tmp_path / "x.mp4"), "--no-progress",
                  "--audit-log", str(tmp_path / "audit.jsonl")]) == 2
     assert "no object results/in/missing.mp4" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def pair_clip(tmp_path_factory, astronaut, grace_hopper):
+    """H.264: the astronaut (left) and Grace Hopper (right) side by side, 8 frames at 640x480."""
+    from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
+
+    frame, _ = group_frame([(astronaut, ASTRONAUT_FACE, 120, (170, 240)), (grace_hopper, GRACE_HOPPER_FACE, 120, (470, 240))],
+                           size=(640, 480))
+    path = tmp_path_factory.mktemp("pair") / "pair.mp4"
+    with av.open(str(path), "w") as out:
+        v = out.add_stream("libx264", rate=24)
+        v.width, v.height, v.pix_fmt = 640, 480, "yuv420p"
+        v.options = {"crf": "12", "preset": "ultrafast"}
+        for i in range(8):
+            f = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            f.pts, f.time_base = i, fractions.Fraction(1, 24)
+            for p in v.encode(f):
+                out.mux(p)
+        for p in v.encode(None):
+            out.mux(p)
+    return path
+
+
+def test_process_map_gives_each_track_its_own_choice(pair_clip, tmp_path, grace_hopper, capsys):
+    from PIL import Image
+
+    from engines.identity import IdentityEmbedder, distance
+    from streamer.assembly import ProductConfig, build_services
+    from streamer.safety.kit import SafetyConfig
+    from tests.streamer.stages.test_fusion import detect
+
+    grace = tmp_path / "grace.png"
+    Image.fromarray(grace_hopper).save(grace)
+    services = build_services(ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl"))))
+    try:
+        summary = process_file(str(pair_clip), str(tmp_path / "out.mp4"), services, progress=False, consent=True,
+                               face_map={1: str(grace), 2: "keep"})
+        plain = process_file(str(pair_clip), str(tmp_path / "plain.mp4"), services, progress=False)   # nothing fused
+    finally:
+        services.shutdown()
+    faces = summary["faces"]
+    assert set(faces) == {1, 2} and faces[1]["sources"] == ["face1"] and faces[2]["sources"] == ["none"]
+    fused_box, kept_box = faces[1]["box"], faces[2]["box"]
+    src_frames, _, _ = read_all(pair_clip)
+    out_frames, _, _ = read_all(tmp_path / "out.mp4")
+    before, after = src_frames[-1], out_frames[-1]
+
+    def region(box):
+        x0, y0, x1, y1 = (int(v) for v in box)
+        return (slice(y0, y1), slice(x0, x1))
+
+    diff = np.abs(after.astype(int) - before)
+    marked = np.abs(read_all(tmp_path / "plain.mp4")[0][-1].astype(int) - before)   # watermark and codec alone
+    assert plain["faces"][1]["sources"] == plain["faces"][2]["sources"] == ["none"]
+    assert diff[region(fused_box)].mean() > 8
+    assert diff[region(kept_box)].mean() < marked[region(kept_box)].mean() + 0.5   # the kept face: as the input
+    emb = IdentityEmbedder()
+    target = emb.embed(grace_hopper, detect(grace_hopper)[0])
+    f_in = min(detect(before), key=lambda f: abs(f.bbox[0] - fused_box[0]))
+    f_out = min(detect(after), key=lambda f: abs(f.bbox[0] - fused_box[0]))
+    assert distance(emb.embed(after, f_out), target) < distance(emb.embed(before, f_in), target)
+
+
+def test_process_map_bad_input_is_a_clear_error(pair_clip, tmp_path, capsys):
+    log = ["--audit-log", str(tmp_path / "audit.jsonl"), "--no-progress"]
+    for bad, words in (("1=", "ID=CHOICE"), ("one=keep", "whole number"), ("1=keep,1=demo", "twice"),
+                       (",".join(f"{i}=keep" for i in range(20)), "at most 16"), ("1=missing.png", "no source image")):
+        assert main(["process", str(pair_clip), "-o", str(tmp_path / "x.mp4"), "--map", bad, *log]) == 2, bad
+        assert words in capsys.readouterr().err, bad
+        assert not (tmp_path / "x.mp4").exists()

@@ -75,7 +75,8 @@ def test_only_the_face_changes_tinted_by_the_source(swapper, sources, hopper_fra
     face = faces[0]
     state = run(SwapStage(swapper, FLAT), img, faces, session_with(sources["astronaut"]))
     out = state.image
-    assert state.swapped == [{"track_id": 1, "source_id": sources["astronaut"].id, "card": "inswapper_128"}]
+    sid = sources["astronaut"].id      # session_with registers each source under its own id
+    assert state.swapped == [{"track_id": 1, "source_id": sid, "source": sid, "card": "inswapper_128"}]
     oval = region_mask(img.shape[:2], face.landmarks, ["face_oval"]) > 0.01
     outside = ~(cv2.dilate(oval.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
     assert np.array_equal(out[outside], img[outside])          # bit-exact beyond the face

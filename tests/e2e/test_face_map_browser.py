@@ -4,10 +4,8 @@ right, real photos): the page lists both tracked faces as thumbnails with their 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -17,6 +15,7 @@ from streamer.config import ServerConfig
 from streamer.pipeline import Pipeline
 from streamer.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
+from tests.e2e.test_product_browser import wait_for
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
 
 pytestmark = pytest.mark.browser
@@ -43,14 +42,6 @@ class LastFrame(Pipeline):
         with self.lock:
             self.fused = list(state.fused)
         return state
-
-
-async def wait_for(check, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 async def test_page_maps_each_face_on_its_own(chromium, astronaut, grace_hopper, tmp_path):

@@ -12,6 +12,13 @@ import numpy as np
 ASTRONAUT_FACE = (181.0, 72.0, 270.0, 177.0)
 GRACE_HOPPER_FACE = (170.0, 132.0, 355.0, 335.0)
 ASTRONAUT_SKIN = (190, 120, 250, 150)     # her forehead and cheeks: real skin for `skin_hand`
+
+
+def add_noise(frame: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Sensor-like noise: Gaussian per pixel and channel, in 8-bit levels."""
+    return np.clip(frame.astype(np.float32) + rng.normal(0.0, sigma, frame.shape), 0, 255).astype(np.uint8)
+
+
 def paste_face(frame: np.ndarray, photo: np.ndarray, face_box, width: float, centre, margin: float = 1.8,
                mirror: bool = False) -> np.ndarray:
     """Pastes a square cut of `photo` around its face into `frame` (in place) so the face is about `width`

@@ -12,6 +12,8 @@ Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480 (`--
 a worker at 30 fps as a camera would, for the plain FrameWorker and the OverlappedFrameWorker in
 alternating bursts, and fps out, arrival -> published latency and drops are reported: whether the
 pipeline keeps up with the camera, without the network in the way.
+
+`--still` times and scores still-face reuse instead (bench/_still.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from bench import _still
 
 
 def add_arguments(parser) -> None:
@@ -40,6 +44,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", default=None,
                         help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
                              "side by side in one run (default: the libraries' own defaults)")
+    _still.add_arguments(parser)
 
 
 def _stats(ms: list[float]) -> dict[str, float] | None:
@@ -50,6 +55,8 @@ def _stats(ms: list[float]) -> dict[str, float] | None:
 
 
 def run(args) -> dict[str, Any]:
+    if args.still:
+        return _still.run(args)
     from av import VideoFrame
 
     from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session

@@ -40,6 +40,7 @@ from streamer.session import FUSION_MODES, Session
 from streamer.stages.edits import EditsStage, EditsStageConfig
 from streamer.stages.faces import FaceStage, FaceStageConfig
 from streamer.stages.fusion import FusionConfig, FusionStage
+from streamer.stages.still import StillConfig, StillFaces
 from streamer.stages.swap import SwapStage, SwapStageConfig
 from streamer.stages.watermark import WatermarkStage
 
@@ -74,6 +75,7 @@ class ProductConfig:
     fusion_mode: str = ""             # geometric | neural | both; "" = neural with a swapper, else geometric
     sources: SourceConfig = field(default_factory=SourceConfig)
     edits: EditsStageConfig = field(default_factory=EditsStageConfig)
+    still: StillConfig = field(default_factory=StillConfig)   # a still face reuses fusion's and edits' last result
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     encoder: str | None = None        # e5, minilm or a local transformers folder; None = e5
     artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
@@ -248,12 +250,14 @@ class Product:
             elif name == "fusion":
                 mode = self.config.default_fusion
                 follower = FaceFollower(self.registry.embedder)   # per-face mappings follow the person
-                stages.append(FusionStage(self.config.fusion, default_mode=mode, follower=follower))
+                stages.append(FusionStage(self.config.fusion, default_mode=mode, follower=follower,
+                                          still=StillFaces(self.config.still)))
                 if self.swapper is not None:
                     stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode, follower=follower))
             elif name == "edits":
                 cache = self.prompts
-                stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error))
+                stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error,
+                                         still=StillFaces(self.config.still)))
             elif name == "watermark":
                 stages.append(watermark_stage(self.safety))
         return Pipeline(stages)

@@ -26,14 +26,10 @@ def apply(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
     return pts[:, :2] @ m[:, :2].T + m[:, 2]
 
 
-def add_noise(frame: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """Sensor-like noise: Gaussian per pixel and channel, in 8-bit levels."""
-    return np.clip(frame.astype(np.float32) + rng.normal(0.0, sigma, frame.shape), 0, 255).astype(np.uint8)
-
-
-# where the face lies in each fixture photo (x0, y0, x1, y1), and frames of several pasted faces: shared
+# where the face lies in each fixture photo (x0, y0, x1, y1), frames of several pasted faces and sensor noise: shared
 # with the benchmarks (bench/_scenes.py)
-from bench._scenes import ASTRONAUT_FACE, ASTRONAUT_SKIN, GRACE_HOPPER_FACE, group_frame, paste_face, skin_hand  # noqa: E402,F401
+from bench._scenes import (ASTRONAUT_FACE, ASTRONAUT_SKIN, GRACE_HOPPER_FACE, add_noise, group_frame,  # noqa: E402,F401
+                           paste_face, skin_hand)
 
 
 def face_tile(photo: np.ndarray, face_box, size: int = 320, margin: float = 2.2) -> np.ndarray:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from streamer.pipeline import FrameState
     from streamer.prompts import PromptCache
     from streamer.session import FrameContext
+    from streamer.stages.still import StillFaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +52,13 @@ def combine(prompt_edits: Mapping[str, float], sliders: Mapping[str, Any]) -> di
 class EditsStage:
     name = "edits"
 
-    def __init__(self, cache: "PromptCache | None", config: EditsStageConfig = EditsStageConfig(), *, unavailable: str | None = None) -> None:
+    def __init__(self, cache: "PromptCache | None", config: EditsStageConfig = EditsStageConfig(), *,
+                 unavailable: str | None = None, still: "StillFaces | None" = None) -> None:
         """`cache` is shared by all sessions (one encoder); None with `unavailable` set when the prompt model
-        could not be loaded: sliders still work, prompts are reported as unavailable."""
+        could not be loaded: sliders still work, prompts are reported as unavailable. `still`: a still face
+        on the planes path reuses its previous edits (streamer/stages/still.py); None = always fresh."""
         self.cache = cache
+        self.still = still
         self.config = config
         self.unavailable = unavailable
         self._wanted: str | None = None          # the prompt the client asked for last, as sent
@@ -116,6 +120,8 @@ class EditsStage:
     # -- the frame --------------------------------------------------------------------------------
     def __call__(self, state: "FrameState", context: "FrameContext") -> "FrameState":
         controls = context.controls
+        if self.still is not None:
+            self.still.begin(context.session_id)
         self._follow(controls.prompt, context)
         if self._step < self.config.blend_frames:
             self._step += 1
@@ -127,11 +133,28 @@ class EditsStage:
         landmarks = [f.landmarks for f in state.faces]
         planes = state.planes
         if planes is not None:       # RGB of each face's ROI alone (shared with fusion's region when inside it)
+            opened: list[tuple[Any, Any, tuple[int, int], Any]] = []
+
             def region(box: tuple[int, int, int, int]) -> tuple[Any, tuple[int, int]]:
-                arr, (ox, oy, _, _) = planes.region(planes.snap(*box))
+                snapped = planes.snap(*box)
+                arr, (ox, oy, _, _) = planes.region(snapped)
+                if self.still is not None:   # what the box held before the edits: the delta's base
+                    x0, y0, x1, y1 = snapped
+                    opened.append((snapped, arr, (ox, oy), arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox].copy()))
                 return arr, (ox, oy)
 
-            render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render)
+            if self.still is None:
+                render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render)
+            else:                    # face by face: a still face reuses its edits of the frame before
+                steer = (tuple(edits.values()), planes.shape)
+                for face in state.faces:
+                    if self.still.reuse(planes, face, steer):
+                        continue
+                    opened.clear()
+                    render_edits_in_regions(planes.shape, [face.landmarks], edits, region, self.config.render)
+                    for box, arr, (ox, oy), before in opened:
+                        x0, y0, x1, y1 = box
+                        self.still.remember(face, steer, box, box, before, arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox])
             planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
             return state
         image = state.image
@@ -139,3 +162,7 @@ class EditsStage:
         restore_kept(out, image, state.faces)    # a hand in front of a face keeps its own pixels
         state.image = out
         return state
+
+    def close(self) -> None:
+        if self.still is not None:
+            self.still.clear()

@@ -30,6 +30,7 @@ from kernels.numpy.masks import polygon_mask, ramp as _ramp
 from streamer.media.planes import Planes
 from streamer.pipeline import FrameState
 from streamer.session import FrameContext, fusion_mode
+from streamer.stages.still import StillFaces
 
 
 NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
@@ -166,12 +167,15 @@ class FusionStage:
     name = "fusion"
 
     def __init__(self, config: FusionConfig = FusionConfig(), router: ReferenceRouter | None = None,
-                 default_mode: str = "geometric", follower: FaceFollower | None = None) -> None:
+                 default_mode: str = "geometric", follower: FaceFollower | None = None,
+                 still: StillFaces | None = None) -> None:
         """`follower`: carries per-face mappings over lost and found tracks (shared with the swap stage of
-        the same session); without one a mapping holds for its track id only."""
+        the same session); without one a mapping holds for its track id only. `still`: a still face on
+        the planes path reuses its previous result (streamer/stages/still.py); None = always fresh."""
         self.config = config
         self.router = router
         self.follower = follower
+        self.still = still
         self.default_mode = default_mode
         self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
         self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -206,10 +210,14 @@ class FusionStage:
     # -- per frame -----------------------------------------------------------------------------------
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
         controls = context.controls
+        still = self.still
+        if still is not None:
+            still.begin(context.session_id)
         strength = float(min(max(controls.strength, 0.0), 1.0))
         if not controls.enabled or strength <= 0.0 or not state.faces:
             return state
-        if fusion_mode(controls, self.default_mode) == "neural":   # the swap stage alone fuses
+        mode = fusion_mode(controls, self.default_mode)
+        if mode == "neural":   # the swap stage alone fuses
             return state
         planes = state.planes
         image = state.image if planes is None else None   # a planes frame is never converted whole here
@@ -228,6 +236,11 @@ class FusionStage:
             weight = strength * face_weight(face, (h, w), self.config)
             if weight <= 1e-3:
                 continue
+            entry = {"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)}
+            steer = (src.id, entry["weight"], mode, controls.keep_mouth, controls.keep_eyes, (h, w))
+            if still is not None and still.reuse(planes, face, steer):
+                fused.append({**entry, "reused": True})
+                continue
             geo = self._geometry(face, src, weight, controls, (h, w))
             if geo is None:
                 continue
@@ -235,13 +248,18 @@ class FusionStage:
             if planes is not None:      # RGB of the face's region alone, written back to the planes later
                 x0, y0, x1, y1 = geo.box
                 m = self.config.region_margin * geo.face_w + 4
-                region, (ox, oy, _, _) = planes.region(planes.snap(x0 - m, y0 - m, x1 + m, y1 + m))
-                self._fuse_pixels(ops, region, region.copy(), src, geo, key, offset=(ox, oy))
+                box = planes.snap(x0 - m, y0 - m, x1 + m, y1 + m)
+                region, (ox, oy, _, _) = planes.region(box)
+                live = region.copy()
+                self._fuse_pixels(ops, region, live, src, geo, key, offset=(ox, oy))
+                if still is not None:
+                    crop = np.s_[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+                    still.remember(face, steer, box, geo.box, live[crop], region[crop])
             else:
                 if out is None:
                     out = image.clone() if is_torch else image.copy()
                 self._fuse_pixels(ops, out, image, src, geo, key)
-            fused.append({"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)})
+            fused.append({**entry, "reused": False})
         if planes is not None and fused:
             planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
         if out is not None:
@@ -387,4 +405,6 @@ class FusionStage:
     def close(self) -> None:
         self._routes.clear()
         self._colour.clear()
+        if self.still is not None:
+            self.still.clear()
         self._textures.clear()

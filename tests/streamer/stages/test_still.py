@@ -28,8 +28,8 @@ pytestmark = pytest.mark.timeout(300)
 # its width), a still face with sigma-2 sensor noise: the reused delta carries the made frame's noise
 # where the stage replaced the live pixels, and the fresh stage's colour memory moved on meanwhile.
 # `livefuse bench pipeline --still` measures the same on 60 frames (docs/fusion.md, Still faces).
-REUSED_PSNR_MIN = 38.0
-REUSED_MEAN_ABS_MAX = 2.0
+REUSED_PSNR_MIN = 40.0
+REUSED_MEAN_ABS_MAX = 1.5
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pathlib import Path
@@ -218,7 +218,7 @@ class Product:
     def _run_clip(self, spec: JobSpec, output: Path, on_frame: Any) -> dict[str, Any]:
         from streamer.clips import process_file
 
-        services = Services(make_pipeline=self.make_pipeline, register_source=self.register_source,
+        services = Services(make_pipeline=self.clip_pipeline, register_source=self.register_source,
                             set_prompt=self.set_prompt, audit=self.audit, session_ended=self.session_ended)
         return process_file(str(spec.clip), str(output), services, source=spec.source,
                             source_form={"consent": spec.consent}, prompt=spec.prompt, strength=spec.strength,
@@ -240,7 +240,10 @@ class Product:
                           audit=kit.audit, fusion=self.config.fusion, edits=self.config.edits)
 
     # --- per session --------------------------------------------------------------------------------
-    def make_pipeline(self, session: Session) -> Pipeline:
+    def make_pipeline(self, session: Session, *, live: bool = True) -> Pipeline:
+        """A session's stages; `live` (a stream) lets a still face reuse fusion's and edits' last result
+        (`ProductConfig.still`), a clip (`live=False`) computes every frame afresh."""
+        still = self.config.still if live else replace(self.config.still, enabled=False)
         stages: list[Any] = []
         for name in STAGE_NAMES:
             if name not in self.config.stages:
@@ -251,16 +254,20 @@ class Product:
                 mode = self.config.default_fusion
                 follower = FaceFollower(self.registry.embedder)   # per-face mappings follow the person
                 stages.append(FusionStage(self.config.fusion, default_mode=mode, follower=follower,
-                                          still=StillFaces(self.config.still)))
+                                          still=StillFaces(still)))
                 if self.swapper is not None:
                     stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode, follower=follower))
             elif name == "edits":
                 cache = self.prompts
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error,
-                                         still=StillFaces(self.config.still)))
+                                         still=StillFaces(still)))
             elif name == "watermark":
                 stages.append(watermark_stage(self.safety))
         return Pipeline(stages)
+
+    def clip_pipeline(self, session: Session) -> Pipeline:
+        """A clip's stages (`livefuse process`, clip jobs): every frame fresh."""
+        return self.make_pipeline(session, live=False)
 
     def register_source(self, session: Session, image_rgb: Any, form: Any) -> dict[str, Any]:
         """Consent, face, denylist, then the session's source (see SourceGate). With a swapper loaded the
@@ -313,9 +320,10 @@ class Product:
             if self._swapper is not None:
                 self._swapper.close()
 
-    def services(self) -> Services:
+    def services(self, *, live: bool = True) -> Services:
+        """The hooks for `livefuse serve` (`live`: streams) or `livefuse process` (clips)."""
         return Services(
-            make_pipeline=self.make_pipeline,
+            make_pipeline=self.make_pipeline if live else self.clip_pipeline,
             register_source=self.register_source,
             set_prompt=self.set_prompt,
             authorize=token_id_of,
@@ -355,9 +363,10 @@ def watermark_stage(kit: SafetyKit) -> WatermarkStage:
     return WatermarkStage(kit.watermark, on_payload=payload_recorder(kit.audit, kit.watermark.bucket_seconds))
 
 
-def build_services(config: ProductConfig | None = None) -> Services:
-    """What `livefuse serve` and `livefuse process` run with: the real product's hooks. A --swapper file
-    is loaded (and refused, with SwapperRefused) here, before the server or the file run starts."""
+def build_services(config: ProductConfig | None = None, *, live: bool = True) -> Services:
+    """What `livefuse serve` (`live`) and `livefuse process` (`live=False`: clips) run with: the real
+    product's hooks. A --swapper file is loaded (and refused, with SwapperRefused) here, before the server
+    or the file run starts."""
     product = Product(config or ProductConfig())
     product.swapper  # noqa: B018 - loads and checks the user's model files now
-    return product.services()
+    return product.services(live=live)

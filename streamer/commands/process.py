@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"livefuse process: --map: {exc}", file=sys.stderr)
         return 2
-    services = _services_or_exit(args, "127.0.0.1")
+    services = _services_or_exit(args, "127.0.0.1", live=False)   # a clip: every frame fresh
     try:
         with tempfile.TemporaryDirectory(prefix="livefuse-process-") as scratch:
             remote_out = args.output if args.output.startswith("s3://") else None

@@ -209,13 +209,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _services_or_exit(args: argparse.Namespace, host: str) -> Any:
-    """The product's hooks; a configuration or model file that cannot be used stops the command with why."""
+def _services_or_exit(args: argparse.Namespace, host: str, *, live: bool = True) -> Any:
+    """The product's hooks (`live`: for streams; False: for clips); a configuration or model file that
+    cannot be used stops the command with why."""
     from engines.swappers.cards import SwapperRefused
     from streamer.assembly import build_services
 
     try:
-        return build_services(product_config(args, host))
+        return build_services(product_config(args, host), live=live)
     except (SwapperRefused, ValueError) as exc:
         raise SystemExit(f"livefuse {getattr(args, 'command', None) or 'serve'}: {exc}") from None
 

@@ -1,4 +1,4 @@
-"""A still face reuses what a stage made of it on the previous frame (issue 16; the idea of StreamDiffusion's
+"""A still face reuses what a stage made of it on the previous frame (the idea of StreamDiffusion's
 similarity filter, per face).
 
 Why: a person sitting still in front of a webcam gives nearly the same landmarks frame after frame, and
@@ -16,10 +16,11 @@ reuses the delta (its box's RGB becomes clip(live + delta)) when
   and slow drift catch up).
 
 Adding the delta to the live pixels keeps what the stage leaves live (kept mouth and eyes, the blend's
-outer ramp) following the frame. Only the CPU stream's planes path reuses; photos and clips (whole-frame
-RGB) always run fresh. One `StillFaces` belongs to one stage of one session's pipeline; it forgets
-everything when the frame's session id differs from the last one's, so a result never crosses sessions,
-and entries are per track id, so never crosses tracks.
+outer ramp) following the frame. Only the planes path reuses (whole-frame RGB, photos and the torch path
+always run fresh), and the composition root gives clips stages without reuse. One `StillFaces` belongs
+to one stage of one session's pipeline; it forgets everything when the frame's session id differs from
+the last one's, so a result never crosses sessions, and entries are per track id, so never crosses
+tracks. The defaults come from `livefuse bench pipeline --still` (docs/fusion.md, Still faces).
 """
 
 from __future__ import annotations

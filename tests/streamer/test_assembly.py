@@ -154,3 +154,33 @@ def test_a_warmed_product_imports_nothing_on_the_frame_thread_when_the_first_pro
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["edits"].get("smile", 0) > 0          # the prompt reached the frame
     assert result["imported"] == []
+
+
+def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, grace_hopper):
+    """The session's stream pipeline lets a still face reuse fusion's and edits' last result
+    (ProductConfig.still); the clips' pipeline (`livefuse process`, clip jobs) computes every frame."""
+    import av
+
+    from streamer.media.convert import frame_to_state
+    from tests.faceclips import add_noise, place
+
+    rng = np.random.default_rng(5)
+    img, _ = place(grace_hopper, scale=0.7)
+    frames = []
+    for n in range(14):
+        f = av.VideoFrame.from_ndarray(add_noise(img, 2.0, rng), format="rgb24").reformat(format="yuv420p")
+        f.pts = n * 3000
+        frames.append(f)
+    reused = {}
+    for name, make in (("stream", product.make_pipeline), ("clip", product.services(live=False).make_pipeline)):
+        session = Session(f"assembly-still-{name}")
+        product.register_source(session, astronaut, {"consent": "true", "source_id": "demo"})
+        session.update(edits={"smile": 0.5})
+        pipeline = make(session)
+        try:
+            states = [pipeline(frame_to_state(f), session.frame_context()) for f in frames]
+        finally:
+            pipeline.close()
+        assert all(s.planes is not None and s.fused and not s.errors for s in states)
+        reused[name] = sum(d["reused"] for s in states for d in s.fused)
+    assert reused["stream"] >= 3 and reused["clip"] == 0, reused

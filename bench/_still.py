@@ -10,8 +10,9 @@ the fraction of faces each stage reused, fusion + edits wall and thread CPU (med
 mean is the saving, since reused and fresh frames alternate), and the
 quality against the fresh case's output over the face's box (the face's landmark box grown by a quarter
 of its width; both outputs read back as RGB from their planes): PSNR and max abs difference on frames
-where a stage reused, per segment. For comparison, `hold_*` is what showing the last fresh frame's
-pixels unchanged would give on the same frames.
+where a stage reused, per segment. For comparison, `hold_*` is what showing the last frame's pixels on
+which both stages were fresh would give on the same frames (null when no such frame came: the two
+stages' runs fell out of step).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--still", action="store_true",
                         help="time and score still-face reuse instead (a still then slowly moving noisy face)")
     parser.add_argument("--still-thresholds", default="0.002,0.003,0.005,0.01",
-                        help="max landmark move as a fraction of the face width, one case each (default 0.002,0.003,0.005,0.01)")
+                        help="max landmark move, fraction of the face width, one case each (default %(default)s)")
     parser.add_argument("--still-max-run", default="3,6",
                         help="reused frames in a row, a comma list crosses with the thresholds (default 3,6)")
     parser.add_argument("--still-noise", type=float, default=2.0, help="sensor noise sigma in levels (default 2)")

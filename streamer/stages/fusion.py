@@ -252,9 +252,10 @@ class FusionStage:
                 region, (ox, oy, _, _) = planes.region(box)
                 live = region.copy()
                 self._fuse_pixels(ops, region, live, src, geo, key, offset=(ox, oy))
-                if still is not None:
-                    crop = np.s_[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
-                    still.remember(face, steer, box, geo.box, live[crop], region[crop])
+                if still is not None:   # the delta over the whole box asked for: whatever the fusion wrote in it
+                    a, b, c, d = box
+                    crop = np.s_[b - oy:d - oy, a - ox:c - ox]
+                    still.remember(face, steer, box, box, live[crop], region[crop])
             else:
                 if out is None:
                     out = image.clone() if is_torch else image.copy()

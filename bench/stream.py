@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-encoder", default="live", choices=("live", "pre"),
                         help="live: the client encodes each frame as it sends it (aiortc); pre: it sends H264 encoded "
                              "before the run, so the client's encoder is off the shared cores (H264 only)")
+    parser.add_argument("--h264-preset", default=None, help="the server's libx264 preset (default: ServerConfig's)")
     parser.add_argument("--face-backends", default="",
                         help="face runtimes for the product runs, one preference list each, ';' between lists, run in "
                              "turn side by side (e.g. 'litert;interpreter'; default: the product's own)")
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench._product import DEFAULT_PROMPT
 
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
-    extra = [a for a in (("--cv2-threads", args.cv2_threads), ("--torch-threads", args.torch_threads)) if a[1] is not None]
+    extra = [a for a in (("--cv2-threads", args.cv2_threads), ("--torch-threads", args.torch_threads),
+                         ("--h264-preset", args.h264_preset)) if a[1] is not None]
     server_args = [str(v) for pair in extra for v in pair]
     runs = []
     for codec in codecs:

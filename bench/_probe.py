@@ -103,13 +103,76 @@ class ClipTrack(MediaStreamTrack):
             await asyncio.sleep(delay)
         n = self._n
         self._n += 1
+        frame = self.frame(n)
+        self.sent[n % (1 << CODE_BITS)] = time.monotonic()
+        return frame
+
+    def frame(self, n: int) -> Any:
+        """What is sent as frame `n`: the background moved by the sway, with `n` painted in."""
         shift = int(self.motion_px * np.sin(n / 15.0))
         img = np.roll(self.background, shift, axis=1) if shift else self.background
         frame = VideoFrame.from_ndarray(paint_index(img, n), format="rgb24")
         frame.pts = int(round(n * VIDEO_CLOCK / self.fps))
         frame.time_base = fractions.Fraction(1, VIDEO_CLOCK)
-        self.sent[n % (1 << CODE_BITS)] = time.monotonic()
         return frame
+
+
+class EncodedClipTrack(ClipTrack):
+    """The same clip as H264 access units encoded before the stream starts (a loop of `loop` frames, an IDR
+    every `gop`), handed to aiortc as packets it only packetises: the client then costs what a camera
+    with its own encoder costs the machine (no encoding on the shared cores), so a benchmark on one
+    machine measures the server rather than the client's encoder. The painted index is the loop
+    position; send times are kept by it as `ClipTrack` keeps them."""
+
+    mime_type = "video/H264"
+
+    def __init__(self, background: np.ndarray, fps: float = 30.0, frames: int | None = None, motion_px: int = 2,
+                 loop: int = 180, gop: int = 30, bitrate: int = 3_000_000) -> None:
+        super().__init__(background, fps, frames, motion_px)
+        if loop % gop:
+            raise ValueError(f"loop ({loop}) must be a whole number of GOPs ({gop}) so every lap starts on an IDR")
+        self.loop = loop
+        self._packets = self._encode(loop, gop, bitrate)
+
+    def _encode(self, loop: int, gop: int, bitrate: int) -> list[bytes]:
+        import av
+
+        h, w = self.background.shape[:2]
+        codec = av.CodecContext.create("libx264", "w")
+        codec.width, codec.height, codec.pix_fmt = w, h, "yuv420p"
+        codec.time_base = fractions.Fraction(1, VIDEO_CLOCK)
+        codec.framerate = fractions.Fraction(self.fps).limit_denominator(1001)
+        codec.bit_rate = bitrate
+        # what WebRTC endpoints expect: constrained baseline, no B-frames, an access unit per frame at once
+        codec.options = {"profile": "baseline", "tune": "zerolatency", "preset": "veryfast", "g": str(gop),
+                         "keyint_min": str(gop), "sc_threshold": "0", "bf": "0", "repeat-headers": "1"}
+        units: list[bytes] = []
+        for n in range(loop):
+            frame = self.frame(n).reformat(format="yuv420p")
+            units += [bytes(p) for p in codec.encode(frame)]
+        units += [bytes(p) for p in codec.encode(None)]
+        if len(units) != loop:
+            raise RuntimeError(f"libx264 gave {len(units)} access units for {loop} frames")
+        return units
+
+    async def recv(self) -> Any:
+        import av
+
+        if self.readyState != "live" or (self.frames is not None and self._n >= self.frames):
+            self.stop()
+            raise MediaStreamError
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        delay = self._t0 + self._n / self.fps - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        n = self._n
+        self._n += 1
+        packet = av.Packet(self._packets[n % self.loop])
+        packet.pts = int(round(n * VIDEO_CLOCK / self.fps))
+        packet.time_base = fractions.Fraction(1, VIDEO_CLOCK)
+        self.sent[n % self.loop] = time.monotonic()
+        return packet
 
 
 @dataclass
@@ -144,7 +207,13 @@ class ProbeClient:
             self.messages.append(json.loads(raw))
             self._message_event.set()
 
-        self.pc.addTransceiver(self.track, direction="sendrecv")
+        transceiver = self.pc.addTransceiver(self.track, direction="sendrecv")
+        mime = getattr(self.track, "mime_type", None)   # a track of pre-encoded packets names its one codec
+        if mime is not None:
+            from aiortc import RTCRtpSender
+
+            transceiver.setCodecPreferences([c for c in RTCRtpSender.getCapabilities("video").codecs
+                                             if c.mimeType in (mime, "video/rtx")])
         self.pc.on("track", self._on_track)
         with gathering_on(LOOPBACK_ADDRESSES):
             await self.pc.setLocalDescription(await self.pc.createOffer())

@@ -118,10 +118,11 @@ def main() -> None:
     p.add_argument("--overlap", action="store_true", help="faces on the next frame while the rest finish this one")
     p.add_argument("--cv2-threads", type=int, default=None)
     p.add_argument("--torch-threads", type=int, default=None)
+    p.add_argument("--h264-preset", default=None, help="libx264 preset (default: ServerConfig's)")
     p.add_argument("--face-backend", default=None, help="face runtimes in order of preference (default: the product's)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from streamer.encoder_bitrates import set_encoder_bitrates
+    from streamer.encoder_settings import set_encoder_bitrates, set_h264_preset
     from streamer.threads import ThreadConfig, apply_thread_config
 
     apply_thread_config(ThreadConfig(cv2=a.cv2_threads, torch=a.torch_threads))
@@ -131,6 +132,7 @@ def main() -> None:
     # overlap="off": the worker is chosen above (logged variants), never by the host's core count
     config = ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off")
     set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
+    set_h264_preset(a.h264_preset or config.h264_preset)
     app = create_app(config, build_services(a.pipeline, a.delay_ms, log, a.face_backend))
 
     async def timings(request: web.Request) -> web.Response:

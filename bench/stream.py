@@ -52,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="independent clients instead of the latency runs, comma-separated: gstreamer, ffmpeg, "
                              "aiortc; each reports seconds from POST to the first frame back and fps back")
     parser.add_argument("--client-frames", type=int, default=150, help="frames back per client run (default 150)")
+    parser.add_argument("--streams", type=int, default=1,
+                        help="clients at once on one server in each pass-through and product run (default 1)")
+    parser.add_argument("--client-encoder", default="live", choices=("live", "pre"),
+                        help="live: the client encodes each frame as it sends it (aiortc); pre: it sends H264 encoded "
+                             "before the run, so the client's encoder is off the shared cores (H264 only)")
+    parser.add_argument("--h264-preset", default=None, help="the server's libx264 preset (default: ServerConfig's)")
     parser.add_argument("--face-backends", default="",
                         help="face runtimes for the product runs, one preference list each, ';' between lists, run in "
                              "turn side by side (e.g. 'litert;interpreter'; default: the product's own)")
@@ -79,28 +85,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench._product import DEFAULT_PROMPT
 
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
-    extra = [a for a in (("--cv2-threads", args.cv2_threads), ("--torch-threads", args.torch_threads)) if a[1] is not None]
+    extra = [a for a in (("--cv2-threads", args.cv2_threads), ("--torch-threads", args.torch_threads),
+                         ("--h264-preset", args.h264_preset)) if a[1] is not None]
     server_args = [str(v) for pair in extra for v in pair]
     runs = []
     for codec in codecs:
         for w, h in sizes:
+            common = dict(streams=args.streams, client_encoder=args.client_encoder)
             if "passthrough" in pipelines:
-                runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, server_args=server_args)))
+                runs.append(asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, server_args=server_args,
+                                                **common)))
             if "product" in pipelines and (w, h) in product_sizes:
                 backends = [b.strip() for b in args.face_backends.split(";") if b.strip()] or [None]
                 for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap] * max(1, args.repeats):
                     for backend in backends:
                         face = ["--face-backend", backend] if backend else []
                         run = asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
-                                                  prompt=prompt, server_args=server_args + ["--overlap"] * overlap + face))
+                                                  prompt=prompt, server_args=server_args + ["--overlap"] * overlap + face,
+                                                  **common))
                         run["face_backend"] = backend or "default"
                         runs.append(run)
     if args.delay_ms > 0:
         runs.append(asyncio.run(one_run(640, 480, "VP8", args.delay_ms, args.slow_duration, args.fps, args.warmup, server_args=server_args)))
+    added_delay(runs, args.fps)
     return {"benchmark": "stream", "cpu_count": os.cpu_count(), "fps_in": args.fps, "runs": runs,
             "server_threads": {"cv2": args.cv2_threads, "torch": args.torch_threads},
             "targets": {"passthrough_640x480": ">= 29 fps out, p95 <= 100 ms", "slow_stage": "p95 <= 250 ms, no growth, drops counted",
                         "product_640x480": ">= 29 fps out (landmarks + fusion + edits + watermark, one face)"}}
+
+
+def added_delay(runs: list[dict[str, Any]], fps: float) -> None:
+    """Each product run's latency over the pass-through run of the same size, codec and stream count
+    (measured just before it), against the issue's bound of one frame interval at p95."""
+    base = {(r["size"], r["codec"], r.get("streams", 1)): r for r in runs if r["pipeline"] == "passthrough"}
+    for r in runs:
+        ref = base.get((r["size"], r["codec"], r.get("streams", 1)))
+        if not r["pipeline"].startswith("product") or ref is None or None in (r["latency_ms"]["p95"], ref["latency_ms"]["p95"]):
+            continue
+        r["added_over_passthrough_ms"] = {q: round(r["latency_ms"][q] - ref["latency_ms"][q], 1) for q in ("p50", "p95")}
+        r["frame_interval_ms"] = round(1000.0 / fps, 1)
 
 
 async def _start_server(codec: str, delay_ms: float, pipeline: str, server_args: list[str]) -> tuple[subprocess.Popen, str]:
@@ -171,60 +194,93 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))], 1)
 
 
-async def one_run(width: int, height: int, codec: str, delay_ms: float, duration: float, fps: float, warmup: float,
-                  pipeline: str = "passthrough", prompt: str = "", server_args: list[str] = ()) -> dict[str, Any]:
-    import aiohttp
+def _track(pipeline: str, width: int, height: int, fps: float, client_encoder: str) -> Any:
+    """The clip one client sends: the product's a real face swaying by a known amount (6 px), not the
+    source person; pass-through's the astronaut. `client_encoder` "pre" sends it as H264 encoded before
+    the run (`EncodedClipTrack`), "live" encodes each frame as it is sent (aiortc's encoder)."""
     import skimage.data
 
-    from bench._probe import ClipTrack, ProbeClient, clip_background
+    from bench._probe import ClipTrack, EncodedClipTrack, clip_background
 
+    if pipeline == "product":
+        from bench._product import grace_hopper
+
+        photo, motion = grace_hopper(), 6
+    else:
+        photo, motion = skimage.data.astronaut(), 2
+    cls = EncodedClipTrack if client_encoder == "pre" else ClipTrack
+    return cls(clip_background(photo, width, height), fps=fps, motion_px=motion)
+
+
+def _stream_figures(client: Any, track: Any, n0: int, n1: int, seconds: float, fps: float,
+                    info0: dict[str, Any], info1: dict[str, Any]) -> dict[str, Any]:
+    """One stream's figures over the measured window: fps back, end-to-end latency, drops."""
+    window = client.received[n0:n1]
+    lat = [(r.at - track.sent[r.index]) * 1000.0 for r in window if r.index is not None and r.index in track.sent]
+    third = max(1, len(lat) // 3)
+    return {
+        "fps_out": round(len(window) / seconds, 1),
+        "latency_ms": {"p50": _pct(lat, 50), "p95": _pct(lat, 95), "max": _pct(lat, 100)},
+        "latency_growth_ms": round(statistics.median(lat[-third:]) - statistics.median(lat[:third]), 1) if len(lat) > 6 else None,
+        "server_dropped": info1["stats"]["dropped"] - info0["stats"]["dropped"],
+        "client_missing": max(0, int(seconds * fps) - len(window)),
+        "unreadable_frames": sum(1 for r in window if r.index is None),
+        "server_frames_out": info1["stats"]["frames_out"] - info0["stats"]["frames_out"],
+        "server_own_delay_ms_p50": info1["stats"]["server_delay_ms"],  # arrival -> processed, inside the server
+        "server_stage_errors": info1["stats"]["errors"] - info0["stats"]["errors"],
+    }
+
+
+async def one_run(width: int, height: int, codec: str, delay_ms: float, duration: float, fps: float, warmup: float,
+                  pipeline: str = "passthrough", prompt: str = "", server_args: list[str] = (), streams: int = 1,
+                  client_encoder: str = "live") -> dict[str, Any]:
+    """`streams` clients at once on one server (each its own session, set up alike), measured over the
+    same window. With one stream the stream's figures sit at the top level; with more, per stream under
+    `streams` and the slowest stream's at the top."""
+    import aiohttp
+
+    from bench._probe import ProbeClient
+
+    if client_encoder == "pre" and codec != "H264":
+        raise SystemExit("--client-encoder pre sends H264: use --codecs H264")
     proc, base = await _start_server(codec, delay_ms, pipeline, server_args)
     try:
-        if pipeline == "product":  # a real face that moves by a known amount (6 px sway), not the source person
-            from bench._product import grace_hopper
-
-            track = ClipTrack(clip_background(grace_hopper(), width, height), fps=fps, motion_px=6)
-        else:
-            track = ClipTrack(clip_background(skimage.data.astronaut(), width, height), fps=fps)
-        client = ProbeClient(track)
+        tracks = [_track(pipeline, width, height, fps, client_encoder) for _ in range(streams)]
+        clients = [ProbeClient(t) for t in tracks]
         setup: dict[str, Any] = {}
         async with aiohttp.ClientSession() as http:
-            await client.connect_http(base, http)
-            if pipeline == "product":
-                setup = await _product_setup(client, http, base, prompt)
+            for client in clients:
+                await client.connect_http(base, http)
+                if pipeline == "product":
+                    setup = await _product_setup(client, http, base, prompt)
             await asyncio.sleep(warmup)
-            n0, cpu0, t0 = len(client.received), _cpu_s(proc.pid), time.monotonic()
-            info0 = await _info(http, base, client.session_id)
+            n0, cpu0, t0 = [len(c.received) for c in clients], _cpu_s(proc.pid), time.monotonic()
+            info0 = [await _info(http, base, c.session_id) for c in clients]
             await asyncio.sleep(duration)
-            n1, cpu1, t1 = len(client.received), _cpu_s(proc.pid), time.monotonic()
-            info1 = await _info(http, base, client.session_id)
+            n1, cpu1, t1 = [len(c.received) for c in clients], _cpu_s(proc.pid), time.monotonic()
+            info1 = [await _info(http, base, c.session_id) for c in clients]
             async with http.get(f"{base}/bench/timings", params={"since": str(t0), "until": str(t1)}) as r:
                 timings = await r.json()
-            await client.close()
-        window = client.received[n0:n1]
-        lat = [(r.at - track.sent[r.index]) * 1000.0 for r in window if r.index is not None and r.index in track.sent]
-        third = max(1, len(lat) // 3)
-        server_frames = info1["stats"]["frames_out"] - info0["stats"]["frames_out"]
-        sent_in_window = int(duration * fps)
+            for client in clients:
+                await client.close()
+        per = [_stream_figures(c, t, a, b, t1 - t0, fps, i0, i1)
+               for c, t, a, b, i0, i1 in zip(clients, tracks, n0, n1, info0, info1)]
+        server_frames = sum(p["server_frames_out"] for p in per)
+        slowest = min(per, key=lambda p: p["fps_out"])
+        kind = (pipeline + (" overlapped" if "--overlap" in server_args else "")) if delay_ms <= 0 else f"sleep {delay_ms:g} ms"
         return {
-            "pipeline": (pipeline + (" overlapped" if "--overlap" in server_args else "")) if delay_ms <= 0 else f"sleep {delay_ms:g} ms",
-            "size": f"{width}x{height}", "codec": codec, "stage_ms": delay_ms, "seconds": round(t1 - t0, 2),
-            "fps_out": round(len(window) / (t1 - t0), 1),
-            "latency_ms": {"p50": _pct(lat, 50), "p95": _pct(lat, 95), "max": _pct(lat, 100)},
-            "latency_growth_ms": round(statistics.median(lat[-third:]) - statistics.median(lat[:third]), 1) if len(lat) > 6 else None,
-            "server_dropped": info1["stats"]["dropped"] - info0["stats"]["dropped"],
-            "client_missing": max(0, sent_in_window - len(window)),
-            "unreadable_frames": sum(1 for r in window if r.index is None),
+            "pipeline": kind, "size": f"{width}x{height}", "codec": codec, "stage_ms": delay_ms,
+            "streams": streams, "client_encoder": client_encoder, "seconds": round(t1 - t0, 2),
+            **slowest,
+            "server_frames_out": server_frames,      # all streams
+            **({"per_stream": per} if streams > 1 else {}),
             "server_cpu_ms_per_frame": round((cpu1 - cpu0) * 1000.0 / max(server_frames, 1), 2),
             "server_cpu_pct": round((cpu1 - cpu0) / (t1 - t0) * 100.0, 1),
-            # what the server alone would need to serve every frame it is sent: CPU per frame x fps in
-            "server_cores_needed_at_fps_in": round((cpu1 - cpu0) / max(server_frames, 1) * fps, 2),
-            "server_frames_out": server_frames,
-            "server_own_delay_ms_p50": info1["stats"]["server_delay_ms"],  # arrival -> processed, inside the server
+            # what the server alone would need to serve every frame it is sent: CPU per frame x fps in x streams
+            "server_cores_needed_at_fps_in": round((cpu1 - cpu0) / max(server_frames, 1) * fps * streams, 2),
             "server_stages_ms": timings["stages_ms"],
             "server_pipeline_ms": timings["pipeline_ms"],
             "server_pipeline_thread_cpu_ms": timings["pipeline_thread_cpu_ms"],
-            "server_stage_errors": info1["stats"]["errors"] - info0["stats"]["errors"],
             **({"setup": setup} if setup else {}),
             "load_avg_1m": round(os.getloadavg()[0], 2),
         }

@@ -24,6 +24,9 @@ class ServerConfig:
     codec: Codec = "VP8"                  # preferred video codec for the returned stream
     min_bitrate: int = 250_000            # bits/s, bounds the encoder's REMB-driven target
     max_bitrate: int = 1_500_000
+    # libx264's speed preset for H264 streams (aiortc's own is libx264's default, medium: docs/streaming.md,
+    # "Encoder speed", has each preset's CPU and PSNR from `livefuse bench codecs`)
+    h264_preset: str = "superfast"
     max_sessions: int = 8
     max_viewers: int = 16                 # WHEP viewers per session
     ice_servers: tuple[str, ...] = ()     # "stun:host:port", "turn:host:port?transport=udp"; ignored on loopback
@@ -62,6 +65,10 @@ class ServerConfig:
             raise ValueError(f"port out of range: {self.port}")
         if self.min_bitrate <= 0 or self.max_bitrate < self.min_bitrate:
             raise ValueError(f"bad bitrate bounds {self.min_bitrate}..{self.max_bitrate}")
+        from streamer.encoder_settings import H264_PRESETS
+
+        if self.h264_preset not in H264_PRESETS:
+            raise ValueError(f"h264_preset must be one of {', '.join(H264_PRESETS)}, got {self.h264_preset!r}")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
         if self.overlap not in ("auto", "on", "off"):

@@ -28,7 +28,7 @@ from streamer.drain import Drainer, DrainResult
 from streamer.memory import HeapKeeper
 from streamer.load import GpuProbe, observe
 from streamer.readiness import Readiness, readiness
-from streamer.encoder_bitrates import check_encoder_bitrates
+from streamer.encoder_settings import check_encoder_bitrates, check_h264_preset
 from streamer.metrics import Metrics
 from streamer.peer import BadOffer, PeerSession
 from engines.sources import SourceConfig, SourceRefused
@@ -392,7 +392,8 @@ WARMUP_KEY = web.AppKey("livefuse_warmup", asyncio.Future)
 def create_app(config: ServerConfig | None = None, services: Services | None = None) -> web.Application:
     config = config or ServerConfig()
     services = services or Services()
-    check_encoder_bitrates(config.min_bitrate, config.max_bitrate)   # a process setting: see encoder_bitrates
+    check_encoder_bitrates(config.min_bitrate, config.max_bitrate)   # process settings: see encoder_settings
+    check_h264_preset(config.h264_preset)
     server = LiveFuseServer(config, services)
     # the largest body any route takes; each route enforces its own, smaller limit
     app = web.Application(client_max_size=max(config.max_sdp_bytes, config.max_source_bytes) + 64 * 1024,

@@ -293,6 +293,14 @@ class GuardReport:
     hands: int = 0
 
 
+Fill = Callable[[tuple[float, float, float, float]], None]
+"""Makes an image's pixels in (x0, y0, x1, y1) valid before they are read (see `HandGuard.__call__`)."""
+
+
+def _nothing(_box: tuple[float, float, float, float]) -> None:
+    return None
+
+
 class HandGuard:
     """A stream's hands in front of its faces. `__call__` gives each face (by track id) the mask of the hand
     pixels over it, or nothing. A full check (palm detector in a square around each face, then landmarks)
@@ -324,8 +332,13 @@ class HandGuard:
                     net.close()
         self.hands = []
 
-    def __call__(self, image: np.ndarray, faces: Sequence[Face], raw: dict[int, np.ndarray], t_ms: float) -> dict[int, MaskPatch]:
+    def __call__(self, image: np.ndarray, faces: Sequence[Face], raw: dict[int, np.ndarray], t_ms: float,
+                 fill: Fill | None = None) -> dict[int, MaskPatch]:
+        """`fill`, for an `image` whose pixels are made on demand (the planes path converts only what is
+        read): called with each box (x0, y0, x1, y1, frame pixels) beyond the faces before it is read, so
+        a frame costs the palm squares only when a check runs and the hands' box while one is followed."""
         cfg = self.config
+        fill = fill or _nothing
         self.report = GuardReport()
         if not faces:
             self.hands, self._grey, self._signals = [], None, {}
@@ -340,6 +353,9 @@ class HandGuard:
         shape = image.shape[:2]
         if reason is not None:
             regions = palm_regions(faces, cfg.region_scale, shape)
+            for r in regions:
+                xy = r.corners()
+                fill((float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max())))
             found = self.finder.find(image, regions)
             boxes = [face_box(f, shape) for f in faces]
             self.hands = [h for h in found if any(hand_patch(h, b, cfg) is not None for b in boxes)]
@@ -348,10 +364,12 @@ class HandGuard:
             self.report.checked, self.report.reason = True, reason
             self._grey = None
         elif self.hands and cfg.track:
+            if self._grey_box is not None:
+                fill(self._grey_box)
             self.hands = self._flow(image)
             self.report.tracked = len(self.hands)
         if cfg.track and self.hands:
-            self._keep_grey(image)
+            self._keep_grey(image, fill)
         else:
             self._grey = None
         self.report.hands = len(self.hands)
@@ -403,8 +421,9 @@ class HandGuard:
         return (max(0, int(boxes[:, 0].min() - pad)), max(0, int(boxes[:, 1].min() - pad)),
                 min(w, int(boxes[:, 2].max() + pad) + 1), min(h, int(boxes[:, 3].max() + pad) + 1))
 
-    def _keep_grey(self, image: np.ndarray) -> None:
+    def _keep_grey(self, image: np.ndarray, fill: Fill) -> None:
         box = self._hands_box(image.shape[:2])
+        fill(box)
         x0, y0, x1, y1 = box
         self._grey_box = box
         self._grey = cv2.cvtColor(np.ascontiguousarray(image[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Awaitable, Callable
 
+from streamer.encoder_settings import H264_PRESETS
+
 HELP = "serve the page and the live stream (http://127.0.0.1:8080 by default)"
 
 
@@ -22,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="STUN/TURN URL, repeatable (ignored when bound to loopback)")
     g.add_argument("--ice-username", help="TURN username")
     g.add_argument("--ice-credential", help="TURN credential")
+    g.add_argument("--h264-preset", dest="h264_preset", choices=H264_PRESETS,
+                   help="libx264 speed preset for H264 streams (default superfast; medium is aiortc's own)")
     g.add_argument("--overlap", choices=["auto", "on", "off"],
                    help="overlap the face stage with the later stages across frames (default auto: on with 4+ cores)")
     g.add_argument("--vcam", nargs="?", const="auto",
@@ -174,13 +178,13 @@ def run(args: argparse.Namespace) -> int:
 
     from streamer.assembly import build_services
     from streamer.config import ServerConfig
-    from streamer.encoder_bitrates import set_encoder_bitrates
+    from streamer.encoder_settings import set_encoder_bitrates, set_h264_preset
     from streamer.server import create_app, runner_options, ssl_context
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
         "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "hold_audio", "public_url",
-        "drain_timeout", "record_sessions")}
+        "drain_timeout", "record_sessions", "h264_preset")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
@@ -197,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"serving on {config.host} (every address) needs the names clients use: --public-host NAME "
                          "(repeatable), so that requests naming any other host (DNS rebinding) are refused")
     set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
+    set_h264_preset(config.h264_preset)
     services = _services_or_exit(args, config.host)
     app = create_app(config, services)
     shown = "localhost" if config.loopback else config.host

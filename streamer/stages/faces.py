@@ -20,7 +20,7 @@ import numpy as np
 from engines.backends import BackendSettings, Detector, select_backend
 from engines.cards import ModelError
 from engines.faces import Face, LandmarkerConfig
-from engines.landmarks.hands import HandConfig, HandGuard, open_hand_finder, palm_regions
+from engines.landmarks.hands import Fill, HandConfig, HandGuard, open_hand_finder
 from engines.smoothing import OneEuroLandmarks, SmoothingConfig
 from engines.tracking import FaceTracker, TrackerConfig
 from streamer.pipeline import FrameState
@@ -98,27 +98,29 @@ class FaceStage:
             lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
             out.append(replace(face, landmarks=pts, bbox=(float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))))
         if self.hands is not None and out:
-            if state.planes is not None and image is self._rgb:   # the hand check reads around the faces too
-                self._convert_palm_regions(state.planes, out)
-            out = self._keep_hands(image, out, raw, t * 1000.0)
+            # the hand check reads around the faces too: on planes, what it reads is converted as it asks
+            fill = self._filler(state.planes) if state.planes is not None and image is self._rgb else None
+            out = self._keep_hands(image, out, raw, t * 1000.0, fill)
         state.faces = out
         state.raw_landmarks = raw
         return state
 
-    def _convert_palm_regions(self, planes: Any, faces: list[Face]) -> None:
-        """Fill the planes frame's RGB buffer where the hand check looks (the squares it searches for palms,
-        which hold the hands it follows), beyond the landmark crops `_landmarker_input` converted."""
-        for r in palm_regions(faces, self.hands.config.region_scale, planes.shape):
-            xy = r.corners()
-            box = planes.snap(float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max()))
+    def _filler(self, planes: Any) -> Fill:
+        """Converts a box of the planes frame into the RGB buffer `_landmarker_input` filled (the landmark
+        crops), for the hand check's reads beyond them."""
+        def fill(b: tuple[float, float, float, float]) -> None:
+            box = planes.snap(*b)
             if box is not None:
                 planes.rgb_into(self._rgb, box)
 
-    def _keep_hands(self, image: np.ndarray, faces: list[Face], raw: dict[int, np.ndarray], t_ms: float) -> list[Face]:
+        return fill
+
+    def _keep_hands(self, image: np.ndarray, faces: list[Face], raw: dict[int, np.ndarray], t_ms: float,
+                    fill: Fill | None = None) -> list[Face]:
         """Each face with a hand in front of it gets the hand's mask as `keep`. Hand models that are not
         unpacked turn the check off for this stream, said once in the log (the faces go on unchanged)."""
         try:
-            patches = self.hands(image, faces, raw, t_ms)
+            patches = self.hands(image, faces, raw, t_ms, fill)
         except ModelError as exc:
             self.hands_error = str(exc)
             log.warning("hand check off for this stream: %s", exc)

@@ -152,3 +152,42 @@ def test_the_planes_path_keeps_the_hand_too(hand_frame, source):
     near = np.zeros(frame.shape[:2], bool)
     near[k.y0:k.y0 + k.mask.shape[0], k.x0:k.x0 + k.mask.shape[1]] = k.mask > 0.01
     assert diff[face & ~near].mean() > 8                  # and the rest of the face is fused
+
+
+def test_on_planes_the_palm_squares_are_converted_only_when_a_check_runs(grace_hopper):
+    """The hand check searches a square four face sizes wide; on the planes path its pixels are converted
+    for the frames a check runs on (and for a followed hand's box), not for every frame the face is in."""
+    import av
+
+    from streamer.media.convert import frame_to_state
+    from streamer.media.planes import Planes
+
+    class Counting(Planes):
+        converted = 0
+
+        def rgb_into(self, out, box):
+            Counting.converted += (box[2] - box[0]) * (box[3] - box[1])
+            super().rgb_into(out, box)
+
+    frame = frame640(grace_hopper)
+    decoded = av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p")
+    stage = FaceStage(FaceStageConfig(hands=HandConfig(enabled=True, check_interval_ms=200.0, idle_interval_ms=200.0)))
+    rows = []
+    try:
+        for i in range(12):                       # 30 fps: a check every 6 frames while no hand is in view
+            state = frame_to_state(decoded, planes=True)
+            state.pts = i * 3000
+            p = state.planes
+            state.planes = Counting(p.buffer, p.width, p.height)
+            Counting.converted = 0
+            state = stage(state)
+            assert len(state.faces) == 1
+            rows.append((stage.hands.report.checked, Counting.converted))
+    finally:
+        stage.close()
+    checked = [n for c, n in rows[1:] if c]       # frame 0 converts the whole frame for the search
+    followed = [n for c, n in rows[1:] if not c]
+    assert checked and followed and stage.hands.report.hands == 0
+    square = max(checked)
+    assert square >= 0.9 * frame.shape[0] * frame.shape[1]   # a close face: the square is the whole frame
+    assert max(followed) < 0.5 * square                       # the other frames convert the landmark crops alone

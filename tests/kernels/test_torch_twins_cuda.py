@@ -65,6 +65,8 @@ def test_warp_on_cuda(a, dtype):
     assert diff.mean() < 0.3 and diff.max() <= 4   # OpenCV samples at 1/32 pixel, grid_sample exactly
     m = a[:119, :159, 0].astype(np.float32)
     np.testing.assert_allclose(tw.resize_to(_c(m), (238, 318)).cpu().numpy(), nw.resize_to(m, (238, 318)), atol=1e-3)
+    f = a.astype(np.float32)
+    np.testing.assert_allclose(tw.area_resize(_c(f), (100, 131)).cpu().numpy(), nw.area_resize(f, (100, 131)), atol=2e-3)
 
 
 @pytest.mark.parametrize("shape", [(238, 318), (37, 53), (9, 9)])

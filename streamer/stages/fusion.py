@@ -52,9 +52,10 @@ class FusionConfig:
     stats_step: int = 2              # colour statistics on every n-th pixel
     region_margin: float = 0.12      # planes: the RGB region reaches this fraction of the face width past the
                                      # fused box, so the live samples (and the edits' ROI) fall inside it
-    work_px: int = 0                 # faces wider than this (frame pixels) take their colour, shading and seam at
-                                     # this width, the live picture's finer detail laid back at full resolution;
-                                     # narrower ones, and 0, work at full resolution (docs/fusion.md, Working resolution)
+    work_px: int = 256               # faces wider than this (frame pixels) take their source, colour, shading and
+                                     # seam at this width, the live picture's finer detail laid back at full
+                                     # resolution; narrower ones work at full resolution, as all do with 0
+                                     # (docs/fusion.md, Working resolution: where more pixels stop showing)
 
 
 def smoothstep(e0: float, e1: float, x: float) -> float:

@@ -1,8 +1,9 @@
 """Fusion stage: each tracked face takes on its source identity, keeping its own pose, expression and light.
 
-Per face, all at face-crop size: the destination mesh is the live mesh moved toward the source's
-proportions (eyes and mouth move as rigid pieces so expression survives; the outline never moves so the
-seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
+Per face, at face-crop size (a face wider than `FusionConfig.work_px` takes its source, colour, shading
+and seam at that width, its live detail laid back at full size): the destination mesh is the live mesh
+moved toward the source's proportions (eyes and mouth move as rigid pieces so expression survives; the
+outline never moves so the seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
 samples the source texture and one the live frame (the live face follows the same shape change, so the
 kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
 over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it

@@ -4,10 +4,17 @@ Times wall clock and this thread's CPU time (OpenCV and torch held to one thread
 cost on one core even on a busy machine), and the share spent on geometry (mesh, raster, masks) versus
 pixel work. Runs the numpy path and, with --torch, the torch path on CPU and on CUDA when present
 (CUDA at 1080p).
+
+`--work-px 128,192,256,0` adds the working-resolution sweep (FusionConfig.work_px, 0 = full resolution) on
+the Grace Hopper clip with known motion (bench/_product.py) at `--work-sizes`, the portrait at each of
+`--work-photo-scale` (photo height / frame height): per value the stage's thread CPU and, against the
+full-resolution output of the same frame, PSNR / SSIM / max abs difference over the fused box, PSNR over
+the pixels the full-resolution fusion changed, and whether everything outside the box is bit-exact.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -19,6 +26,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--torch", action="store_true", help="also time the torch path (CPU, and CUDA if present)")
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--work-px", default=None,
+                        help="comma list of FusionConfig.work_px values for the working-resolution sweep (0 = full)")
+    parser.add_argument("--work-sizes", default="1920x1080,1280x720", help="frame sizes of the sweep")
+    parser.add_argument("--work-photo-scale", default="0.9,1.4",
+                        help="portrait heights in the sweep, as fractions of the frame height (1.4: a close face)")
+    parser.add_argument("--work-frames", type=int, default=30, help="clip frames per size in the sweep")
 
 
 def _frame(img: np.ndarray, w: int, h: int) -> np.ndarray:
@@ -71,6 +84,99 @@ def _time_cases(cases: dict, image, faces, session, frames: int, warmup: int, sy
             for name in cases}
 
 
+def _quality(ref: np.ndarray, got: np.ndarray, before: np.ndarray, box: tuple[int, int, int, int]) -> dict:
+    """`got` against the full-resolution `ref` over the fused box, over the pixels `ref` changed, and outside
+    the box (bit-exact or not)."""
+    from skimage.metrics import structural_similarity
+
+    x0, y0, x1, y1 = box
+    a, b = ref[y0:y1, x0:x1].astype(np.float64), got[y0:y1, x0:x1].astype(np.float64)
+    mse = float(((a - b) ** 2).mean())
+    changed = np.any(ref[y0:y1, x0:x1] != before[y0:y1, x0:x1], axis=2)
+    mse_face = float(((a[changed] - b[changed]) ** 2).mean()) if changed.any() else 0.0
+    outside = np.ones(ref.shape[:2], bool)
+    outside[y0:y1, x0:x1] = False
+    psnr = lambda m: 99.0 if m == 0 else 10 * np.log10(255.0 ** 2 / m)  # noqa: E731  (99: identical)
+    return {"psnr": psnr(mse), "psnr_face": psnr(mse_face),
+            "ssim": float(structural_similarity(ref[y0:y1, x0:x1], got[y0:y1, x0:x1], channel_axis=2, data_range=255)),
+            "max_abs": int(np.abs(a - b).max()), "outside_exact": bool(np.array_equal(got[outside], before[outside]))}
+
+
+def _work_px_sweep(args, source) -> dict:
+    """The working-resolution sweep: every work_px value frame by frame in turn on the same clip frames."""
+    import time
+
+    from bench._product import grace_hopper, moving_face
+    from engines.faces import MediaPipeLandmarker
+    from streamer.pipeline import FrameState
+    from streamer.session import Session
+    from streamer.stages.fusion import FusionConfig, FusionStage
+
+    values = [int(v) for v in args.work_px.split(",") if v.strip()]
+    if 0 not in values:
+        values.append(0)                       # the reference
+    session = Session()
+    session.add_source(source.id, source)
+    photo = grace_hopper()
+    out: dict = {"values": values, "frames": args.work_frames,
+                 "quality_note": "against work_px=0 on the same frame; psnr/ssim/max_abs over the fused box, "
+                                 "psnr_face over the pixels the full-resolution fusion changed; 99 dB = identical"}
+    for size in args.work_sizes.split(","):
+        w, h = (int(v) for v in size.lower().split("x"))
+        for scale in (float(v) for v in args.work_photo_scale.split(",")):
+            lm = MediaPipeLandmarker()
+            clip = []
+            for n in range(args.work_frames + args.warmup):
+                img = moving_face(photo, w, h, n, photo_px=scale * h)
+                faces = lm.detect(img, 33 * n)
+                if len(faces) != 1:
+                    raise RuntimeError(f"expected one face in clip frame {n} at {size}, found {len(faces)}")
+                clip.append((img, faces))
+            lm.close()
+            stages = {v: FusionStage(FusionConfig(work_px=v)) for v in values}
+            geos: dict[int, object] = {}
+            for v, st in stages.items():
+                inner = st._geometry
+
+                def keep_geometry(*a, _inner=inner, _v=v, **k):
+                    geos[_v] = r = _inner(*a, **k)
+                    return r
+
+                st._geometry = keep_geometry
+            cpu: dict[int, list[float]] = {v: [] for v in values}
+            qual: dict[int, list[dict]] = {v: [] for v in values if v != 0}
+            for n, (img, faces) in enumerate(clip):
+                outs = {}
+                for v, st in stages.items():
+                    c0 = time.thread_time()
+                    outs[v] = st(FrameState(image=img, faces=list(faces)), session.frame_context()).image
+                    if n >= args.warmup:
+                        cpu[v].append((time.thread_time() - c0) * 1000)
+                if n >= args.warmup:
+                    for v in qual:
+                        qual[v].append(_quality(outs[0], outs[v], img, geos[0].box))
+            ref_geo = geos[0]
+            case: dict = {"face_width_px": round(float(ref_geo.face_w), 1),
+                          "box": [ref_geo.box[2] - ref_geo.box[0], ref_geo.box[3] - ref_geo.box[1]], "work_px": {}}
+            for v in values:
+                g = geos[v]
+                row: dict = {"working_width_px": g.work[1] if g.work else g.box[2] - g.box[0],
+                             "reduced": g.work is not None, "cpu": _stats(cpu[v]),
+                             "cpu_ratio_to_full": round(float(np.median(cpu[v]) / np.median(cpu[0])), 3)}
+                if v in qual:
+                    q = qual[v]
+                    for k in ("psnr", "psnr_face", "ssim"):
+                        vals = np.asarray([x[k] for x in q])
+                        row[k] = {"min": round(float(vals.min()), 4), "median": round(float(np.median(vals)), 4)}
+                    row["max_abs"] = max(x["max_abs"] for x in q)
+                    row["outside_box_bit_exact"] = all(x["outside_exact"] for x in q)
+                case["work_px"][str(v)] = row
+            out[f"{size}_photo{scale:g}"] = case
+            for st in stages.values():
+                st.close()
+    return out
+
+
 def run(args) -> dict:
     import cv2
     import matplotlib.cbook
@@ -103,9 +209,13 @@ def run(args) -> dict:
     out: dict = {"frame": f"{args.width}x{args.height}", "face_width_px": round(float(fw), 1), "frames": args.frames,
                  "threads": 1, "note": "landmarks excluded; cpu = this thread's CPU time"}
     out["landmarker_wall_for_context"] = _stats(lm_ms)
+    out["load_avg_1m_start"] = round(os.getloadavg()[0], 2)
     out.update(_time_cases({"numpy": FusionStage(), "numpy_feather_only": FusionStage(FusionConfig(blend_levels=0))},
                            image, faces, session, args.frames, args.warmup))
     out["ratio_multiband_over_feather_cpu"] = round(out["numpy"]["cpu"]["median_ms"] / out["numpy_feather_only"]["cpu"]["median_ms"], 3)
+    if args.work_px:
+        out["work_px_sweep"] = _work_px_sweep(args, source)
+    out["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     if args.torch:
         import torch
 

@@ -78,6 +78,27 @@ def multiband_delta(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: i
     return out
 
 
+def detail_blend(bg: np.ndarray, bg_low: np.ndarray, change: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """A change made at low resolution brought back to `bg`'s (H x W x 3 uint8) size without losing bg's
+    detail where the change does not replace it: bg + up(change) - up(alpha) (bg - up(bg_low)), rounded to
+    uint8.
+
+    `bg_low` is bg area-averaged to the low size, `change` what the low-resolution work adds to it, and
+    `alpha` (h x w, any size) how much of bg the change replaces: where it is 1 the result is up(bg_low +
+    change), where 0 it is bg plus up(change), so bg's finer detail stays there. Works in place on as few
+    frame-sized buffers as it can: each fresh one costs its page faults, which outweigh the arithmetic."""
+    h, w = bg.shape[:2]
+    up = lambda x: cv2.resize(np.ascontiguousarray(x, np.float32), (w, h), interpolation=cv2.INTER_LINEAR)  # noqa: E731
+    out = up(bg_low)
+    cv2.subtract(out, bg, dst=out, dtype=cv2.CV_32F)
+    out *= up(alpha)[..., None]                  # alpha (up(bg_low) - bg)
+    cv2.add(out, bg, dst=out, dtype=cv2.CV_32F)
+    cv2.add(out, up(change), dst=out)
+    out += 0.5
+    np.clip(out, 0.0, 255.0, out=out)
+    return out.astype(np.uint8)
+
+
 def multiband_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:
     """Laplacian-pyramid blend of two H x W x C images by alpha (H x W); float32 out, same scale as in."""
     return bg.astype(np.float32) + multiband_delta(fg, bg, alpha, levels)

@@ -107,3 +107,10 @@ def piecewise_affine(image: np.ndarray, src_pts: np.ndarray, dst_pts: np.ndarray
 def resize_to(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Bilinear resize of a map or mask (H x W or H x W x C float32) to `shape` (pixel-centre aligned)."""
     return cv2.resize(x, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+
+
+def area_resize(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Area-average downscale of an H x W (x C) float32 image to `shape` (each side no larger): every output
+    pixel is the mean of the input over its footprint, fractional footprints weighted by their overlap
+    (cv2.INTER_AREA), so detail finer than the new grid averages out instead of aliasing."""
+    return cv2.resize(np.ascontiguousarray(x, np.float32), (shape[1], shape[0]), interpolation=cv2.INTER_AREA)

@@ -69,5 +69,14 @@ def multiband_delta(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, lev
     return out.permute(1, 2, 0)
 
 
+def detail_blend(bg: torch.Tensor, bg_low: torch.Tensor, change: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """See kernels.numpy.blend.detail_blend (bilinear, pixel-centre aligned, as cv2.INTER_LINEAR)."""
+    h, w = bg.shape[:2]
+    up = lambda x: F.interpolate(x.float().permute(2, 0, 1)[None], size=(h, w), mode="bilinear", align_corners=False)[0].permute(1, 2, 0)  # noqa: E731
+    a = F.interpolate(alpha.float()[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0, ..., None]
+    bgf = bg.float()
+    return (bgf + up(change) - a * (bgf - up(bg_low)) + 0.5).clamp(0, 255).to(torch.uint8)
+
+
 def multiband_blend(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, levels: int = 4) -> torch.Tensor:
     return bg.float() + multiband_delta(fg, bg, alpha, levels)

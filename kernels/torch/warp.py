@@ -68,3 +68,25 @@ def resize_to(x: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
     if x.ndim == 2:
         return F.interpolate(x[None, None].float(), size=tuple(shape), mode="bilinear", align_corners=False)[0, 0]
     return F.interpolate(x.permute(2, 0, 1)[None].float(), size=tuple(shape), mode="bilinear", align_corners=False)[0].permute(1, 2, 0)
+
+
+def _area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) rows of overlap weights: output i averages input [i * n_in / n_out, (i + 1) * n_in / n_out),
+    a footprint clipped at the last input pixel (OpenCV's INTER_AREA table)."""
+    scale = n_in / n_out
+    start = np.arange(n_out, dtype=np.float64)[:, None] * scale
+    end = np.minimum(start + scale, n_in)
+    j = np.arange(n_in, dtype=np.float64)[None, :]
+    w = np.clip(np.minimum(end, j + 1) - np.maximum(start, j), 0.0, None)
+    return (w / (end - start)).astype(np.float32)
+
+
+def area_resize(x: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """See kernels.numpy.warp.area_resize: the same footprint weights, as two small matrix products."""
+    h, w = x.shape[:2]
+    wy = torch.from_numpy(_area_weights(h, int(shape[0]))).to(x.device)
+    wx = torch.from_numpy(_area_weights(w, int(shape[1]))).to(x.device)
+    xf = x.float()
+    if xf.ndim == 2:
+        return wy @ xf @ wx.T
+    return torch.einsum("oh,hwc,pw->opc", wy, xf, wx)

@@ -1,8 +1,9 @@
 """Fusion stage: each tracked face takes on its source identity, keeping its own pose, expression and light.
 
-Per face, all at face-crop size: the destination mesh is the live mesh moved toward the source's
-proportions (eyes and mouth move as rigid pieces so expression survives; the outline never moves so the
-seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
+Per face, at face-crop size (a face wider than `FusionConfig.work_px` takes its source, colour, shading
+and seam at that width, its live detail laid back at full size): the destination mesh is the live mesh
+moved toward the source's proportions (eyes and mouth move as rigid pieces so expression survives; the
+outline never moves so the seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
 samples the source texture and one the live frame (the live face follows the same shape change, so the
 kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
 over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it
@@ -53,6 +54,10 @@ class FusionConfig:
     stats_step: int = 2              # colour statistics on every n-th pixel
     region_margin: float = 0.12      # planes: the RGB region reaches this fraction of the face width past the
                                      # fused box, so the live samples (and the edits' ROI) fall inside it
+    work_px: int = 256               # faces wider than this (frame pixels) take their source, colour, shading and
+                                     # seam at this width, the live picture's finer detail laid back at full
+                                     # resolution; narrower ones work at full resolution, as all do with 0
+                                     # (docs/fusion.md, Working resolution: where more pixels stop showing)
 
 
 def smoothstep(e0: float, e1: float, x: float) -> float:
@@ -105,6 +110,7 @@ class _Geometry:
     support: np.ndarray              # half resolution
     keep: np.ndarray | None          # half resolution: 1 where the live mouth / eyes are laid back over the blend
     face_w: float                    # face width in frame pixels (scales shading and seams)
+    work: tuple[int, int] | None = None   # (h, w) the colour, shading and seam run at; None: the box's full size
 
 
 def _span(lo: float, hi: float, limit: int) -> tuple[int, int] | None:
@@ -116,6 +122,14 @@ def _span(lo: float, hi: float, limit: int) -> tuple[int, int] | None:
         return None
     a = min(a, limit - n)
     return a, a + n
+
+
+def _work_levels(levels: int, scale: float) -> int:
+    """Multi-band levels at a working scale that keep the bands' transition widths in frame pixels (the
+    support ring around the face is sized for `levels` at full resolution)."""
+    if levels <= 0:
+        return 0
+    return max(0, levels - round(math.log2(1.0 / scale)))
 
 
 def _np_ops() -> SimpleNamespace:
@@ -300,10 +314,15 @@ class FusionStage:
         # half-grid pixel (j, i) sits at frame point (x0 + 2j + 0.5, y0 + 2i + 0.5)
         half = (dest - np.array([x0 + 0.5, y0 + 0.5], np.float32)) * np.float32(0.5)
         ids = np_warp.rasterize_triangles((hh, ww), half, t)
-        # texture level: the smallest copy still at least as large as the live face
+        work, fw_work = None, fw
+        if 0 < cfg.work_px < fw:                       # a face wider than the working width: pixels at that width
+            s = cfg.work_px / fw
+            work = (max(8, round((y1 - y0) * s)), max(8, round((x1 - x0) * s)))
+            fw_work = fw * work[1] / (x1 - x0)
+        # texture level: the smallest copy still at least as large as the face where it is drawn
         level = 0
         tex_w = float(np.ptp(src.landmarks[:, 0]))
-        while level + 1 < len(src.levels) and tex_w / 2 ** (level + 1) >= fw:
+        while level + 1 < len(src.levels) and tex_w / 2 ** (level + 1) >= fw_work:
             level += 1
         sf = 2.0 ** level
         src_pts = (src.landmarks[:, :2] + 0.5) / sf - 0.5
@@ -334,7 +353,7 @@ class FusionStage:
         # support: where the output may differ from the (shape-warped) live crop; 0 well inside the crop
         d_out = cv2.distanceTransform(1 - covered, cv2.DIST_L2, 3) * 2.0
         support = _ramp((spread - d_out) / (0.5 * spread))
-        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live, fw)
+        return _Geometry((x0, y0, x1, y1), ids, tab_src, tab_live, level, alpha, skin, support, keep_live, fw, work)
 
     def _smoothed_stats(self, key: int, stats: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         prev = self._colour.get(key)
@@ -360,47 +379,71 @@ class FusionStage:
     def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int,
                      offset: tuple[int, int] = (0, 0)) -> None:
         """Fuse one face into `out`; `image` is the live picture it samples. Both are the frame, or a
-        region of it whose top-left corner sits at `offset` in the frame."""
+        region of it whose top-left corner sits at `offset` in the frame.
+
+        With a working size (`geo.work`) the source, the colour match, the shading and the multi-band seam
+        run there, on the live crop area-averaged to it (bg_w); the result goes back to full size as
+        bg + up(change) - A (bg - up(bg_w)), A the effective alpha: where the source covers the face its
+        detail is the working size's, everywhere else (kept mouth and eyes, the seam's outer side, the
+        support ring) the live picture keeps every full-resolution pixel."""
         cfg = self.config
         ox, oy = offset
         x0, y0, x1, y1 = geo.box
         full = (y1 - y0, x1 - x0)
+        work = geo.work or full
         fw = geo.face_w
         W, C, B = ops.warp, ops.color, ops.blend
         ids = ops.put(geo.ids)
         maps = W.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)], origin=(x0 + 0.5, y0 + 0.5),
                                identity=[False, True], step=2.0)
-        (msx, msy), (mlx, mly) = [(W.resize_to(mx, full), W.resize_to(my, full)) for mx, my in maps]
+        (msx, msy), (mlx, mly) = [(W.resize_to(mx, shape), W.resize_to(my, shape)) for (mx, my), shape in zip(maps, (work, full))]
         fg_lab = W.remap(self._texture(ops, src, geo.level), msx, msy)
-        if ox or oy:
-            mlx, mly = mlx - np.float32(ox), mly - np.float32(oy)
+        if ox or oy:                      # in place: fresh crop-sized buffers cost page faults
+            mlx -= np.float32(ox)
+            mly -= np.float32(oy)
         bg = W.remap(image, mlx, mly)
-        bg_lab = C.rgb_to_lab(C.half_size(bg))            # statistics and shading at half resolution
-        skin = ops.put(geo.skin)
+        if geo.work is None:
+            bg_w, sx = bg, 1.0
+            bg_lab = C.rgb_to_lab(C.half_size(bg))        # statistics and shading at half resolution
+            skin = ops.put(geo.skin)
+            step = max(1, cfg.stats_step // 2)
+        else:
+            bg_w, sx = W.area_resize(bg, work), work[1] / full[1]
+            bg_lab = C.rgb_to_lab(bg_w * np.float32(1.0 / 255.0))
+            skin = W.resize_to(ops.put(geo.skin), work)
+            step = 1
         try:
-            live_stats = ops.stats(C.lab_stats(bg_lab, skin, max(1, cfg.stats_step // 2)))
+            live_stats = ops.stats(C.lab_stats(bg_lab, skin, step))
         except ValueError:
             return
         target = self._smoothed_stats(key, live_stats)
         fg_lab = C.transfer_stats(fg_lab, src.skin_stats, target)
         if cfg.relight > 0:
-            fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw, amount=cfg.relight)
+            fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw * sx, amount=cfg.relight)
         fg_rgb = C.lab_to_rgb(fg_lab)
-        alpha = W.resize_to(ops.put(geo.alpha), full)
-        delta = B.multiband_delta(fg_rgb, bg, alpha, cfg.blend_levels)
-        weight = ops.put(geo.support if geo.keep is None else geo.support * (1.0 - geo.keep))
-        weight = W.resize_to(weight, full)
-        res = delta * weight[..., None] + bg
+        weight_h = geo.support if geo.keep is None else geo.support * (1.0 - geo.keep)
+        if geo.work is None:
+            alpha = W.resize_to(ops.put(geo.alpha), full)
+            delta = B.multiband_delta(fg_rgb, bg, alpha, cfg.blend_levels)
+            weight = W.resize_to(ops.put(weight_h), full)
+            res = delta * weight[..., None] + bg
+        else:
+            alpha = W.resize_to(ops.put(geo.alpha), work)
+            delta = B.multiband_delta(fg_rgb, bg_w, alpha, _work_levels(cfg.blend_levels, sx))
+            delta *= W.resize_to(ops.put(weight_h), work)[..., None]
+            res = B.detail_blend(bg, bg_w, delta, ops.put(geo.alpha * weight_h))   # uint8; A from the half grid
         x0, y0, x1, y1 = x0 - ox, y0 - oy, x1 - ox, y1 - oy
         crop = out[y0:y1, x0:x1]          # what earlier faces already made of this box
         inside = W.resize_to(ops.put(geo.support), full) > 0
         if W is np_warp:
-            res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
-            np.copyto(crop, res, where=inside[..., None])
+            if res.dtype != np.uint8:
+                res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
+            cv2.copyTo(res, inside.view(np.uint8), crop)      # in place, where inside
         else:
             import torch
 
-            res = (res + 0.5).clamp(0, 255).to(torch.uint8)
+            if res.dtype != torch.uint8:
+                res = (res + 0.5).clamp(0, 255).to(torch.uint8)
             out[y0:y1, x0:x1] = torch.where(inside[..., None], res, crop)
 
     def close(self) -> None:

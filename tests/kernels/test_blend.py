@@ -1,6 +1,7 @@
 """Seam blending: extremes give one image or the other, the multi-band seam is softer than a hard cut
 and no wider than it must be, and the torch twin agrees on odd sizes."""
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -67,3 +68,24 @@ def test_keep_patch_gives_the_original_back_under_the_mask_and_the_twin_agrees()
     before = n_out.copy()
     nb.keep_patch(n_out, original, 100, 100, mask)      # wholly off the frame: nothing happens
     assert np.array_equal(before, n_out)
+
+
+def test_detail_blend_keeps_full_detail_where_alpha_is_zero_and_the_twin_agrees(astronaut):
+    from kernels.numpy.warp import area_resize
+
+    bg = np.ascontiguousarray(astronaut[:240, :320])
+    low = area_resize(bg, (96, 128))
+    change = np.zeros_like(low)
+    change[30:60, 40:90] = 25.0
+    alpha = np.zeros((120, 160), np.float32)
+    alpha[40:120, 60:160] = 1.0                   # the right-hand lower part takes the low-resolution result
+    out = nb.detail_blend(bg, low, change, alpha)
+    assert out.shape == bg.shape and out.dtype == np.uint8
+    out = out.astype(np.float32)
+    np.testing.assert_array_equal(out[:60, :100], bg[:60, :100])      # alpha 0, no change: bg exactly
+    up = lambda x: cv2.resize(x, (320, 240), interpolation=cv2.INTER_LINEAR)  # noqa: E731
+    inner = (slice(100, 230), slice(140, 310))
+    np.testing.assert_allclose(out[inner], np.clip(up(low + change)[inner], 0, 255), atol=0.51)  # alpha 1: the low-res result
+    assert np.abs(np.diff(out[inner].astype(np.float32), axis=1)).mean() < np.abs(np.diff(bg[inner].astype(np.float32), axis=1)).mean()
+    t = tb.detail_blend(torch.from_numpy(bg), torch.from_numpy(low), torch.from_numpy(change), torch.from_numpy(alpha)).numpy()
+    assert t.dtype == np.uint8 and np.abs(t.astype(np.float32) - out).max() <= 1   # float rounding near .5

@@ -65,6 +65,8 @@ def test_warp_on_cuda(a, dtype):
     assert diff.mean() < 0.3 and diff.max() <= 4   # OpenCV samples at 1/32 pixel, grid_sample exactly
     m = a[:119, :159, 0].astype(np.float32)
     np.testing.assert_allclose(tw.resize_to(_c(m), (238, 318)).cpu().numpy(), nw.resize_to(m, (238, 318)), atol=1e-3)
+    f = a.astype(np.float32)
+    np.testing.assert_allclose(tw.area_resize(_c(f), (100, 131)).cpu().numpy(), nw.area_resize(f, (100, 131)), atol=2e-3)
 
 
 @pytest.mark.parametrize("shape", [(238, 318), (37, 53), (9, 9)])
@@ -77,6 +79,13 @@ def test_blend_on_cuda(a, b, shape):
     want = nb.multiband_blend(fg, bg, alpha, levels=4)
     got = tb.multiband_blend(_c(fg), _c(bg), _c(alpha), levels=4).cpu().numpy()
     np.testing.assert_allclose(got, want, atol=1e-3)
+    if shape[0] >= 16:                                 # a low-resolution change brought back with bg's detail
+        low, change = fg[::2, ::2].copy(), (fg[1::2, 1::2] - fg[::2, ::2][: shape[0] // 2, : shape[1] // 2]) * 0.3
+        low = low[: shape[0] // 2, : shape[1] // 2].copy()
+        bg8 = b[: shape[0], : shape[1]]
+        want = nb.detail_blend(bg8, low, change, alpha[::2, ::2])
+        got = tb.detail_blend(_c(bg8), _c(low), _c(change), _c(np.ascontiguousarray(alpha[::2, ::2]))).cpu().numpy()
+        assert np.abs(got.astype(np.int16) - want).max() <= 1
 
 
 def test_color_on_cuda(a, b):

@@ -92,3 +92,17 @@ def test_resize_twin_agrees_on_odd_size(astronaut):
     a = nw.resize_to(m, (238, 318))
     b = tw.resize_to(torch.from_numpy(m), (238, 318)).numpy()
     np.testing.assert_allclose(b, a, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(100, 131), (59, 80), (119, 159)])
+def test_area_resize_averages_footprints_and_the_torch_twin_agrees(astronaut, shape):
+    img = np.ascontiguousarray(astronaut[:238, :318]).astype(np.float32)
+    a = nw.area_resize(img, shape)
+    assert a.shape == shape + (3,)
+    np.testing.assert_allclose(a.mean(axis=(0, 1)), img.mean(axis=(0, 1)), rtol=2e-3)   # area-preserving
+    if shape == (119, 159):                        # an exact factor of 2 is the 2x2 block mean
+        np.testing.assert_allclose(a, img.reshape(119, 2, 159, 2, 3).mean(axis=(1, 3)), atol=1e-3)
+    b = tw.area_resize(torch.from_numpy(img), shape).numpy()
+    np.testing.assert_allclose(b, a, atol=2e-3)
+    m = img[..., 1]
+    np.testing.assert_allclose(tw.area_resize(torch.from_numpy(m), shape).numpy(), nw.area_resize(m, shape), atol=2e-3)

@@ -21,7 +21,7 @@ from streamer.safety.watermark_policy import WatermarkPolicy
 from streamer.session import Session
 from streamer.stages.edits import EditsStage
 from streamer.stages.faces import FaceStage
-from streamer.stages.fusion import FusionStage
+from streamer.stages.fusion import FusionConfig, FusionStage
 from streamer.stages.watermark import WatermarkStage
 from tests.faceclips import place
 
@@ -79,8 +79,9 @@ FACE_MEAN_ABS_MAX = 0.5
 FACE_PSNR_MIN = 45.0
 
 
-@pytest.mark.parametrize("size", [(640, 480), (1280, 720)])
-def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, size):
+@pytest.mark.parametrize("size,face_scale", [((640, 480), 0.55), ((1280, 720), 0.55), ((1280, 720), 1.2)])
+def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, size, face_scale):
+    """face_scale 1.2 gives a face wider than FusionConfig.work_px: fusion's working-resolution path."""
     policy = WatermarkPolicy(server_id=7)
     session, rgb_pipe, planes_pipe = _product_stages(sources, policy)
     faces = FaceStage()
@@ -88,12 +89,14 @@ def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, 
     w, h = size
     try:
         for n in range(6):
-            img, _ = place(grace_hopper, size=size, scale=0.55 * h / 480, angle=2.0 * n - 5, shift=(8.0 * n - 20, 3.0 * n))
+            img, _ = place(grace_hopper, size=size, scale=face_scale * h / 480, angle=2.0 * n - 5, shift=(8.0 * n - 20, 3.0 * n))
             frame = _decoded(img, pts=n * 3000)
             ctx = session.frame_context()
             old = frame_to_state(frame, planes=False)
             old = faces(old, ctx)
             assert len(old.faces) == 1
+            wide = old.faces[0].bbox[2] - old.faces[0].bbox[0] > 1.1 * FusionConfig().work_px
+            assert wide == (face_scale > 1)
             new = frame_to_state(frame)
             assert new.planes is not None
             new.faces, new.raw_landmarks = list(old.faces), dict(old.raw_landmarks)

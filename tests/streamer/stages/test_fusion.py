@@ -259,3 +259,97 @@ def test_a_face_walking_out_of_frame_fades_and_never_fails(sources, hopper_frame
     assert not errors
     assert weights[0] == 1.0 and weights[-1] == 0.0
     assert all(a >= b for a, b in zip(weights, weights[1:]))      # fades out, never pops back
+
+
+# Working resolution (FusionConfig.work_px): the tolerance a face wider than work_px holds to against the
+# full-resolution result of the same frame, over the fused box and over the pixels the full-resolution
+# fusion changed. Measured at the default (256) on the Grace Hopper clip, 30 frames per case
+# (docs/perf/fusion_work_px.json): box PSNR >= 52.3 dB, changed pixels >= 49.6 dB, SSIM >= 0.9988.
+WORK_BOX_PSNR_MIN = 50.0
+WORK_FACE_PSNR_MIN = 47.0
+WORK_SSIM_MIN = 0.998
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(((a.astype(np.float64) - b) ** 2).mean())
+    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def keeping_geometry(stage: FusionStage) -> list:
+    """The stage's per-face geometry, kept as it is made."""
+    kept = []
+    inner = stage._geometry
+
+    def keep(*a, **k):
+        kept.append(inner(*a, **k))
+        return kept[-1]
+
+    stage._geometry = keep
+    return kept
+
+
+def clip_frames(photo: np.ndarray, size: tuple[int, int], photo_scale: float, n: int):
+    from bench._product import moving_face
+
+    lm = MediaPipeLandmarker()
+    try:
+        out = []
+        for k in range(n):
+            img = moving_face(photo, size[0], size[1], 7 * k, photo_px=photo_scale * size[1])
+            faces = lm.detect(img, 33 * k)
+            assert len(faces) == 1
+            out.append((img, faces))
+        return out
+    finally:
+        lm.close()
+
+
+def test_a_face_at_or_below_work_px_takes_the_full_resolution_path_bit_exact(sources, hopper_frame):
+    img, faces = hopper_frame
+    sess = session_with(sources["astronaut"])
+    full = FusionStage(FusionConfig(work_px=0))
+    geo = keeping_geometry(full)
+    want = run(full, img, faces, sess)
+    fw = geo[0].face_w
+    for work_px in (FusionConfig().work_px, int(np.ceil(fw))):
+        assert work_px >= fw
+        got = run(FusionStage(FusionConfig(work_px=work_px)), img, faces, sess)
+        assert np.array_equal(got, want)
+    narrower = run(FusionStage(FusionConfig(work_px=int(fw) - 20)), img, faces, sess)
+    assert not np.array_equal(narrower, want)          # just under the face width it does take the other path
+
+
+@pytest.mark.parametrize("size,photo_scale", [((1280, 720), 1.4), ((1920, 1080), 0.9), ((1920, 1080), 1.4)])
+def test_a_wide_face_at_the_working_resolution_stays_within_the_tolerance(sources, grace_hopper, size, photo_scale):
+    from skimage.metrics import structural_similarity
+
+    sess = session_with(sources["astronaut"])
+    full, reduced = FusionStage(FusionConfig(work_px=0)), FusionStage()
+    geos = keeping_geometry(reduced)
+    for img, faces in clip_frames(grace_hopper, size, photo_scale, 3):
+        want, got = run(full, img, faces, sess), run(reduced, img, faces, sess)
+        geo = geos[-1]
+        assert geo.work is not None and geo.work[1] < 0.9 * (geo.box[2] - geo.box[0])   # the reduced path ran
+        x0, y0, x1, y1 = geo.box
+        support = np.zeros(img.shape[:2], bool)
+        support[y0:y1, x0:x1] = cv2.resize(geo.support, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR) > 0
+        assert np.array_equal(got[~support], img[~support])            # everything outside the support
+        a, b = want[y0:y1, x0:x1], got[y0:y1, x0:x1]
+        changed = np.any(a != img[y0:y1, x0:x1], axis=2)
+        assert changed.mean() > 0.3                                    # the face was fused
+        assert psnr(a, b) >= WORK_BOX_PSNR_MIN and psnr(a[changed], b[changed]) >= WORK_FACE_PSNR_MIN
+        assert structural_similarity(a, b, channel_axis=2, data_range=255) >= WORK_SSIM_MIN
+        assert np.abs(b.astype(int) - img[y0:y1, x0:x1]).mean() > 3    # and not left alone
+
+
+def test_torch_path_matches_numpy_at_the_working_resolution(sources, grace_hopper):
+    sess = session_with(sources["astronaut"])
+    ((img, faces),) = clip_frames(grace_hopper, (1280, 720), 1.4, 1)
+    stage = FusionStage()
+    geos = keeping_geometry(stage)
+    a = run(stage, img, faces, sess)
+    assert geos[-1].work is not None
+    t = FusionStage()(FrameState(image=torch.from_numpy(img), faces=list(faces)), sess.frame_context()).image
+    assert isinstance(t, torch.Tensor)
+    diff = np.abs(t.numpy().astype(int) - a)
+    assert diff.mean() < 0.2 and np.percentile(diff, 99.9) <= 4

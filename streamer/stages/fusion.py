@@ -188,10 +188,9 @@ class FusionStage:
         by_track = face_sources.get(face.track_id) if face.track_id >= 0 else None
         if by_track is None and self.router is not None and face.track_id >= 0 and image is not None:
             if face.track_id not in self._routes:
-                if isinstance(image, Planes):
-                    frame = image.rgb()
-                else:
-                    frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
+                frame = image.rgb() if isinstance(image, Planes) else image
+                if not isinstance(frame, np.ndarray):
+                    frame = frame.cpu().numpy()
                 self._routes[face.track_id] = self.router.route(frame, face)
                 if len(self._routes) > 256:
                     self._routes.pop(next(iter(self._routes)))
@@ -215,8 +214,9 @@ class FusionStage:
         image = state.image if planes is None else None   # a planes frame is never converted whole here
         frame = planes.rgb if planes is not None else image   # the follower converts only when it embeds
         mapped = self.follower.mapping(state.faces, controls.face_sources, frame) if self.follower is not None else None
-        is_torch = planes is None and not isinstance(image, np.ndarray)   # the path follows the frame: a tensor stays on its device
-        ops = _torch_ops(image.device) if is_torch else self._np
+        device = planes.device if planes is not None else None if isinstance(image, np.ndarray) else image.device
+        is_torch = device is not None   # the path follows the frame: tensors (or planes on a device) stay there
+        ops = _torch_ops(device) if is_torch else self._np
         h, w = state.shape
         out = None
         fused = []
@@ -236,7 +236,7 @@ class FusionStage:
                 x0, y0, x1, y1 = geo.box
                 m = self.config.region_margin * geo.face_w + 4
                 region, (ox, oy, _, _) = planes.region(planes.snap(x0 - m, y0 - m, x1 + m, y1 + m))
-                self._fuse_pixels(ops, region, region.copy(), src, geo, key, offset=(ox, oy))
+                self._fuse_pixels(ops, region, region.clone() if is_torch else region.copy(), src, geo, key, offset=(ox, oy))
             else:
                 if out is None:
                     out = image.clone() if is_torch else image.copy()

@@ -7,7 +7,6 @@ faces exactly the decoded one plus the watermark."""
 from __future__ import annotations
 
 import dataclasses
-import fractions
 
 import cv2
 import numpy as np
@@ -31,15 +30,11 @@ from streamer.stages.faces import FaceStage
 from streamer.stages.fusion import FusionStage
 from streamer.stages.watermark import WatermarkStage
 from tests.faceclips import place
+from tests.streamer.media.planes_checks import (assert_outside_faces_is_decoded_plus_mark, decoded as _decoded,
+                                                fusing_session, swaying_clip)
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
-
-
-def _decoded(rgb: np.ndarray, pts: int = 0) -> VideoFrame:
-    f = VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(format="yuv420p")
-    f.pts, f.time_base = pts, fractions.Fraction(1, 90000)
-    return f
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -152,17 +147,13 @@ PLANE_MAX_ABS_MAX = 16
 @pytest.mark.parametrize("size", [(640, 480), (1280, 720)])
 def test_the_product_pipeline_on_device_planes_gives_the_host_planes_i420(grace_hopper, sources, size, device):
     policy = WatermarkPolicy(server_id=7)
-    session = Session("device-vs-host")
-    session.add_source(sources["astronaut"].id, sources["astronaut"], activate=False)
-    session.update(source_id=sources["astronaut"].id, edits={"smile": 0.8, "brightness": 0.3, "smooth": 0.5})
+    session = fusing_session("device-vs-host", sources)
     host_pipe, dev_pipe = _product(policy), _product(policy)
     upload = DeviceUpload(device)
     key = wm.make_key(policy.config)
     w, h = size
     try:
-        for n in range(5):
-            img, _ = place(grace_hopper, size=size, scale=0.55 * h / 480, angle=2.0 * n - 5, shift=(8.0 * n - 20, 3.0 * n))
-            frame = _decoded(img, pts=n * 3000)
+        for n, frame in enumerate(swaying_clip(grace_hopper, size, 5)):
             ctx = session.frame_context()
             a = host_pipe(frame_to_state(frame), ctx)
             b = dev_pipe(frame_to_state(frame, device=upload), ctx)
@@ -176,20 +167,13 @@ def test_the_product_pipeline_on_device_planes_gives_the_host_planes_i420(grace_
                 d = np.abs(got_a[sl].astype(np.int16) - got_b[sl])
                 assert d.mean() <= PLANE_MEAN_ABS_MAX and d.max() <= PLANE_MAX_ABS_MAX, (n, name, d.mean(), d.max())
             # outside the faces: the decoded Y plus the watermark, and the decoded U and V, exactly
-            dec = frame.to_ndarray()
-            y_expected = wm.embed(np.ascontiguousarray(dec[:h]), wm.luma_pattern_for(key, (h, w), int(b.watermark, 16)))
-            fx0, fy0, fx1, fy1 = (int(v) for v in b.faces[0].bbox)
-            pad = int(0.6 * (fx1 - fx0))
-            outside = np.ones((h, w), bool)
-            outside[max(0, fy0 - pad):fy1 + pad, max(0, fx0 - pad):fx1 + pad] = False
-            assert np.array_equal(got_b[:h][outside], y_expected[outside])
-            out_c = outside.reshape(h // 2, 2, w // 2, 2).all(axis=(1, 3))
-            uv_b, uv_dec = got_b[h:].reshape(2, h // 2, w // 2), dec[h:].reshape(2, h // 2, w // 2)
-            assert np.array_equal(uv_b[:, out_c], uv_dec[:, out_c])
+            y_expected, _ = assert_outside_faces_is_decoded_plus_mark(got_b, frame, key, int(b.watermark, 16),
+                                                                      b.faces[0].bbox)
             # under the hand (away from its chroma edge): the decoded pixels plus the mark, fused face or not
             k = b.faces[0].keep
             hy, hx = slice(k.y0 + 2, k.y0 + 22), slice(k.x0 + 2, k.x0 + 38)
             assert np.array_equal(got_b[:h][hy, hx], y_expected[hy, hx])
+            fx0, fy0, fx1, fy1 = (int(v) for v in b.faces[0].bbox)
             face = (slice(fy0, fy1), slice(fx0, fx1))
             assert np.abs(got_b[:h][face].astype(np.int16) - y_expected[face]).mean() > 3.0   # the face did change
     finally:

@@ -186,10 +186,15 @@ def test_the_y_plane_mark_on_device_planes_is_the_host_planes_mark_and_reads_bac
     img = np.ascontiguousarray(astronaut[:480, :512])
     frame = _decoded(img)
     outs = []
+    converted = []
     for device in (None, "cpu"):
         stage = WatermarkStage(policy, clock=lambda: 1.8e9)
-        state = stage(frame_to_state(frame, device=device), Session("wm-device").frame_context())
+        state = frame_to_state(frame, device=device)
+        to_rgb = state.planes.ops.to_rgb
+        state.planes.ops = dataclasses.replace(state.planes.ops, to_rgb=lambda *p, f=to_rgb: converted.append(1) or f(*p))
+        state = stage(state, Session("wm-device").frame_context())
         outs.append((state_to_frame(state, frame).to_ndarray(), state.watermark))
+    assert converted == []                                      # the mark needs the Y plane alone: nothing is converted
     (host, p_host), (dev, p_dev) = outs
     assert p_host == p_dev and np.array_equal(host, dev)
     det = wm.extract(frame_to_rgb(VideoFrame.from_ndarray(dev, format="yuv420p")), wm.make_key(policy.config))

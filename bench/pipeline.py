@@ -4,9 +4,10 @@ A clip of the Grace Hopper photo with known motion (sway and roll) at 640x480, 1
 demo source registered through the consent-checked service hook, a prompt encoded before timing starts.
 Reports per-stage wall median/p95 (from FrameState.timings), the whole pipeline's wall and this thread's
 CPU time, the frame conversions the frame worker adds around it (decoded frame in, yuv420p out), and
-the frame's whole thread CPU (conversions + stages). Both frame paths (`--paths rgb,planes`: the
-whole-frame RGB state and the yuv420p planes the stream uses) and all sizes are timed in turn
-(A, B, A, B, ...) so a busy machine slows them alike.
+the frame's whole thread CPU (conversions + stages). The frame paths (`--paths rgb,planes,torch-planes`:
+the whole-frame RGB state, the yuv420p planes the stream uses in host memory, and the same planes on a
+torch device: CUDA where torch finds it, else torch's CPU device) and all sizes are timed in turn
+(A, B, C, A, B, C, ...) so a busy machine slows them alike.
 
 Then (`--paced-seconds`, 0 to skip) the frame workers themselves at 640x480 (`--paced-size`): decoded frames are handed to
 a worker at 30 fps as a camera would, for the plain FrameWorker and the OverlappedFrameWorker in
@@ -33,8 +34,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=10, help="frames run before timing (default 10)")
     parser.add_argument("--sizes", default="640x480,1280x720,1920x1080")
     parser.add_argument("--paths", default="rgb,planes",
-                        help="frame paths timed side by side, frame by frame: rgb (whole-frame RGB state) and/or "
-                             "planes (yuv420p planes, face regions in RGB; what the stream runs); default both")
+                        help="frame paths timed side by side, frame by frame: rgb (whole-frame RGB state), "
+                             "planes (yuv420p planes in host memory, face regions in RGB; what the stream runs) "
+                             "and torch-planes (the planes on a torch device: cuda when present, else cpu; "
+                             "`livefuse serve --pixels cuda`); default rgb,planes")
     parser.add_argument("--photo-px", type=float, default=None,
                         help="the portrait's height in pixels in every frame size (default: 90%% of the frame's height)")
     parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
@@ -45,6 +48,18 @@ def add_arguments(parser) -> None:
                         help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
                              "side by side in one run (default: the libraries' own defaults)")
     _still.add_arguments(parser)
+
+
+PATHS = ("rgb", "planes", "torch-planes")
+
+
+def _upload(path: str, device: str | None) -> Any:
+    """The torch-planes path's uploader (one per case, reused frame after frame as a frame worker does)."""
+    if path != "torch-planes":
+        return None
+    from streamer.media.device_planes import DeviceUpload
+
+    return DeviceUpload(device)
 
 
 def _stats(ms: list[float]) -> dict[str, float] | None:
@@ -73,14 +88,20 @@ def run(args) -> dict[str, Any]:
     product = build_product()
     tb = fractions.Fraction(1, 90000)
     paths = [p for p in args.paths.split(",") if p]
-    if not paths or any(p not in ("rgb", "planes") for p in paths):
-        raise SystemExit(f"--paths takes rgb and/or planes, got {args.paths!r}")
+    if not paths or any(p not in PATHS for p in paths):
+        raise SystemExit(f"--paths takes any of {', '.join(PATHS)}, got {args.paths!r}")
+    torch_device = None
+    if "torch-planes" in paths:
+        import torch
+
+        torch_device = "cuda" if torch.cuda.is_available() else "cpu"
     cases = {}
     try:
         for (w, h), t, path in [(sz, t, p) for sz in sizes for t in settings for p in paths]:
             session = Session(f"bench-{w}x{h}-{t}-{path}")
             hooks = prepare_session(product, session, prompt)
             cases[(w, h, t, path)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session),
+                                      "upload": _upload(path, torch_device),
                                       "hooks": hooks, "stages": {}, "total": [], "cpu": [], "convert": [], "frame_cpu": [],
                                       "faces": [], "errors": {}}
         for n in range(args.warmup + args.frames):
@@ -90,7 +111,7 @@ def run(args) -> dict[str, Any]:
                 decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n, args.photo_px), format="rgb24").reformat(format="yuv420p")
                 decoded.pts, decoded.time_base = n * 3000, tb
                 ta, ca = time.perf_counter(), time.thread_time()   # what the frame worker does: decoded -> state ...
-                state = frame_to_state(decoded, planes=path == "planes")
+                state = frame_to_state(decoded, planes=path != "rgb", device=c["upload"])
                 tb0 = time.perf_counter()
                 t0, c0 = time.perf_counter(), time.thread_time()
                 state = c["pipe"](state, c["session"].frame_context())
@@ -116,7 +137,7 @@ def run(args) -> dict[str, Any]:
             c["pipe"].close()
         product.close()
     out: dict[str, Any] = {"benchmark": "pipeline", "cpu_count": os.cpu_count(), "threads": threads,
-                           "prompt": prompt, "frames": args.frames, "paths": paths,
+                           "prompt": prompt, "frames": args.frames, "paths": paths, "torch_planes_device": torch_device,
                            "photo_px": args.photo_px, "sizes": {}}
     for (w, h, t, path), c in cases.items():
         total = _stats(c["total"])
@@ -135,11 +156,15 @@ def run(args) -> dict[str, Any]:
             "stage_errors": c["errors"],
             "source": c["hooks"].get("source"),
         }
-    if len(paths) > 1:
-        out["planes_vs_rgb_frame_cpu_median"] = {
-            f"{w}x{h}": round(out["sizes"][f"{w}x{h} planes"]["frame_thread_cpu"]["median_ms"]
-                              / out["sizes"][f"{w}x{h} rgb"]["frame_thread_cpu"]["median_ms"], 3)
-            for (w, h) in sizes if len(settings) == 1}
+    if len(paths) > 1 and len(settings) == 1:
+        def ratio(a: str, b: str, field: str) -> dict[str, float]:
+            return {f"{w}x{h}": round(out["sizes"][f"{w}x{h} {a}"][field]["median_ms"]
+                                      / out["sizes"][f"{w}x{h} {b}"][field]["median_ms"], 3) for (w, h) in sizes}
+
+        if {"rgb", "planes"} <= set(paths):
+            out["planes_vs_rgb_frame_cpu_median"] = ratio("planes", "rgb", "frame_thread_cpu")
+        if {"planes", "torch-planes"} <= set(paths):   # wall: on a GPU the thread waits for the device
+            out["torch_planes_vs_planes_pipeline_wall_median"] = ratio("torch-planes", "planes", "pipeline_wall")
     if args.paced_seconds > 0:
         pw, ph = (int(v) for v in args.paced_size.split("x"))
         out[f"paced_{pw}x{ph}_30fps"] = paced(photo, prompt, args.paced_seconds, args.paced_bursts, size=(pw, ph))

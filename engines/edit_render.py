@@ -22,17 +22,16 @@ def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray]
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise ValueError(f"expected HxWx3 uint8 RGB, got {image.dtype} {image.shape}")
-        apply, out = numpy_edits.apply_plan, image.copy()
+        out = image.copy()
     else:
         import torch
-
-        from kernels.torch import edits as torch_edits
 
         if not isinstance(image, torch.Tensor):
             raise TypeError(f"expected a NumPy array or a torch tensor, got {type(image).__name__}")
         if image.dtype != torch.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise ValueError(f"expected HxWx3 uint8 RGB tensor, got {image.dtype} {tuple(image.shape)}")
-        apply, out = torch_edits.apply_plan, image.clone()
+        out = image.clone()
+    apply = _apply_plan(image)
     shape = (int(image.shape[0]), int(image.shape[1]))
     for lm in faces:
         plan = plan_face(shape, lm, edits, config)
@@ -41,16 +40,17 @@ def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray]
     return out
 
 
-Region = Callable[[tuple[int, int, int, int]], "tuple[np.ndarray, tuple[int, int]]"]
-"""(x0, y0, x1, y1) in the frame -> a writable H x W x 3 uint8 RGB array covering at least that box, and
-the frame position of its top-left corner (how the yuv420p path hands out face regions)."""
+Region = Callable[[tuple[int, int, int, int]], "tuple[np.ndarray | torch.Tensor, tuple[int, int]]"]
+"""(x0, y0, x1, y1) in the frame -> a writable H x W x 3 uint8 RGB array (NumPy, or a torch tensor on
+any device) covering at least that box, and the frame position of its top-left corner (how the yuv420p
+path hands out face regions)."""
 
 
 def render_edits_in_regions(shape: tuple[int, int], faces: Sequence[np.ndarray], edits: Mapping[str, float],
                             region: Region, config: EditConfig = EditConfig()) -> int:
     """`edits` applied in place to the RGB regions `region` hands out, one per face's ROI (the same plans
-    and kernels as `render_edits`, so a frame that is not whole RGB gets the same pixels); the number of
-    faces edited."""
+    and kernels as `render_edits`, the torch twin for a tensor region, so a frame that is not whole RGB
+    gets the same pixels); the number of faces edited."""
     done = 0
     for lm in faces:
         plan = plan_face(shape, lm, edits, config)
@@ -58,6 +58,15 @@ def render_edits_in_regions(shape: tuple[int, int], faces: Sequence[np.ndarray],
             continue
         y0, y1, x0, x1 = plan.roi
         arr, (ox, oy) = region((x0, y0, x1, y1))
-        numpy_edits.apply_plan(arr, replace(plan, roi=(y0 - oy, y1 - oy, x0 - ox, x1 - ox)))
+        _apply_plan(arr)(arr, replace(plan, roi=(y0 - oy, y1 - oy, x0 - ox, x1 - ox)))
         done += 1
     return done
+
+
+def _apply_plan(image: "np.ndarray | torch.Tensor") -> Callable:
+    """The pixel twin's `apply_plan` for an array of this kind."""
+    if isinstance(image, np.ndarray):
+        return numpy_edits.apply_plan
+    from kernels.torch import edits as torch_edits
+
+    return torch_edits.apply_plan

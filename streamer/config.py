@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
@@ -11,6 +12,7 @@ from streamer.httpkit import DEFAULT_READ_TIMEOUT_S
 
 Codec = Literal["VP8", "H264"]
 CODECS: tuple[str, ...] = ("VP8", "H264")
+PIXELS = re.compile(r"cpu|cuda(:\d+)?")   # ServerConfig.pixels
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,9 @@ class ServerConfig:
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
     overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (on with 4+ cores)
+    # where a stream frame's pixels live while the stages work on them: "cpu" (yuv420p planes in host
+    # memory, NumPy/OpenCV kernels) or "cuda" / "cuda:N" (the planes uploaded once per frame, torch kernels)
+    pixels: str = "cpu"
     vcam: str = ""                        # "" off; "auto" the first virtual camera device; or a device path
     vcam_width: int = 1280
     vcam_height: int = 720
@@ -73,6 +78,8 @@ class ServerConfig:
             raise ValueError("max_sessions must be at least 1")
         if self.overlap not in ("auto", "on", "off"):
             raise ValueError(f"overlap must be auto, on or off, got {self.overlap!r}")
+        if not PIXELS.fullmatch(self.pixels):
+            raise ValueError(f"pixels must be cpu, cuda or cuda:N, got {self.pixels!r}")
         if self.drain_timeout < 0:
             raise ValueError(f"drain_timeout must be >= 0, got {self.drain_timeout}")
         if self.public_url:
@@ -99,6 +106,11 @@ class ServerConfig:
         if self.overlap == "auto":
             return (os.cpu_count() or 1) >= 4
         return self.overlap == "on"
+
+    @property
+    def pixel_device(self) -> str | None:
+        """The torch device stream frames' planes go to; None: host memory (`pixels` "cpu")."""
+        return None if self.pixels == "cpu" else self.pixels
 
     @property
     def scheme(self) -> str:

@@ -115,9 +115,10 @@ class PeerSession:
         if config.overlapped and len(pipeline.stages) > 1:
             from streamer.media.overlap import OverlappedFrameWorker
 
-            self.worker: FrameWorker = OverlappedFrameWorker(session, pipeline, self.stats, on_error=self._stage_failed)
+            self.worker: FrameWorker = OverlappedFrameWorker(session, pipeline, self.stats, on_error=self._stage_failed,
+                                                             pixels=config.pixel_device)
         else:
-            self.worker = FrameWorker(session, pipeline, self.stats, on_error=self._stage_failed)
+            self.worker = FrameWorker(session, pipeline, self.stats, on_error=self._stage_failed, pixels=config.pixel_device)
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}

@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class FrameState:
-    """What travels through the stages: the pixels, either `planes` (the decoded yuv420p planes, the CPU
-    stream path; `image` is None then) or `image` (H x W x 3 uint8 RGB, or a torch tensor on the GPU
-    path; photos, clips, odd sizes), the frame's timestamp (`pts` ticks of `time_base` seconds), what each stage found or did, and
+    """What travels through the stages: the pixels, either `planes` (the decoded yuv420p planes, the
+    stream path, in host memory or on a torch device; `image` is None then) or `image` (H x W x 3 uint8
+    RGB, or a torch tensor; photos, clips, odd sizes), the frame's timestamp (`pts` ticks of `time_base` seconds), what each stage found or did, and
     per-stage timings in milliseconds. Each field has one writer, named beside it."""
 
     image: Any

@@ -106,28 +106,37 @@ def half_size(rgb: torch.Tensor) -> torch.Tensor:
     return F.avg_pool2d(rgb.float().permute(2, 0, 1)[None] / 255.0, 2)[0].permute(1, 2, 0)
 
 
-# -- yuv420p (I420) <-> RGB, BT.601 limited range: twins of kernels.numpy.color.i420_to_rgb / rgb_to_i420
+# -- yuv420p (I420) <-> RGB, BT.601 limited range: twins of kernels.numpy.color.i420_to_rgb / rgb_to_i420.
+# OpenCV's fixed-point arithmetic (coefficients scaled by 2^20, round half up, the same integer steps as
+# its cvtColor), so the twins give the NumPy path's bytes exactly on every device. int32 holds every
+# intermediate: at most 255 * 2^20 * 1.6 < 2^31.
+
+_SHIFT = 20
+_HALF = 1 << (_SHIFT - 1)
+_CY, _CUB, _CUG, _CVG, _CVR = 1220542, 2116026, -409993, -852492, 1673527           # YUV -> RGB
+_CRY, _CGY, _CBY, _CRU, _CGU, _CBU, _CGV, _CBV = 269484, 528482, 102760, -155188, -305135, 460324, -385875, -74448
+
 
 def i420_to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """H x W x 3 uint8 RGB of uint8 planes Y (H x W), U and V (H/2 x W/2); each chroma sample covers its 2x2 block."""
-    yy = (y.float() - 16.0) * (255.0 / 219.0)
-    up = lambda c: (c.float() - 128.0).repeat_interleave(2, 0).repeat_interleave(2, 1) * (255.0 / 224.0)  # noqa: E731
+    yy = (y.to(torch.int32) - 16).clamp_(min=0) * _CY + _HALF
+    up = lambda c: (c.to(torch.int32) - 128).repeat_interleave(2, 0).repeat_interleave(2, 1)  # noqa: E731
     cb, cr = up(u), up(v)
-    r = yy + 1.402 * cr
-    g = yy - 0.344136 * cb - 0.714136 * cr
-    b = yy + 1.772 * cb
-    return torch.stack([r, g, b], dim=-1).round().clamp(0, 255).to(torch.uint8)
+    r = yy + _CVR * cr
+    g = yy + _CVG * cr + _CUG * cb
+    b = yy + _CUB * cb
+    return (torch.stack([r, g, b], dim=-1) >> _SHIFT).clamp_(0, 255).to(torch.uint8)
 
 
 def rgb_to_i420(rgb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """uint8 planes Y (H x W), U, V (H/2 x W/2) of H x W x 3 uint8 RGB; each 2x2 block's chroma is its
     top-left pixel's (as OpenCV's conversion takes it)."""
-    x = rgb.float()
+    x = rgb.to(torch.int32)
     r, g, b = x[..., 0], x[..., 1], x[..., 2]
-    y = 16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0
+    y = _CRY * r + _CGY * g + _CBY * b + ((16 << _SHIFT) + _HALF)
     s = x[::2, ::2]
     r, g, b = s[..., 0], s[..., 1], s[..., 2]
-    cb = 128.0 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255.0
-    cr = 128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0
-    q = lambda c: c.round().clamp(0, 255).to(torch.uint8)  # noqa: E731
+    cb = _CRU * r + _CGU * g + _CBU * b + ((128 << _SHIFT) + _HALF)
+    cr = _CBU * r + _CGV * g + _CBV * b + ((128 << _SHIFT) + _HALF)
+    q = lambda c: (c >> _SHIFT).clamp_(0, 255).to(torch.uint8)  # noqa: E731
     return q(y), q(cb), q(cr)

@@ -36,11 +36,16 @@ def luma_pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int, de
     return Pattern(delta=torch.from_numpy(p.pos.astype(np.int16) - p.neg.astype(np.int16)).to(device), payload=payload)
 
 
-def embed_luma(y: torch.Tensor, pattern: Pattern) -> torch.Tensor:
-    """An H x W uint8 Y plane + a `luma_pattern_for` pattern, saturating at 0/255."""
+def embed_luma(y: torch.Tensor, pattern: Pattern, out: torch.Tensor | None = None) -> torch.Tensor:
+    """An H x W uint8 Y plane + a `luma_pattern_for` pattern, saturating at 0/255 (into `out` when given:
+    `out=y` marks the plane in place, as the NumPy twin's `embed(y, pattern, out=y)`)."""
     if y.dtype != torch.uint8 or tuple(y.shape) != tuple(pattern.delta.shape):
         raise ValueError(f"pattern is for {tuple(pattern.delta.shape)} uint8, plane is {tuple(y.shape)} {y.dtype}")
-    return (y.to(torch.int16) + pattern.delta).clamp_(0, 255).to(torch.uint8)
+    res = (y.to(torch.int16) + pattern.delta).clamp_(0, 255).to(torch.uint8)
+    if out is not None:
+        out.copy_(res)
+        return out
+    return res
 
 
 def embed(image: torch.Tensor, pattern: Pattern, out: torch.Tensor | None = None) -> torch.Tensor:

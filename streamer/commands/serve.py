@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="libx264 speed preset for H264 streams (default superfast; medium is aiortc's own)")
     g.add_argument("--overlap", choices=["auto", "on", "off"],
                    help="overlap the face stage with the later stages across frames (default auto: on with 4+ cores)")
+    g.add_argument("--pixels", help="where stream frames' pixels live while the stages work: cpu (the default: "
+                   "yuv420p planes in host memory) or cuda, cuda:N (planes on the GPU, torch kernels)")
     g.add_argument("--vcam", nargs="?", const="auto",
                    help="feed a virtual camera (v4l2loopback / OBS) from the oldest live session; optional device path")
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
@@ -183,13 +185,19 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
-        "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "hold_audio", "public_url",
+        "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "pixels", "hold_audio", "public_url",
         "drain_timeout", "record_sessions", "h264_preset")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
         overrides["ice_servers"] = tuple(args.ice_servers)
     config = ServerConfig.from_env(**overrides)
+    if config.pixel_device is not None:   # CUDA asked for and absent: said now, not at the first frame
+        from streamer.media.device_planes import check_device
+
+        problem = check_device(config.pixel_device)
+        if problem is not None:
+            raise SystemExit(f"livefuse serve: {problem}")
     if not config.loopback and not getattr(args, "tokens_file", None):
         raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
                          "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")

@@ -11,12 +11,14 @@ Anything else (odd sizes, other pixel formats) goes through PyAV.
 The stream's frames stay in their planes: `frame_to_state` keeps an even yuv420p frame as `Planes`
 (one copy out of the decoder's frame, no conversion) and `state_to_frame` makes the encoders' frame from
 them (one copy; none when no stage changed a pixel), so only the regions the stages ask for are
-converted (streamer/media/planes.py). `planes=False` gives the whole-frame RGB state instead.
+converted (streamer/media/planes.py). `device` puts the planes on a torch device instead of host memory
+(streamer/media/device_planes.py: uploaded once, downloaded once); `planes=False` gives the whole-frame
+RGB state.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from av import VideoFrame
@@ -24,6 +26,9 @@ from av import VideoFrame
 from kernels.numpy.color import i420_to_rgb, rgb_to_i420
 from streamer.media.planes import Planes
 from streamer.pipeline import VIDEO_TIME_BASE, FrameState, as_rgb_uint8
+
+if TYPE_CHECKING:  # pragma: no cover
+    from streamer.media.device_planes import DeviceUpload
 
 
 def _even_i420(width: int, height: int) -> bool:
@@ -67,25 +72,35 @@ def keeps_planes(frame: VideoFrame) -> bool:
     return frame.format.name == "yuv420p" and _even_i420(frame.width, frame.height)
 
 
-def frame_to_state(frame: VideoFrame, *, planes: bool = True) -> FrameState:
+def frame_to_state(frame: VideoFrame, *, planes: bool = True, device: "str | DeviceUpload | None" = None) -> FrameState:
     """The state a decoded frame starts the stages as: its planes (an even yuv420p frame with `planes`)
-    or its RGB pixels, its pts, and its time base (RTP video's when the frame names none)."""
+    or its RGB pixels, its pts, and its time base (RTP video's when the frame names none). `device`: None
+    keeps the planes in host memory (NumPy); a torch device name, or the `DeviceUpload` a stream reuses
+    (its page-locked buffer on CUDA), puts them on that device. Frames that cannot travel as planes
+    (odd sizes, other formats) stay whole-frame RGB in host memory either way."""
     timing = dict(pts=frame.pts or 0, time_base=frame.time_base or VIDEO_TIME_BASE)
     if planes and keeps_planes(frame):
-        return FrameState(image=None, planes=to_planes(frame), **timing)
+        if device is None:
+            return FrameState(image=None, planes=to_planes(frame), **timing)
+        if isinstance(device, str):
+            from streamer.media.device_planes import DeviceUpload
+
+            device = DeviceUpload(device)
+        return FrameState(image=None, planes=device.planes(frame), **timing)
     return FrameState(image=frame_to_rgb(frame), **timing)
 
 
 def state_to_frame(state: FrameState, like: VideoFrame) -> VideoFrame:
     """The encoders' frame of a processed state, timed like `like` (the frame the state was made from):
-    made from its planes (`like` itself when no pixel changed), or from its RGB pixels."""
+    made from its planes (a device's buffer downloaded once; `like` itself, with nothing downloaded, when
+    no pixel changed), or from its RGB pixels."""
     p = state.planes
     if p is None:
         return rgb_to_frame(state.image, like)
-    buf = p.i420()
+    p.flush()
     if not p.changed:
         return like
-    out = VideoFrame.from_ndarray(buf, format="yuv420p")
+    out = VideoFrame.from_ndarray(p.i420(), format="yuv420p")
     out.pts = like.pts
     out.time_base = like.time_base or VIDEO_TIME_BASE
     return out

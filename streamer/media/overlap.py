@@ -18,7 +18,7 @@ import threading
 
 from av import VideoFrame
 
-from streamer.media.convert import frame_to_state, state_to_frame
+from streamer.media.convert import state_to_frame
 from streamer.media.slot import FrameSlot
 from streamer.media.stats import StreamStats
 from streamer.media.worker import ErrorHook, FrameWorker
@@ -30,8 +30,8 @@ class OverlappedFrameWorker(FrameWorker):
     """`split` stages (default: the first, "faces") run in the front thread, the rest in the back one."""
 
     def __init__(self, session: Session, pipeline: Pipeline, stats: StreamStats, *,
-                 on_error: ErrorHook | None = None, split: int = 1) -> None:
-        super().__init__(session, pipeline, stats, on_error=on_error)
+                 on_error: ErrorHook | None = None, pixels: str | None = None, split: int = 1) -> None:
+        super().__init__(session, pipeline, stats, on_error=on_error, pixels=pixels)
         self._front, self._back = Pipeline(pipeline.stages[:split]), Pipeline(pipeline.stages[split:])
         self._overlap = bool(pipeline.stages)   # no stages: nothing to overlap, the plain loop (no conversions)
         self.middle: FrameSlot[tuple[VideoFrame, float, FrameState, FrameContext]] = FrameSlot()
@@ -60,7 +60,7 @@ class OverlappedFrameWorker(FrameWorker):
             self.middle.close()
 
     def front_half(self, frame: VideoFrame, context: FrameContext) -> FrameState:
-        return self.run_stages(self._front, frame_to_state(frame), context)
+        return self.run_stages(self._front, self.to_state(frame), context)
 
     # -- back: the other stages -> yuv420p -> the encoders ------------------------------------------
     def _run(self) -> None:

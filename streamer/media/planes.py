@@ -1,17 +1,22 @@
-"""A decoded frame's pixels as the CPU stream path keeps them: yuv420p planes, end to end.
+"""A decoded frame's pixels as the stream path keeps them: yuv420p planes, end to end.
 
 Why: only the faces need RGB and only the watermark needs the whole frame (its luma), so converting and
 copying whole frames makes each frame cost follow its area. `Planes` holds the I420 buffer (Y, then U,
 then V, one contiguous array the encoders' frame is made from) and hands out RGB of face regions on
 demand (`region`): each region is converted once, shared by every stage of the frame that asks for a box
 inside it, and written back (`flush`) only where its RGB changed: Y per changed pixel, U and V per 2x2
-block whose chroma changed. Every other pixel keeps the decoded value exactly. The conversions are the
-kernels' (`kernels.numpy.color.i420_to_rgb` / `rgb_to_i420`).
+block whose chroma changed. Every other pixel keeps the decoded value exactly.
+
+The same design runs on NumPy arrays in host memory (`NUMPY`, the CPU default: the conversions are
+`kernels.numpy.color`'s) and on torch tensors on any device (`streamer.media.device_planes`: the buffer
+uploaded once, regions converted by `kernels.torch.color`'s twins, the buffer downloaded once at the
+edge). `PlaneOps` is the handful of array operations that differ; everything else is this one class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -21,19 +26,51 @@ from kernels.numpy.color import i420_to_rgb, rgb_to_i420
 Box = tuple[int, int, int, int]   # x0, y0, x1, y1 in frame pixels, even, inside the frame
 
 
+@dataclass(frozen=True, slots=True)
+class PlaneOps:
+    """The array operations `Planes` needs, for one array library and device."""
+
+    device: str | None                          # None: NumPy in host memory; else the torch device
+    uint8: Any                                  # the library's uint8 dtype
+    to_rgb: Callable[[Any, Any, Any], Any]      # (Y, U, V) -> H x W x 3 uint8 RGB
+    to_i420: Callable[[Any], tuple[Any, Any, Any]]
+    keep_patch: Callable[[Any, Any, int, int, np.ndarray], None]   # kernels' keep_patch; the mask is NumPy
+    copy: Callable[[Any], Any]
+    put_where: Callable[[Any, Any, Any], None]  # (dst, src, mask): dst = src where mask, in place
+    any_of: Callable[[Sequence[Any]], bool]     # whether any of these boolean arrays holds a True
+    asarray: Callable[[Any], Any]               # an H x W x 3 uint8 array (NumPy or torch) in this kind
+    host: Callable[[Any], np.ndarray]           # this kind -> a NumPy array in host memory
+
+
+def _np_put_where(dst: np.ndarray, src: np.ndarray, mask: np.ndarray) -> None:
+    np.copyto(dst, src, where=mask)
+
+
+def _np_asarray(a: Any) -> np.ndarray:
+    return np.ascontiguousarray(a if isinstance(a, np.ndarray) else a.detach().cpu().numpy())
+
+
+NUMPY = PlaneOps(device=None, uint8=np.uint8, to_rgb=i420_to_rgb, to_i420=rgb_to_i420, keep_patch=keep_patch,
+                 copy=np.copy, put_where=_np_put_where, any_of=lambda ms: any(bool(m.any()) for m in ms),
+                 asarray=_np_asarray, host=np.asarray)
+
+
 @dataclass(slots=True)
 class _Region:
     box: Box
-    rgb: np.ndarray       # the working copy the stages change
-    before: np.ndarray    # what the planes held when it was converted
+    rgb: Any              # the working copy the stages change
+    before: Any           # what the planes held when it was converted
 
 
 class Planes:
-    """One even-sized yuv420p frame: `y` (H x W), `u`, `v` (H/2 x W/2) are views of `buffer`."""
+    """One even-sized yuv420p frame: `y` (H x W), `u`, `v` (H/2 x W/2) are views of `buffer`, a NumPy
+    array (`ops` NUMPY) or a torch tensor on `device` (ops from `streamer.media.device_planes`). Regions
+    and luma are arrays of the same kind; `rgb_into` and `i420` give host memory."""
 
-    def __init__(self, buffer: np.ndarray, width: int, height: int) -> None:
-        if width % 2 or height % 2 or buffer.shape != (height * 3 // 2, width) or buffer.dtype != np.uint8:
-            raise ValueError(f"expected an even-sized I420 buffer for {width}x{height}, got {buffer.dtype} {buffer.shape}")
+    def __init__(self, buffer: Any, width: int, height: int, ops: PlaneOps = NUMPY) -> None:
+        if width % 2 or height % 2 or tuple(buffer.shape) != (height * 3 // 2, width) or buffer.dtype != ops.uint8:
+            raise ValueError(f"expected an even-sized I420 buffer for {width}x{height}, got {buffer.dtype} {tuple(buffer.shape)}")
+        self.ops = ops
         self.buffer = buffer
         self.width, self.height = width, height
         self.y = buffer[:height]
@@ -46,6 +83,11 @@ class Planes:
     def shape(self) -> tuple[int, int]:
         return self.height, self.width
 
+    @property
+    def device(self) -> str | None:
+        """The torch device the planes live on; None for NumPy in host memory."""
+        return self.ops.device
+
     def snap(self, x0: float, y0: float, x1: float, y1: float) -> Box | None:
         """The even-aligned box inside the frame that covers [x0, x1) x [y0, y1); None when empty."""
         a = max(0, int(np.floor(x0)) & ~1)
@@ -54,7 +96,12 @@ class Planes:
         d = min(self.height, (int(np.ceil(y1)) + 1) & ~1)
         return (a, b, c, d) if c > a and d > b else None
 
-    def region(self, box: Box) -> tuple[np.ndarray, Box]:
+    def _convert(self, box: Box) -> Any:
+        x0, y0, x1, y1 = box
+        return self.ops.to_rgb(self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2],
+                               self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
+
+    def region(self, box: Box) -> tuple[Any, Box]:
         """An RGB working array covering `box` (even-aligned, see `snap`) and the box it really covers
         (an open region that holds `box` is shared; overlapping ones are written back first). Changes to
         the array reach the planes at the next `flush`."""
@@ -67,8 +114,8 @@ class Planes:
         for r in overlapping:
             self._write(r)
             self._regions.remove(r)
-        rgb = i420_to_rgb(self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2], self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
-        reg = _Region(box, rgb, rgb.copy())
+        rgb = self._convert(box)
+        reg = _Region(box, rgb, self.ops.copy(rgb))
         self._regions.append(reg)
         return reg.rgb, reg.box
 
@@ -78,27 +125,26 @@ class Planes:
         opened, feathered by the mask."""
         for p in patches:
             for r in self._regions:
-                keep_patch(r.rgb, r.before, p.x0 - r.box[0], p.y0 - r.box[1], p.mask)
+                self.ops.keep_patch(r.rgb, r.before, p.x0 - r.box[0], p.y0 - r.box[1], p.mask)
 
     def rgb_into(self, out: np.ndarray, box: Box) -> None:
-        """Convert `box` into the same place of `out` (an H x W x 3 array the caller keeps), read-only:
+        """Convert `box` into the same place of `out` (an H x W x 3 host array the caller keeps), read-only:
         no region is opened. Open regions are written back first."""
         self.flush()
         x0, y0, x1, y1 = box
-        out[y0:y1, x0:x1] = i420_to_rgb(self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2],
-                                        self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
+        out[y0:y1, x0:x1] = self.ops.host(self._convert(box))
 
-    def rgb(self) -> np.ndarray:
-        """The whole frame as H x W x 3 RGB (for a consumer that needs it all: the landmarker's search, a
-        neural swapper); open regions are written back first."""
+    def rgb(self) -> Any:
+        """The whole frame as H x W x 3 RGB of the planes' kind (for a consumer that needs it all: the
+        landmarker's search, a neural swapper); open regions are written back first."""
         self.flush()
-        return i420_to_rgb(self.y, self.u, self.v)
+        return self.ops.to_rgb(self.y, self.u, self.v)
 
-    def put_rgb(self, rgb: np.ndarray) -> None:
-        """Take a whole RGB frame back (what a whole-frame consumer made), changed pixels only."""
+    def put_rgb(self, rgb: Any) -> None:
+        """Take a whole RGB frame back (what a whole-frame consumer made, NumPy or torch), changed pixels only."""
         self.flush()
-        before = i420_to_rgb(self.y, self.u, self.v)
-        self._write(_Region((0, 0, self.width, self.height), np.ascontiguousarray(rgb), before))
+        before = self.ops.to_rgb(self.y, self.u, self.v)
+        self._write(_Region((0, 0, self.width, self.height), self.ops.asarray(rgb), before))
 
     def flush(self) -> None:
         """Write every open region's changes into the planes."""
@@ -111,21 +157,23 @@ class Planes:
         # stages converts to: the same test as comparing RGB (an unchanged pixel converts the same), at
         # a tenth of the cost, and per plane, so chroma follows OpenCV's rule for its block.
         x0, y0, x1, y1 = r.box
-        new, old = rgb_to_i420(r.rgb), rgb_to_i420(r.before)
+        ops = self.ops
+        new, old = ops.to_i420(r.rgb), ops.to_i420(r.before)
         dst = (self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2], self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
-        for plane, a, b in zip(dst, new, old):
-            moved = a != b
-            if moved.any():
-                np.copyto(plane, a, where=moved)
-                self.changed = True
+        moved = [a != b for a, b in zip(new, old)]
+        if ops.any_of(moved):
+            for plane, a, m in zip(dst, new, moved):
+                ops.put_where(plane, a, m)
+            self.changed = True
 
-    def luma(self) -> np.ndarray:
+    def luma(self) -> Any:
         """The Y plane to change in place (the watermark): open regions are written back first."""
         self.flush()
         self.changed = True
         return self.y
 
     def i420(self) -> np.ndarray:
-        """The I420 buffer with every change written back."""
+        """The I420 buffer in host memory with every change written back (a device's buffer comes down
+        here, once)."""
         self.flush()
-        return self.buffer
+        return self.ops.host(self.buffer)

@@ -36,8 +36,12 @@ class FrameWorker:
     FrameState, goes through the stages, and its encoders' frame is published on `outbox`."""
 
     def __init__(self, session: Session, pipeline: Pipeline, stats: StreamStats, *,
-                 on_error: ErrorHook | None = None) -> None:
+                 on_error: ErrorHook | None = None, pixels: str | None = None) -> None:
+        """`pixels`: the torch device the frames' planes go to (`ServerConfig.pixel_device`); None keeps
+        them in host memory."""
         self.session = session
+        self.pixels = pixels
+        self._upload: Any = None   # the DeviceUpload for `pixels`, made at the first frame
         self.pipeline = pipeline
         self.stats = stats
         self.on_error = on_error
@@ -61,9 +65,18 @@ class FrameWorker:
         encoder). With no stages the decoded frame goes on as it is, without a colour round trip."""
         if not self.pipeline.stages:
             return frame
-        state = self.run_stages(self.pipeline, frame_to_state(frame), self.session.frame_context())
+        state = self.run_stages(self.pipeline, self.to_state(frame), self.session.frame_context())
         self.finished(state)
         return state_to_frame(state, frame)
+
+    def to_state(self, frame: VideoFrame) -> FrameState:
+        """The state `frame` starts the stages as, its planes where `pixels` says (one upload per frame,
+        through a buffer this worker keeps)."""
+        if self.pixels is not None and self._upload is None:
+            from streamer.media.device_planes import DeviceUpload
+
+            self._upload = DeviceUpload(self.pixels)
+        return frame_to_state(frame, device=self._upload)
 
     def run_stages(self, stages: Pipeline, state: FrameState, context: FrameContext) -> FrameState:
         """`stages` (the whole pipeline or a part of it) on `state`: their thread CPU time is added to the

@@ -133,28 +133,29 @@ class EditsStage:
         landmarks = [f.landmarks for f in state.faces]
         planes = state.planes
         if planes is not None:       # RGB of each face's ROI alone (shared with fusion's region when inside it)
+            still = self.still if planes.device is None else None   # reuse keeps host deltas: host planes only
             opened: list[tuple[Any, Any, tuple[int, int], Any]] = []
 
             def region(box: tuple[int, int, int, int]) -> tuple[Any, tuple[int, int]]:
                 snapped = planes.snap(*box)
                 arr, (ox, oy, _, _) = planes.region(snapped)
-                if self.still is not None:   # what the box held before the edits: the delta's base
+                if still is not None:   # what the box held before the edits: the delta's base
                     x0, y0, x1, y1 = snapped
                     opened.append((snapped, arr, (ox, oy), arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox].copy()))
                 return arr, (ox, oy)
 
-            if self.still is None:
+            if still is None:
                 render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render)
             else:                    # face by face: a still face reuses its edits of the frame before
                 steer = (tuple(edits.values()), planes.shape)
                 for face in state.faces:
-                    if self.still.reuse(planes, face, steer):
+                    if still.reuse(planes, face, steer):
                         continue
                     opened.clear()
                     render_edits_in_regions(planes.shape, [face.landmarks], edits, region, self.config.render)
                     for box, arr, (ox, oy), before in opened:
                         x0, y0, x1, y1 = box
-                        self.still.remember(face, steer, box, box, before, arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox])
+                        still.remember(face, steer, box, box, before, arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox])
             planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
             return state
         image = state.image

@@ -67,11 +67,12 @@ class FaceStage:
     def _landmarker_input(self, planes: Any, timestamp_ms: int) -> np.ndarray:
         """The RGB the landmarker gets for a frame that travels as planes: while it follows its faces
         (no search due) only the boxes it reads are converted, into a frame-sized buffer this stage keeps
-        (the rest of it is never read), so this costs what the faces' crops cost, not the frame's area."""
+        (the rest of it is never read), so this costs what the faces' crops cost, not the frame's area.
+        Planes on a torch device convert there and only those boxes come back to host memory."""
         reads = getattr(self.detector, "reads", None)
         boxes = reads(timestamp_ms) if reads is not None else None
         if boxes is None:
-            return planes.rgb()
+            return _as_numpy_rgb(planes.rgb())
         if self._rgb is None or self._rgb.shape[:2] != planes.shape:
             self._rgb = np.empty((*planes.shape, 3), np.uint8)
         for b in boxes:

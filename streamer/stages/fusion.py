@@ -206,10 +206,9 @@ class FusionStage:
         by_track = face_sources.get(face.track_id) if face.track_id >= 0 else None
         if by_track is None and self.router is not None and face.track_id >= 0 and image is not None:
             if face.track_id not in self._routes:
-                if isinstance(image, Planes):
-                    frame = image.rgb()
-                else:
-                    frame = image if isinstance(image, np.ndarray) else image.cpu().numpy()
+                frame = image.rgb() if isinstance(image, Planes) else image
+                if not isinstance(frame, np.ndarray):
+                    frame = frame.cpu().numpy()
                 self._routes[face.track_id] = self.router.route(frame, face)
                 if len(self._routes) > 256:
                     self._routes.pop(next(iter(self._routes)))
@@ -237,8 +236,9 @@ class FusionStage:
         image = state.image if planes is None else None   # a planes frame is never converted whole here
         frame = planes.rgb if planes is not None else image   # the follower converts only when it embeds
         mapped = self.follower.mapping(state.faces, controls.face_sources, frame) if self.follower is not None else None
-        is_torch = planes is None and not isinstance(image, np.ndarray)   # the path follows the frame: a tensor stays on its device
-        ops = _torch_ops(image.device) if is_torch else self._np
+        device = planes.device if planes is not None else None if isinstance(image, np.ndarray) else image.device
+        is_torch = device is not None   # the path follows the frame: tensors (or planes on a device) stay there
+        ops = _torch_ops(device) if is_torch else self._np
         h, w = state.shape
         out = None
         fused = []
@@ -252,7 +252,7 @@ class FusionStage:
                 continue
             entry = {"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)}
             steer = (src.id, entry["weight"], mode, controls.keep_mouth, controls.keep_eyes, (h, w))
-            if still is not None and still.reuse(planes, face, steer):
+            if still is not None and not is_torch and still.reuse(planes, face, steer):
                 fused.append({**entry, "reused": True})
                 continue
             geo = self._geometry(face, src, weight, controls, (h, w))
@@ -264,9 +264,9 @@ class FusionStage:
                 m = self.config.region_margin * geo.face_w + 4
                 box = planes.snap(x0 - m, y0 - m, x1 + m, y1 + m)
                 region, (ox, oy, _, _) = planes.region(box)
-                live = region.copy()
+                live = region.clone() if is_torch else region.copy()
                 self._fuse_pixels(ops, region, live, src, geo, key, offset=(ox, oy))
-                if still is not None:   # the delta over the whole box asked for: whatever the fusion wrote in it
+                if still is not None and not is_torch:   # the delta over the whole box asked for: whatever the fusion wrote in it
                     a, b, c, d = box
                     crop = np.s_[b - oy:d - oy, a - ox:c - ox]
                     still.remember(face, steer, box, box, live[crop], region[crop])

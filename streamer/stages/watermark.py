@@ -23,13 +23,11 @@ from streamer.safety.watermark_policy import WatermarkPolicy
 PayloadHook = Callable[[str, int], None]  # (session id, payload) whenever a session starts a new payload
 
 
-Y_PLANE = "y-plane"   # a _Spec's device for yuv420p frames: the pattern is for their Y plane
-
-
 class _Spec(NamedTuple):
     shape: tuple[int, int]
     payload: int
-    device: str | None  # None: numpy RGB frames; Y_PLANE: yuv420p planes; else a torch device
+    device: str | None  # None: NumPy arrays in host memory; else the torch device of the frame's pixels
+    luma: bool          # the pattern is for a yuv420p frame's Y plane (else for every RGB channel)
 
 
 class WatermarkStage:
@@ -49,21 +47,26 @@ class WatermarkStage:
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
         if not self.policy.enabled:
             return state
-        image = state.image
         planes = state.planes
+        image = state.image if planes is None else None
         if planes is not None:
-            device = Y_PLANE
+            device = planes.device
         else:
             device = None if isinstance(image, np.ndarray) else str(image.device)
-        spec = _Spec(state.shape, self.policy.payload(context.session_id, self.clock()), device)
+        spec = _Spec(state.shape, self.policy.payload(context.session_id, self.clock()), device, planes is not None)
         payload, pattern = self._pattern_for(spec, context.session_id)
         if planes is not None:       # the mark is a luma change: it goes into the Y plane, in place
             y = planes.luma()
-            np_wm.embed(y, pattern, out=y)
+            if device is None:
+                np_wm.embed(y, pattern, out=y)
+            else:
+                from kernels.torch import watermark as torch_wm  # torch only when pixels are tensors
+
+                torch_wm.embed_luma(y, pattern, out=y)
         elif device is None:
             state.image = np_wm.embed(image, pattern)
         else:
-            from kernels.torch import watermark as torch_wm  # torch only when frames are tensors
+            from kernels.torch import watermark as torch_wm
 
             state.image = torch_wm.embed(image, pattern)
         state.watermark = f"{payload:016x}"
@@ -76,7 +79,7 @@ class WatermarkStage:
             self._adopt(done_spec, future.result(), session_id)
         if self._spec == spec:
             return spec.payload, self._pattern
-        same_geometry = self._spec is not None and (self._spec.shape, self._spec.device) == (spec.shape, spec.device)
+        same_geometry = self._spec is not None and self._spec._replace(payload=spec.payload) == spec
         if same_geometry:
             if self._pending is None or self._pending[0] != spec:
                 self._pending = (spec, self._executor().submit(self._build, spec))
@@ -92,12 +95,12 @@ class WatermarkStage:
 
     def _build(self, spec: _Spec) -> Any:
         if spec.device is None:
-            return np_wm.pattern_for(self.key, spec.shape, spec.payload)
-        if spec.device == Y_PLANE:
-            return np_wm.luma_pattern_for(self.key, spec.shape, spec.payload)
+            build = np_wm.luma_pattern_for if spec.luma else np_wm.pattern_for
+            return build(self.key, spec.shape, spec.payload)
         from kernels.torch import watermark as torch_wm
 
-        return torch_wm.pattern_for(self.key, spec.shape, spec.payload, device=spec.device)
+        build = torch_wm.luma_pattern_for if spec.luma else torch_wm.pattern_for
+        return build(self.key, spec.shape, spec.payload, device=spec.device)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:

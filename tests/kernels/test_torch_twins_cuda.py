@@ -106,6 +106,28 @@ def test_color_on_cuda(a, b):
     np.testing.assert_allclose(tc.half_size(_c(a)).cpu().numpy(), nc.half_size(a), atol=1e-5)
 
 
+def test_i420_on_cuda(a):
+    from kernels.numpy import color as nc
+    from kernels.torch import color as tc
+
+    rgb = np.ascontiguousarray(a[:238, :318])
+    planes = nc.rgb_to_i420(rgb)
+    for got, want in zip(tc.rgb_to_i420(_c(rgb)), planes):        # bit-exact: the same fixed point
+        assert np.array_equal(got.cpu().numpy(), want)
+    assert np.array_equal(tc.i420_to_rgb(*map(_c, planes)).cpu().numpy(), nc.i420_to_rgb(*planes))
+
+
+def test_keep_patch_on_cuda(a, b):
+    from kernels.numpy import blend as nb
+    from kernels.torch import blend as tb
+
+    mask = np.clip(np.random.default_rng(4).random((60, 90)).astype(np.float32) * 1.4 - 0.2, 0, 1)
+    n_out, t_out = a.copy(), _c(a)
+    nb.keep_patch(n_out, b, 250, 200, mask)                      # runs past the right and bottom edges
+    tb.keep_patch(t_out, _c(b), 250, 200, torch.from_numpy(mask))
+    assert np.array_equal(t_out.cpu().numpy(), n_out)
+
+
 def test_watermark_on_cuda(a):
     from kernels.numpy import watermark as wm
     from kernels.torch import watermark as twm
@@ -115,6 +137,11 @@ def test_watermark_on_cuda(a):
     np_out = wm.embed(a, wm.pattern_for(key, a.shape[:2], payload))
     t_out = twm.embed(_c(a), twm.pattern_for(key, a.shape[:2], payload, device=DEV))
     assert np.array_equal(t_out.cpu().numpy(), np_out)
+    y = np.ascontiguousarray(a[..., 1])                           # the Y-plane mark, in place on the device
+    np_y = wm.embed(y, wm.luma_pattern_for(key, y.shape, payload))
+    t_y = _c(y)
+    assert twm.embed_luma(t_y, twm.luma_pattern_for(key, y.shape, payload, device=DEV), out=t_y) is t_y
+    assert np.array_equal(t_y.cpu().numpy(), np_y)
 
 
 @pytest.fixture(scope="module")

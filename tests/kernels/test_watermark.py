@@ -132,3 +132,6 @@ def test_the_y_plane_pattern_is_the_rgb_one_in_luma_and_the_torch_twin_agrees(ke
     plane = np.full((240, 320), 120, np.uint8)
     t = twm.embed_luma(torch.from_numpy(plane), twm.luma_pattern_for(key, (240, 320), 0x1234)).numpy()
     assert np.array_equal(t, wm.embed(plane, y_p))
+    in_place = torch.from_numpy(plane.copy())                      # out= the plane: marked where it lies
+    assert twm.embed_luma(in_place, twm.luma_pattern_for(key, (240, 320), 0x1234), out=in_place) is in_place
+    assert np.array_equal(in_place.numpy(), t)

@@ -55,3 +55,28 @@ def test_hold_audio_reads_yes_and_no_from_the_environment():
     assert ServerConfig.from_env({"LIVEFUSE_HOLD_AUDIO": "1"}).hold_audio is True
     with pytest.raises(ValueError, match="LIVEFUSE_HOLD_AUDIO"):
         ServerConfig.from_env({"LIVEFUSE_HOLD_AUDIO": "maybe"})
+
+
+def test_pixels_setting():
+    assert ServerConfig().pixels == "cpu" and ServerConfig().pixel_device is None
+    assert ServerConfig(pixels="cuda").pixel_device == "cuda"
+    assert ServerConfig.from_env({"LIVEFUSE_PIXELS": "cuda:1"}).pixel_device == "cuda:1"
+    for bad in ("gpu", "cuda:", "cuda:x", "CPU", "cuda:0 ", "mps"):
+        with pytest.raises(ValueError, match="pixels must be cpu, cuda or cuda:N"):
+            ServerConfig(pixels=bad)
+
+
+def test_serving_cuda_pixels_without_cuda_stops_at_start_up_and_says_why(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the start-up refusal cannot happen here")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LIVEFUSE_PIXELS": "cuda"}
+    proc = subprocess.run([sys.executable, "-m", "streamer.cli", "serve", "--port", "18931"], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=str(Path(__file__).parents[2]))
+    assert proc.returncode != 0
+    assert "pixels: 'cuda' asks for CUDA, but torch" in proc.stderr and "finds no CUDA device" in proc.stderr

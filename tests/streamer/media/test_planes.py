@@ -5,12 +5,9 @@ input."""
 
 from __future__ import annotations
 
-import fractions
-
 import cv2
 import numpy as np
 import pytest
-from av import VideoFrame
 
 from engines.sources import SourceRegistry
 from kernels.numpy import watermark as wm
@@ -24,12 +21,8 @@ from streamer.stages.faces import FaceStage
 from streamer.stages.fusion import FusionConfig, FusionStage
 from streamer.stages.watermark import WatermarkStage
 from tests.faceclips import place
-
-
-def _decoded(rgb: np.ndarray, pts: int = 0) -> VideoFrame:
-    f = VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24").reformat(format="yuv420p")
-    f.pts, f.time_base = pts, fractions.Fraction(1, 90000)
-    return f
+from tests.streamer.media.planes_checks import (assert_outside_faces_is_decoded_plus_mark, decoded as _decoded,
+                                                fusing_session, swaying_clip)
 
 
 def test_a_region_is_the_whole_frames_conversion_there_and_writes_back_only_what_changed(astronaut):
@@ -54,10 +47,7 @@ def test_a_region_is_the_whole_frames_conversion_there_and_writes_back_only_what
 
 
 def _product_stages(sources, policy):
-    session = Session("planes-vs-rgb")
-    for src in sources.values():
-        session.add_source(src.id, src, activate=False)
-    session.update(source_id=sources["astronaut"].id, edits={"smile": 0.8, "brightness": 0.3, "smooth": 0.5})
+    session = fusing_session("planes-vs-rgb", sources)
 
     def stages():
         return [FusionStage(), EditsStage(None, unavailable="not in this test"), WatermarkStage(policy, clock=lambda: 1.8e9)]
@@ -86,11 +76,8 @@ def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, 
     session, rgb_pipe, planes_pipe = _product_stages(sources, policy)
     faces = FaceStage()
     key = wm.make_key(policy.config)
-    w, h = size
     try:
-        for n in range(6):
-            img, _ = place(grace_hopper, size=size, scale=face_scale * h / 480, angle=2.0 * n - 5, shift=(8.0 * n - 20, 3.0 * n))
-            frame = _decoded(img, pts=n * 3000)
+        for frame in swaying_clip(grace_hopper, size, 6, face_scale):
             ctx = session.frame_context()
             old = frame_to_state(frame, planes=False)
             old = faces(old, ctx)
@@ -105,24 +92,11 @@ def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, 
             assert not old.errors and not new.errors
             assert old.fused and new.fused == old.fused and new.edits == old.edits and new.watermark == old.watermark
             out_old, out_new = state_to_frame(old, frame), state_to_frame(new, frame)
-            dec = frame.to_ndarray()
             # outside the faces: exactly the watermark alone on the decoded planes
-            payload = int(new.watermark, 16)
-            y_expected = wm.embed(np.ascontiguousarray(dec[:h]), wm.luma_pattern_for(key, (h, w), payload))
-            got = out_new.to_ndarray()
-            fx0, fy0, fx1, fy1 = (int(v) for v in old.faces[0].bbox)
-            pad = int(0.6 * (fx1 - fx0))
-            outside = np.ones((h, w), bool)
-            outside[max(0, fy0 - pad):fy1 + pad, max(0, fx0 - pad):fx1 + pad] = False
-            assert np.array_equal(got[:h][outside], y_expected[outside])
-            out_c = outside.reshape(h // 2, 2, w // 2, 2).all(axis=(1, 3))
-            for plane in range(2):
-                a = got[h:].reshape(2, h // 2, w // 2)[plane]
-                b = dec[h:].reshape(2, h // 2, w // 2)[plane]
-                assert np.array_equal(a[out_c], b[out_c])
+            _, face = assert_outside_faces_is_decoded_plus_mark(out_new.to_ndarray(), frame, key, int(new.watermark, 16),
+                                                                old.faces[0].bbox)
             # inside: the fused, edited face as the RGB path made it, within the stated tolerance
             ra, rb = frame_to_rgb(out_old).astype(np.float32), frame_to_rgb(out_new).astype(np.float32)
-            face = (slice(max(0, fy0 - pad), fy1 + pad), slice(max(0, fx0 - pad), fx1 + pad))
             d = np.abs(ra[face] - rb[face])
             psnr = 10 * np.log10(255.0 ** 2 / max(float((d ** 2).mean()), 1e-9))
             assert d.mean() <= FACE_MEAN_ABS_MAX and psnr >= FACE_PSNR_MIN, (d.mean(), psnr, d.max())

@@ -15,6 +15,22 @@ CODECS: tuple[str, ...] = ("VP8", "H264")
 PIXELS = re.compile(r"cpu|cuda(:\d+)?")   # ServerConfig.pixels
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, bounded by a cgroup v2 CPU quota where one is
+    set (a container's `resources.limits.cpu`), at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """Everything the server needs to know before its first request."""
@@ -46,7 +62,7 @@ class ServerConfig:
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
-    overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (on with 4+ cores)
+    overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (while 2 cores per stream)
     # where a stream frame's pixels live while the stages work on them: "cpu" (yuv420p planes in host
     # memory, NumPy/OpenCV kernels) or "cuda" / "cuda:N" (the planes uploaded once per frame, torch kernels)
     pixels: str = "cpu"
@@ -99,12 +115,13 @@ class ServerConfig:
         except ValueError:
             return False
 
-    @property
-    def overlapped(self) -> bool:
-        """Run the face stage on the next frame while the later stages finish this one: +fps where cores
-        are free (docs/performance.md), only delay on a crowded host."""
+    def overlap_for(self, streams: int, cores: int | None = None) -> bool:
+        """Whether a stream that starts now, as the `streams`-th running on this host, runs the face stage
+        on the next frame while the later stages finish this one. `auto`: while the cores this process
+        may use (`usable_cores`, or `cores`) give each stream two; past that the two threads of each
+        stream only fight (docs/performance.md, "Which worker")."""
         if self.overlap == "auto":
-            return (os.cpu_count() or 1) >= 4
+            return (usable_cores() if cores is None else cores) >= 2 * max(1, streams)
         return self.overlap == "on"
 
     @property

@@ -99,6 +99,7 @@ class PeerSession:
 
     def __init__(self, config: ServerConfig, services: Services, session: Session, *, metrics: Any = None,
                  kind: str = "offer", on_closed: Callable[["PeerSession"], None] | None = None,
+                 overlap: bool | None = None,
                  pipeline: Pipeline | None = None) -> None:
         """`pipeline`: built by the caller off the event loop (model loading is slow); when None it is
         made here with `services.make_pipeline`."""
@@ -112,7 +113,9 @@ class PeerSession:
         self.stats = StreamStats(metrics)
         if pipeline is None:
             pipeline = services.make_pipeline(session)
-        if config.overlapped and len(pipeline.stages) > 1:
+        if overlap is None:           # the server passes its choice for how many streams run; alone otherwise
+            overlap = config.overlap_for(1)
+        if overlap and len(pipeline.stages) > 1:
             from streamer.media.overlap import OverlappedFrameWorker
 
             self.worker: FrameWorker = OverlappedFrameWorker(session, pipeline, self.stats, on_error=self._stage_failed,

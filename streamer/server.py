@@ -122,7 +122,8 @@ class LiveFuseServer:
             loop = asyncio.get_running_loop()
             pipeline = await loop.run_in_executor(None, self.services.make_pipeline, session)  # loads models
             peer = PeerSession(self.config, self.services, session, metrics=self.metrics, kind=kind,
-                               on_closed=self._closed, pipeline=pipeline)
+                               on_closed=self._closed, pipeline=pipeline,
+                               overlap=self.config.overlap_for(len(self.peers) + 1))
             try:
                 await peer.accept(sdp)
             except BadOffer as exc:

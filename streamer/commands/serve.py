@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--h264-preset", dest="h264_preset", choices=H264_PRESETS,
                    help="libx264 speed preset for H264 streams (default superfast; medium is aiortc's own)")
     g.add_argument("--overlap", choices=["auto", "on", "off"],
-                   help="overlap the face stage with the later stages across frames (default auto: on with 4+ cores)")
+                   help="overlap the face stage with the later stages across frames (default auto: while the host has 2 cores per stream)")
     g.add_argument("--pixels", help="where stream frames' pixels live while the stages work: cpu (the default: "
                    "yuv420p planes in host memory) or cuda, cuda:N (planes on the GPU, torch kernels)")
     g.add_argument("--vcam", nargs="?", const="auto",

@@ -39,11 +39,15 @@ def test_overlap_setting(monkeypatch):
 
     from streamer.config import ServerConfig
 
-    assert ServerConfig(overlap="on").overlapped and not ServerConfig(overlap="off").overlapped
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert not ServerConfig().overlapped  # a 2-core host: overlap only adds delay there
-    monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    assert ServerConfig().overlapped
+    from streamer.config import usable_cores
+
+    assert ServerConfig(overlap="on").overlap_for(9, cores=2) and not ServerConfig(overlap="off").overlap_for(1, cores=64)
+    auto = ServerConfig()
+    assert auto.overlap_for(1, cores=2) and not auto.overlap_for(2, cores=2)   # two cores per stream
+    assert auto.overlap_for(4, cores=8) and not auto.overlap_for(5, cores=8)
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert usable_cores() == 1 and not auto.overlap_for(1)                   # pinned to one core
     assert ServerConfig.from_env({"LIVEFUSE_OVERLAP": "off"}).overlap == "off"
     with pytest.raises(ValueError, match="overlap"):
         ServerConfig(overlap="sometimes")

@@ -356,3 +356,31 @@ async def test_a_body_that_stalls_is_refused_with_408(served):
     writer.close()
     async with http.get(f"{url}/healthz") as r:
         assert r.status == 200
+
+
+async def test_auto_overlap_gives_each_stream_two_cores(served, astronaut, monkeypatch):
+    """On a 2-core host the first stream gets the overlapped worker (its two threads have a core each),
+    the second the plain one (two overlapped streams on two cores only fight)."""
+    import streamer.config
+    from streamer.media.overlap import OverlappedFrameWorker
+    from streamer.media.worker import FrameWorker
+    from streamer.pipeline import Pipeline
+
+    class Mark:
+        name = "mark"
+
+        def __call__(self, state, context):
+            return state
+
+    monkeypatch.setattr(streamer.config, "usable_cores", lambda: 2)
+    url, http, state = await served(services=Services(make_pipeline=lambda s: Pipeline([Mark(), Mark()])))
+    clients = [ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=300)) for _ in range(2)]
+    try:
+        for c in clients:
+            await c.connect_http(url, http)
+        first, second = (state.peers[c.session_id].worker for c in clients)
+        assert isinstance(first, OverlappedFrameWorker)
+        assert type(second) is FrameWorker
+    finally:
+        for c in clients:
+            await c.close()

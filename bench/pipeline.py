@@ -37,7 +37,8 @@ def add_arguments(parser) -> None:
                         help="frame paths timed side by side, frame by frame: rgb (whole-frame RGB state), "
                              "planes (yuv420p planes in host memory, face regions in RGB; what the stream runs) "
                              "and torch-planes (the planes on a torch device: cuda when present, else cpu; "
-                             "`livefuse serve --pixels cuda`); default rgb,planes")
+                             "`livefuse serve --pixels cuda`); planes-fresh: planes with still-face reuse off (a clip's "
+                             "stages), so every frame pays for fusion and edits; default rgb,planes")
     parser.add_argument("--photo-px", type=float, default=None,
                         help="the portrait's height in pixels in every frame size (default: 90%% of the frame's height)")
     parser.add_argument("--prompt", default=None, help="prompt for the edits stage (default: a slight smile, more confident; '' = none)")
@@ -50,7 +51,7 @@ def add_arguments(parser) -> None:
     _still.add_arguments(parser)
 
 
-PATHS = ("rgb", "planes", "torch-planes")
+PATHS = ("rgb", "planes", "planes-fresh", "torch-planes")
 
 
 def _upload(path: str, device: str | None) -> Any:
@@ -100,7 +101,7 @@ def run(args) -> dict[str, Any]:
         for (w, h), t, path in [(sz, t, p) for sz in sizes for t in settings for p in paths]:
             session = Session(f"bench-{w}x{h}-{t}-{path}")
             hooks = prepare_session(product, session, prompt)
-            cases[(w, h, t, path)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session),
+            cases[(w, h, t, path)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session, live=path != "planes-fresh"),
                                       "upload": _upload(path, torch_device),
                                       "hooks": hooks, "stages": {}, "total": [], "cpu": [], "convert": [], "frame_cpu": [],
                                       "faces": [], "errors": {}}
@@ -132,6 +133,8 @@ def run(args) -> dict[str, Any]:
                 c["convert"].append((t2 - t1) * 1000.0)
                 c["faces"].append(len(state.faces))
                 c["fused"] = c.get("fused", 0) + bool(state.fused)
+                c["faces_fused"] = c.get("faces_fused", 0) + len(state.fused)
+                c["faces_reused"] = c.get("faces_reused", 0) + sum(bool(f.get("reused")) for f in state.fused)
     finally:
         for c in cases.values():
             c["pipe"].close()
@@ -153,6 +156,8 @@ def run(args) -> dict[str, Any]:
             "fps_ceiling_one_worker": round(1000.0 / total["median_ms"], 1) if total else None,
             "faces_per_frame": sorted(set(c["faces"])),
             "frames_fused": c.get("fused", 0),
+            # fused faces that took fusion's previous result (still-face reuse, streamer/stages/still.py)
+            "fusion_reused_share": round(c.get("faces_reused", 0) / max(c.get("faces_fused", 0), 1), 3),
             "stage_errors": c["errors"],
             "source": c["hooks"].get("source"),
         }
@@ -163,6 +168,8 @@ def run(args) -> dict[str, Any]:
 
         if {"rgb", "planes"} <= set(paths):
             out["planes_vs_rgb_frame_cpu_median"] = ratio("planes", "rgb", "frame_thread_cpu")
+        if {"planes", "planes-fresh"} <= set(paths):
+            out["planes_vs_fresh_frame_cpu_median"] = ratio("planes", "planes-fresh", "frame_thread_cpu")
         if {"planes", "torch-planes"} <= set(paths):   # wall: on a GPU the thread waits for the device
             out["torch_planes_vs_planes_pipeline_wall_median"] = ratio("torch-planes", "planes", "pipeline_wall")
     if args.paced_seconds > 0:

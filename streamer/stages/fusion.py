@@ -54,10 +54,12 @@ class FusionConfig:
     stats_step: int = 2              # colour statistics on every n-th pixel
     region_margin: float = 0.12      # planes: the RGB region reaches this fraction of the face width past the
                                      # fused box, so the live samples (and the edits' ROI) fall inside it
-    work_px: int = 256               # faces wider than this (frame pixels) take their source, colour, shading and
+    work_px: int = 192               # faces wider than this (frame pixels) take their source, colour, shading and
                                      # seam at this width, the live picture's finer detail laid back at full
                                      # resolution; narrower ones work at full resolution, as all do with 0
                                      # (docs/fusion.md, Working resolution: where more pixels stop showing)
+    work_scale_max: float = 0.8      # ... only where that shrinks the face to this fraction or less: closer to 1,
+                                     # the steps that stay at full size cost more than the smaller ones save
 
 
 def smoothstep(e0: float, e1: float, x: float) -> float:
@@ -315,7 +317,7 @@ class FusionStage:
         half = (dest - np.array([x0 + 0.5, y0 + 0.5], np.float32)) * np.float32(0.5)
         ids = np_warp.rasterize_triangles((hh, ww), half, t)
         work, fw_work = None, fw
-        if 0 < cfg.work_px < fw:                       # a face wider than the working width: pixels at that width
+        if 0 < cfg.work_px <= cfg.work_scale_max * fw:   # a face well wider than the working width: pixels at that width
             s = cfg.work_px / fw
             work = (max(8, round((y1 - y0) * s)), max(8, round((x1 - x0) * s)))
             fw_work = fw * work[1] / (x1 - x0)

@@ -82,7 +82,8 @@ def test_planes_path_matches_the_rgb_path_on_a_real_clip(grace_hopper, sources, 
             old = frame_to_state(frame, planes=False)
             old = faces(old, ctx)
             assert len(old.faces) == 1
-            wide = old.faces[0].bbox[2] - old.faces[0].bbox[0] > 1.1 * FusionConfig().work_px
+            cfg = FusionConfig()
+            wide = (old.faces[0].bbox[2] - old.faces[0].bbox[0]) * cfg.work_scale_max >= 1.05 * cfg.work_px
             assert wide == (face_scale > 1)
             new = frame_to_state(frame)
             assert new.planes is not None

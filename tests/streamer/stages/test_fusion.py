@@ -263,11 +263,12 @@ def test_a_face_walking_out_of_frame_fades_and_never_fails(sources, hopper_frame
 
 # Working resolution (FusionConfig.work_px): the tolerance a face wider than work_px holds to against the
 # full-resolution result of the same frame, over the fused box and over the pixels the full-resolution
-# fusion changed. Measured at the default (256) on the Grace Hopper clip, 30 frames per case
-# (docs/perf/fusion_work_px.json): box PSNR >= 52.3 dB, changed pixels >= 49.6 dB, SSIM >= 0.9988.
-WORK_BOX_PSNR_MIN = 50.0
-WORK_FACE_PSNR_MIN = 47.0
-WORK_SSIM_MIN = 0.998
+# fusion changed. Measured at the default (192) on the Grace Hopper clip, 30 frames per case
+# (docs/perf/fusion_work_px.json): box PSNR >= 50.9 dB, changed pixels >= 48.2 dB, SSIM >= 0.9982; the
+# stream's encoder itself leaves 40-43 dB (docs/perf/codecs.json), so these differences do not show.
+WORK_BOX_PSNR_MIN = 49.0
+WORK_FACE_PSNR_MIN = 46.0
+WORK_SSIM_MIN = 0.997
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -305,18 +306,20 @@ def clip_frames(photo: np.ndarray, size: tuple[int, int], photo_scale: float, n:
 
 
 def test_a_face_at_or_below_work_px_takes_the_full_resolution_path_bit_exact(sources, hopper_frame):
+    """And so does a face the working width would shrink by less than `work_scale_max`."""
     img, faces = hopper_frame
     sess = session_with(sources["astronaut"])
     full = FusionStage(FusionConfig(work_px=0))
     geo = keeping_geometry(full)
     want = run(full, img, faces, sess)
     fw = geo[0].face_w
-    for work_px in (FusionConfig().work_px, int(np.ceil(fw))):
-        assert work_px >= fw
+    scale_max = FusionConfig().work_scale_max
+    for work_px in (FusionConfig().work_px, int(np.ceil(fw)), int(np.ceil(fw * scale_max)) + 1):
+        assert work_px >= fw or work_px > scale_max * fw
         got = run(FusionStage(FusionConfig(work_px=work_px)), img, faces, sess)
         assert np.array_equal(got, want)
-    narrower = run(FusionStage(FusionConfig(work_px=int(fw) - 20)), img, faces, sess)
-    assert not np.array_equal(narrower, want)          # just under the face width it does take the other path
+    narrower = run(FusionStage(FusionConfig(work_px=int(fw * scale_max))), img, faces, sess)
+    assert not np.array_equal(narrower, want)          # at work_scale_max of the face width it takes the other path
 
 
 @pytest.mark.parametrize("size,photo_scale", [((1280, 720), 1.4), ((1920, 1080), 0.9), ((1920, 1080), 1.4)])

@@ -95,7 +95,9 @@ class Stage(Protocol):
 class Pipeline:
     """Runs stages in order. A stage that raises is skipped for that frame: the frame goes on with what
     the earlier stages made, and the error is recorded on the state's `errors`, which is where whoever
-    runs the pipeline (the frame worker) finds it to report."""
+    runs the pipeline (the frame worker) finds it to report. A worker may run the stages in parts (the
+    overlapped worker runs the first in one thread and the rest in another), so whatever has to see
+    every frame is a stage, not an override of `__call__`."""
 
     def __init__(self, stages: Sequence[Stage]) -> None:
         self.stages = list(stages)

@@ -5,17 +5,13 @@ right, real photos): the page lists both tracked faces as thumbnails with their 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from typing import Any
-
 import pytest
 from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
-from streamer.pipeline import Pipeline
 from streamer.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
-from tests.e2e.test_product_browser import wait_for
+from tests.e2e.test_product_browser import Observer, observed, wait_for
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
 
 pytestmark = pytest.mark.browser
@@ -29,21 +25,6 @@ THUMB_SPREAD_JS = """(track) => {
 }"""
 
 
-class LastFrame(Pipeline):
-    """The product's stages unchanged; keeps what the last frame was fused with."""
-
-    def __init__(self, inner: Pipeline) -> None:
-        super().__init__(inner.stages)
-        self.lock = threading.Lock()
-        self.fused: list[dict[str, Any]] = []
-
-    def __call__(self, state, context):
-        state = super().__call__(state, context)
-        with self.lock:
-            self.fused = list(state.fused)
-        return state
-
-
 async def test_page_maps_each_face_on_its_own(chromium, astronaut, grace_hopper, tmp_path):
     from playwright.async_api import async_playwright
 
@@ -55,11 +36,12 @@ async def test_page_maps_each_face_on_its_own(chromium, astronaut, grace_hopper,
     y4m = tmp_path / "two.y4m"
     write_y4m(y4m, frame)
     product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl"))))
-    pipelines: list[LastFrame] = []
+    observers: list[Observer] = []
 
     def make_pipeline(session):
-        pipelines.append(LastFrame(product.make_pipeline(session)))
-        return pipelines[-1]
+        pipeline, observer = observed(product.make_pipeline(session))
+        observers.append(observer)
+        return pipeline
 
     app = create_app(ServerConfig(stats_interval_s=0.5), dataclasses.replace(product.services(), make_pipeline=make_pipeline))
     server = TestServer(app, host="127.0.0.1", port=0)
@@ -89,8 +71,9 @@ async def test_page_maps_each_face_on_its_own(chromium, astronaut, grace_hopper,
                 await page.wait_for_function(
                     f"window.livefuse.faces.length === 2 && window.livefuse.faces.find(f => f.track_id === {left}).source_id === null"
                     f" && window.livefuse.faces.find(f => f.track_id === {right}).source_id === 'demo'", timeout=20_000)
-                observed = pipelines[-1]
-                await wait_for(lambda: [f["track_id"] for f in observed.fused] == [right], 10, "the server to fuse only the right face")
+                observer = observers[-1]
+                await wait_for(lambda: [f["track_id"] for f in observer.last["fusion"]] == [right], 10,
+                               "the server to fuse only the right face")
                 assert await page.evaluate(f'window.livefuse.faceChoices["{left}"]') == "keep"
     finally:
         await server.close()

@@ -41,20 +41,22 @@ FRAME_PNG_JS = """() => {
 }"""
 
 
-class ObservedPipeline(Pipeline):
-    """The product's own stages, unchanged and in order; keeps what each frame came out with, so the test
-    can say what the server found and did (faces, fusion, watermark payload) without touching pixels."""
+class Observer:
+    """A last stage after the product's own (which run unchanged and in order): keeps what each frame came
+    out with, so the test can say what the server found and did (faces, fusion, watermark payload)
+    without touching pixels. A stage rather than a Pipeline wrapper, so it sees every frame whichever
+    worker runs the stages (the overlapped one runs them in two halves, not through Pipeline.__call__)."""
 
-    def __init__(self, inner: Pipeline) -> None:
-        super().__init__(inner.stages)
+    name = "observer"
+
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.frames = 0
         self.with_face = 0
         self.fused = 0
         self.last: dict[str, Any] = {}
 
-    def __call__(self, state, session):
-        state = super().__call__(state, session)
+    def __call__(self, state, context):
         with self.lock:
             self.frames += 1
             self.with_face += bool(state.faces)
@@ -66,6 +68,12 @@ class ObservedPipeline(Pipeline):
                 "landmarks": state.faces[0].landmarks[:, :2].copy() if state.faces else None,
             }
         return state
+
+
+def observed(inner: Pipeline) -> tuple[Pipeline, Observer]:
+    """`inner`'s stages with an Observer after them."""
+    observer = Observer()
+    return Pipeline([*inner.stages, observer]), observer
 
 
 def png_to_rgb(data_url: str) -> np.ndarray:
@@ -112,11 +120,12 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
     no_face = tmp_path / "coffee.png"
     Image.fromarray(face_free_images["coffee"]).save(no_face)
     product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(audit_path))))
-    pipelines: list[ObservedPipeline] = []
+    observers: list[Observer] = []
 
     def make_pipeline(session):
-        pipelines.append(ObservedPipeline(product.make_pipeline(session)))
-        return pipelines[-1]
+        pipeline, observer = observed(product.make_pipeline(session))
+        observers.append(observer)
+        return pipeline
 
     services = dataclasses.replace(product.services(), make_pipeline=make_pipeline)
     app = create_app(ServerConfig(stats_interval_s=0.5), services)
@@ -134,12 +143,12 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                                              timeout=30_000)
                 session = await page.evaluate("window.livefuse.session")
                 peer = state.peers[session]
-                observed = pipelines[-1]
+                observer = observers[-1]
                 assert peer.session.sources == {} and peer.session.controls.source_id is None
                 assert "No face fusion" in await page.inner_text("#source-status")
                 assert "I have the right to use this face" in await page.inner_text(".consent")
-                await wait_for(lambda: observed.with_face >= 3, 20, f"the server to find a face; console: {logs[-5:]}")
-                assert observed.fused == 0
+                await wait_for(lambda: observer.with_face >= 3, 20, f"the server to find a face; console: {logs[-5:]}")
+                assert observer.fused == 0
                 if SCREENSHOT:
                     shot = Path(SCREENSHOT)
                     await page.screenshot(path=str(shot.with_name(f"{shot.stem}_no_consent{shot.suffix}")))
@@ -170,16 +179,16 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                     return {top: r.top, bottom: r.bottom, height: innerHeight, scrolled: scrollY}; })()""")
                 assert view["scrolled"] > 0 and 0 <= view["top"] and view["bottom"] <= view["height"], view
                 await page.evaluate("window.scrollTo(0, 0)")
-                fused_before = observed.fused
-                await wait_for(lambda: observed.fused >= fused_before + 15, 20, "fused frames")
+                fused_before = observer.fused
+                await wait_for(lambda: observer.fused >= fused_before + 15, 20, "fused frames")
                 await asyncio.sleep(1.0)  # the prompt's blend is over and the browser shows recent frames
                 info = await page.evaluate("fetch('/sessions/' + window.livefuse.session).then((r) => r.json())")
                 frames = []
                 for _ in range(4):
                     frames.append(png_to_rgb(await page.evaluate(FRAME_PNG_JS)))
                     await asyncio.sleep(0.25)
-                with observed.lock:
-                    last = dict(observed.last)
+                with observer.lock:
+                    last = dict(observer.last)
                 demo_id = getattr(peer.session.sources.get("demo"), "id", None)
                 overlay = await page.inner_text("#stats")
                 if SCREENSHOT:
@@ -213,9 +222,10 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
         await server.close()  # closes the session (audit session_closed), then the product (flushes the log)
 
     # (a) the server's pipeline is the product's, it found the face and fused the demo source into it
-    assert info["stages"] == ["faces", "fusion", "edits", "watermark"] and info["sources"] == ["demo"]
+    # (the test's observer runs after the product's four)
+    assert info["stages"] == ["faces", "fusion", "edits", "watermark", "observer"] and info["sources"] == ["demo"]
     assert info["controls"]["prompt"] == PROMPT and info["controls"]["source_id"] == "demo"
-    assert set(info["stats"]["stages_ms"]) == {"faces", "fusion", "edits", "watermark"}
+    assert set(info["stats"]["stages_ms"]) == {"faces", "fusion", "edits", "watermark", "observer"}
     assert last["faces"] == 1 and last["errors"] == {}
     assert demo_id and [f["source_id"] for f in last["fusion"]] == [demo_id] and last["fusion"][0]["weight"] > 0.5
     assert last["edits"]["lip_tint"] > 0.4 and last["watermark"]

@@ -91,21 +91,27 @@ def _start(folder: Path, timeout: float) -> RadosGW:
     c = ["-c", str(conf)]
 
     def run(*cmd: str) -> None:
-        subprocess.run(list(cmd), check=True, capture_output=True, timeout=60)
+        done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60)
+        if done.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+
+    def run_until_up(*cmd: str, tries: int = 10) -> None:
+        """The monitor daemonizes before it answers, and Ceph 16's OSD sometimes sends its first command
+        before it has the monitor's map ("wrong fsid") and exits: on a busy machine both need a moment."""
+        for attempt in range(tries):
+            try:
+                return run(*cmd)
+            except RuntimeError:
+                if attempt == tries - 1:
+                    raise
+                time.sleep(1.0)
 
     run("monmaptool", "--create", "--add", "a", f"v1:127.0.0.1:{mon}", "--fsid", fsid, str(d / "monmap"))
     run("ceph-mon", *c, "--mkfs", "-i", "a", "--monmap", str(d / "monmap"))
     run("ceph-mon", *c, "-i", "a")
-    run("ceph", *c, "osd", "new", osd_uuid)
+    run_until_up("ceph", *c, "osd", "new", osd_uuid)
     run("ceph-osd", *c, "-i", "0", "--mkfs", "--osd-uuid", osd_uuid)   # the OSD's uuid must be the one the map holds
-    for attempt in range(5):   # Ceph 16's OSD sometimes sends its first command before it has the monitor's map
-        try:                   # ("wrong fsid") and exits; a moment later it starts
-            run("ceph-osd", *c, "-i", "0")
-            break
-        except subprocess.CalledProcessError:
-            if attempt == 4:
-                raise
-            time.sleep(1.0)
+    run_until_up("ceph-osd", *c, "-i", "0", tries=5)
     run("radosgw", *c, "-n", "client.rgw")
     gw = RadosGW(f"http://127.0.0.1:{rgw}", d)
     deadline = time.monotonic() + timeout

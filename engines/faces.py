@@ -90,6 +90,16 @@ class LandmarkerConfig:
     blendshapes: bool = True
     # where the detector looks (the tracking graph's backends; MediaPipe's own graph has the short range only)
     search: SearchConfig = field(default_factory=SearchConfig)
+    # video mode, the tracking graph: a followed face whose box changed less than this (grey levels,
+    # engines.landmarks.still.change) since the frame its landmarks were computed on keeps them, at most
+    # `still_max_run` frames in a row. 0 = off: the network runs on every frame (MediaPipe's rule); the
+    # stream's face stage turns it on (streamer.stages.faces)
+    still_change: float = 0.0
+    still_max_run: int = 3
+
+    def __post_init__(self) -> None:
+        if not (self.still_change >= 0.0) or self.still_max_run < 0:
+            raise ValueError(f"still_change and still_max_run must be >= 0, got {self.still_change}, {self.still_max_run}")
 
 
 class MediaPipeLandmarker:

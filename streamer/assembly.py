@@ -75,7 +75,7 @@ class ProductConfig:
     fusion_mode: str = ""             # geometric | neural | both; "" = neural with a swapper, else geometric
     sources: SourceConfig = field(default_factory=SourceConfig)
     edits: EditsStageConfig = field(default_factory=EditsStageConfig)
-    still: StillConfig = field(default_factory=StillConfig)   # a still face reuses fusion's and edits' last result
+    still: StillConfig = field(default_factory=StillConfig)   # off: a still face neither keeps its landmarks nor reuses fusion's and edits' result
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     encoder: str | None = None        # e5, minilm or a local transformers folder; None = e5
     artifact: str | None = None       # its calibration (livefuse calibrate); None = the committed default
@@ -241,15 +241,18 @@ class Product:
 
     # --- per session --------------------------------------------------------------------------------
     def make_pipeline(self, session: Session, *, live: bool = True) -> Pipeline:
-        """A session's stages; `live` (a stream) lets a still face reuse fusion's and edits' last result
-        (`ProductConfig.still`), a clip (`live=False`) computes every frame afresh."""
+        """A session's stages; `live` (a stream) lets a still face keep its landmarks and reuse fusion's
+        and edits' last result (`ProductConfig.still`), a clip (`live=False`) computes every frame afresh."""
         still = self.config.still if live else replace(self.config.still, enabled=False)
+        faces = self.config.faces
+        if not still.enabled:
+            faces = replace(faces, landmarker=replace(faces.landmarker, still_change=0.0))
         stages: list[Any] = []
         for name in STAGE_NAMES:
             if name not in self.config.stages:
                 continue
             if name == "faces":
-                stages.append(FaceStage(self.config.faces))
+                stages.append(FaceStage(faces))
             elif name == "fusion":
                 mode = self.config.default_fusion
                 follower = FaceFollower(self.registry.embedder)   # per-face mappings follow the person

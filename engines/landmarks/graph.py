@@ -5,13 +5,16 @@ runners of the same networks (`network_factory`).
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
 runs only while fewer than `max_faces` faces are followed (then at most every `search_interval_ms` once
-one face is followed). Blendshapes come from the blendshapes network; `transform` and `pose` from
-MediaPipe's perspective geometry pipeline, reproduced in engines.landmarks.geometry.
+one face is followed). With `still_change` on, a followed face whose box still looks as it did keeps its
+last landmarks instead of running the network (engines.landmarks.still). Blendshapes come from the
+blendshapes network; `transform` and `pose` from MediaPipe's perspective geometry pipeline, reproduced
+in engines.landmarks.geometry.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -20,6 +23,7 @@ import torch
 from engines.faces import Face, LandmarkerConfig
 from engines.landmarks.geometry import face_transform, pose_of
 from engines.landmarks.search import FaceSearch
+from engines.landmarks.still import Box, change, face_box, settled, signature
 from engines.tracking import iou
 from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, BlendshapeNet,
                                          FaceDetectorNet, LandmarkNet, roi_from_detection, roi_from_landmarks)
@@ -27,6 +31,16 @@ from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_S
 
 REFINE_BELOW_PX = 72.0    # IMAGE mode: faces narrower than this get a second landmark pass (not the
                           # fixtures at full size: MediaPipe's IMAGE mode, the reference, runs one pass)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A followed face's last computed landmarks (as the Face they made) and its box's signature then."""
+
+    face: Face
+    box: Box
+    signature: np.ndarray
+    run: int = 0     # frames in a row it has been kept since
 
 
 class LandmarkGraph:
@@ -47,6 +61,8 @@ class LandmarkGraph:
         self.net = LandmarkNet(self.device, graph=make(LANDMARKS_MEMBER))
         self.blendshapes = BlendshapeNet(self.device, graph=blendshapes_graph) if config.blendshapes else None
         self._rois: list[RotatedRect] = []
+        self._held: list[_Held | None] = []      # beside _rois: what each followed face may keep
+        self.landmark_runs = {"fresh": 0, "kept": 0}   # faces the network ran on, faces that kept theirs
         self._searched_ms: float | None = None   # stream time of the last detector run
         self._wide_ms: float | None = None       # ... and of the last wide one
         self._lock = threading.Lock()
@@ -71,24 +87,63 @@ class LandmarkGraph:
                     if all(iou(d.box, b) < 0.5 for b in boxes):
                         rois.append(roi_from_detection(d.box, d.keypoints))
                         boxes.append(d.box)
-            results = self.net.landmarks(image, rois)
+            held = list(self._held) if cfg.mode == "video" else []
+            held += [None] * (len(rois) - len(held))
+            kept = [h if h is not None and self._still(image, h) else None for h in held]
+            fresh = self.net.landmarks(image, [r for r, k in zip(rois, kept) if k is None])
             if cfg.mode != "video":
-                results = self._refine_small(image, results)
-            faces, keep = [], []
-            for res in results:
-                if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
+                fresh = self._refine_small(image, fresh)
+            fresh_iter = iter(fresh)
+            faces, keep, next_held = [], [], []
+            for k in kept:
+                if k is not None:       # the box still looks the same: the same face, one frame on
+                    k.run += 1
+                    face, entry = k.face, k
+                else:
+                    res = next(fresh_iter)
+                    if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
+                        continue
+                    face = self._face(image, res)
+                    entry = None
+                if any(iou(face.bbox, f.bbox) > 0.5 for f in faces):   # two crops that settled on one face
                     continue
-                pts = res.landmarks
-                lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
-                box = (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))
-                if any(iou(box, f.bbox) > 0.5 for f in faces):   # two crops that settled on one face
-                    continue
-                shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
-                transform = face_transform(pts, (image.shape[1], image.shape[0])).astype(np.float32)
-                faces.append(Face(landmarks=pts, bbox=box, blendshapes=shapes, pose=pose_of(transform), transform=transform, score=res.presence))
-                keep.append(roi_from_landmarks(pts))
+                roi = roi_from_landmarks(face.landmarks)
+                if k is None:
+                    entry = self._hold(image, face, res.rect, roi)
+                faces.append(face)
+                keep.append(roi)
+                next_held.append(entry)
+            self.landmark_runs["fresh"] += len(fresh)
+            self.landmark_runs["kept"] += sum(k is not None for k in kept)
             self._rois = keep if cfg.mode == "video" else []
+            self._held = next_held if cfg.mode == "video" else []
         return faces
+
+    def _face(self, image: np.ndarray, res) -> Face:
+        pts = res.landmarks
+        lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
+        box = (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1]))
+        shapes = self.blendshapes(pts) if self.blendshapes is not None else {}
+        transform = face_transform(pts, (image.shape[1], image.shape[0])).astype(np.float32)
+        return Face(landmarks=pts, bbox=box, blendshapes=shapes, pose=pose_of(transform), transform=transform,
+                    score=res.presence)
+
+    def _hold(self, image: np.ndarray, face: Face, rect: RotatedRect, next_rect: RotatedRect) -> _Held | None:
+        """What a freshly computed face may keep on later frames: None when reuse is off, the box is too
+        small, or the landmarks have not settled (`rect`, the region they came from, against `next_rect`,
+        the one they give)."""
+        if self.config.still_change <= 0 or self.config.mode != "video":
+            return None
+        if not settled(rect.cx, rect.cy, rect.width, next_rect.cx, next_rect.cy, next_rect.width):
+            return None
+        box = face_box(face.landmarks, image.shape)
+        return _Held(face, box, signature(image, box)) if box is not None else None
+
+    def _still(self, image: np.ndarray, held: _Held) -> bool:
+        cfg = self.config
+        if held.run >= cfg.still_max_run:
+            return False
+        return change(signature(image, held.box), held.signature) < cfg.still_change
 
     def reads(self, timestamp_ms: int) -> list[tuple[float, float, float, float]] | None:
         """The frame boxes (x0, y0, x1, y1) the next `detect` at `timestamp_ms` reads, or None when it
@@ -147,6 +202,7 @@ class LandmarkGraph:
     def close(self) -> None:
         with self._lock:
             self._rois = []
+            self._held = []
             self._searched_ms = None
             self._wide_ms = None
             full = self.search._full if isinstance(self.search._full, FaceDetectorNet) else None

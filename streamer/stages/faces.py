@@ -29,8 +29,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class FaceStageConfig:
-    # no stream stage reads blendshapes, so the stream skips their network (about 1 ms per face per frame)
-    landmarker: LandmarkerConfig = field(default_factory=lambda: LandmarkerConfig(blendshapes=False))
+    # no stream stage reads blendshapes, so the stream skips their network (about 1 ms per face per frame);
+    # a face whose box keeps still keeps its landmarks for up to 3 frames (engines.landmarks.still; the
+    # threshold, 1.5 grey levels, from docs/faces.md "A still face keeps its landmarks")
+    landmarker: LandmarkerConfig = field(default_factory=lambda: LandmarkerConfig(blendshapes=False, still_change=1.5))
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)

@@ -157,8 +157,9 @@ def test_a_warmed_product_imports_nothing_on_the_frame_thread_when_the_first_pro
 
 
 def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, grace_hopper):
-    """The session's stream pipeline lets a still face reuse fusion's and edits' last result
-    (ProductConfig.still); the clips' pipeline (`livefuse process`, clip jobs) computes every frame."""
+    """The session's stream pipeline lets a still face keep its landmarks and reuse fusion's and edits'
+    last result (ProductConfig.still); the clips' pipeline (`livefuse process`, clip jobs) computes every
+    frame."""
     import av
 
     from streamer.media.convert import frame_to_state
@@ -171,7 +172,7 @@ def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, gr
         f = av.VideoFrame.from_ndarray(add_noise(img, 2.0, rng), format="rgb24").reformat(format="yuv420p")
         f.pts = n * 3000
         frames.append(f)
-    reused = {}
+    reused, kept = {}, {}
     for name, make in (("stream", product.make_pipeline), ("clip", product.services(live=False).make_pipeline)):
         session = Session(f"assembly-still-{name}")
         product.register_source(session, astronaut, {"consent": "true", "source_id": "demo"})
@@ -183,4 +184,6 @@ def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, gr
             pipeline.close()
         assert all(s.planes is not None and s.fused and not s.errors for s in states)
         reused[name] = sum(d["reused"] for s in states for d in s.fused)
+        kept[name] = pipeline.stages[0].detector.landmark_runs["kept"]
     assert reused["stream"] >= 3 and reused["clip"] == 0, reused
+    assert kept["stream"] >= 3 and kept["clip"] == 0, kept

@@ -2,8 +2,11 @@
 
 A 640x480 clip of the Grace Hopper photo with sensor noise (sigma `--still-noise`, new every frame): first
 `--frames` frames still, then `--frames` frames of the pipeline bench's slow sway and roll. One face stage
-(the product's) finds and smooths the landmarks on each frame's planes, as the stream does, and every case
-gets the same faces: the product's fusion and edits stages of its own session, without reuse ("fresh")
+(the product's, which keeps a still face's landmarks: engines/landmarks/still.py) finds and smooths the
+landmarks on each frame's planes, as the stream does, and a second one with keeping off runs on the same
+planes beside it: `faces` reports both stages' thread CPU, the share of frames whose landmarks were kept,
+and how far the kept (raw) landmarks lie from the ones the network gives on that frame, in pixels, beside
+the network's own frame-to-frame jitter. Every case gets the first stage's faces: the product's fusion and edits stages of its own session, without reuse ("fresh")
 and with reuse at each `--still-thresholds` value (`max_move`, fraction of the face width) and
 `--still-max-run`. The cases run frame by frame in turn, so a busy machine slows them alike. Per case:
 the fraction of faces each stage reused, fusion + edits wall and thread CPU (median / p95 / mean; the
@@ -20,6 +23,7 @@ from __future__ import annotations
 import fractions
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +47,14 @@ def _stats(ms: list[float]) -> dict[str, float] | None:
             "mean_ms": round(float(a.mean()), 2)}
 
 
+def _spread(values: list[float]) -> dict[str, float] | None:
+    """Mean, p95 and max of per-frame mean landmark distances, pixels."""
+    if not values:
+        return None
+    a = np.asarray(values)
+    return {"mean": round(float(a.mean()), 3), "p95": round(float(np.percentile(a, 95)), 3), "max": round(float(a.max()), 3)}
+
+
 def _quality(diffs: list[np.ndarray]) -> dict[str, float] | None:
     """PSNR over all the frames' boxes together, and the worst frame's PSNR and max abs difference."""
     if not diffs:
@@ -63,6 +75,7 @@ def run(args) -> dict[str, Any]:
     from streamer.media.convert import frame_to_rgb, frame_to_state, state_to_frame
     from streamer.pipeline import Pipeline
     from streamer.session import Session
+    from streamer.stages.faces import FaceStage
     from streamer.stages.still import StillConfig, StillFaces
 
     w, h = (int(v) for v in args.sizes.split(",")[0].split("x"))
@@ -79,6 +92,11 @@ def run(args) -> dict[str, Any]:
     product = build_product()
     cases: dict[str, dict[str, Any]] = {}
     faces_stage = None
+    no_keep = product.config.faces
+    fresh_faces = FaceStage(replace(no_keep, landmarker=replace(no_keep.landmarker, still_change=0.0)))
+    faces_log: dict[str, dict[str, list[float]]] = {seg: {"keep_cpu": [], "fresh_cpu": [], "kept": [], "error": [],
+                                                           "jitter": []} for seg in ("still", "moving")}
+    last_fresh: np.ndarray | None = None
     try:
         for name, cfg in configs.items():
             session = Session(f"bench-still-{len(cases)}")
@@ -103,9 +121,29 @@ def run(args) -> dict[str, Any]:
             img = add_noise(moving_face(photo, w, h, k), args.still_noise, rng)
             decoded = VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
             decoded.pts, decoded.time_base = n * 3000, tb
-            found = faces_stage(frame_to_state(decoded, planes=True), cases["fresh"]["session"].frame_context())
-            if len(found.faces) != 1:
-                raise RuntimeError(f"frame {n}: expected one face, found {len(found.faces)}")
+            context = cases["fresh"]["session"].frame_context()
+            runs = getattr(faces_stage.detector, "landmark_runs", {"kept": 0})
+            kept_before = runs["kept"]
+            c0 = time.thread_time()
+            found = faces_stage(frame_to_state(decoded, planes=True), context)
+            c1 = time.thread_time()
+            beside = fresh_faces(frame_to_state(decoded, planes=True), context)
+            c2 = time.thread_time()
+            if len(found.faces) != 1 or len(beside.faces) != 1:
+                raise RuntimeError(f"frame {n}: expected one face, found {len(found.faces)} and {len(beside.faces)}")
+            raw = next(iter(found.raw_landmarks.values()))[:, :2]
+            net = next(iter(beside.raw_landmarks.values()))[:, :2]
+            if not warm:
+                log = faces_log[segment]
+                log["keep_cpu"].append((c1 - c0) * 1000.0)
+                log["fresh_cpu"].append((c2 - c1) * 1000.0)
+                kept = runs["kept"] > kept_before
+                log["kept"].append(float(kept))
+                if kept:
+                    log["error"].append(float(np.linalg.norm(raw - net, axis=1).mean()))
+                if last_fresh is not None:
+                    log["jitter"].append(float(np.linalg.norm(net - last_fresh, axis=1).mean()))
+            last_fresh = net
             face = found.faces[0]
             x0, y0 = face.landmarks[:, :2].min(axis=0)
             x1, y1 = face.landmarks[:, :2].max(axis=0)
@@ -146,11 +184,16 @@ def run(args) -> dict[str, Any]:
     finally:
         for c in cases.values():
             c["pipe"].close()
+        fresh_faces.close()
         product.close()
     out: dict[str, Any] = {"benchmark": "pipeline --still", "frame": f"{w}x{h}", "prompt": prompt,
                            "noise_sigma": args.still_noise, "frames_per_segment": counted, "cpu_count": os.cpu_count(),
                            "note": "fusion + edits per frame; quality against the fresh case over the face box, "
                                    "on frames where a stage reused", "cases": {}}
+    out["faces"] = {seg: {"keeping_thread_cpu": _stats(log["keep_cpu"]), "fresh_thread_cpu": _stats(log["fresh_cpu"]),
+                          "kept_fraction": round(float(np.mean(log["kept"])), 3) if log["kept"] else None,
+                          "kept_error_px": _spread(log["error"]), "network_jitter_px": _spread(log["jitter"])}
+                    for seg, log in faces_log.items()}
     fresh = cases["fresh"]
     for name, c in cases.items():
         res: dict[str, Any] = {}

@@ -6,7 +6,8 @@ A 640x480 clip of the Grace Hopper photo with sensor noise (sigma `--still-noise
 landmarks on each frame's planes, as the stream does, and a second one with keeping off runs on the same
 planes beside it: `faces` reports both stages' thread CPU, the share of frames whose landmarks were kept,
 and how far the kept (raw) landmarks lie from the ones the network gives on that frame, in pixels, beside
-the network's own frame-to-frame jitter. Every case gets the first stage's faces: the product's fusion and edits stages of its own session, without reuse ("fresh")
+the network's own frame-to-frame jitter, and the signature change (engines.landmarks.still.change, grey
+levels) from each frame to the next over the face's box: what `still_change` is set against. Every case gets the first stage's faces: the product's fusion and edits stages of its own session, without reuse ("fresh")
 and with reuse at each `--still-thresholds` value (`max_move`, fraction of the face width) and
 `--still-max-run`. The cases run frame by frame in turn, so a busy machine slows them alike. Per case:
 the fraction of faces each stage reused, fusion + edits wall and thread CPU (median / p95 / mean; the
@@ -55,6 +56,15 @@ def _spread(values: list[float]) -> dict[str, float] | None:
     return {"mean": round(float(a.mean()), 3), "p95": round(float(np.percentile(a, 95)), 3), "max": round(float(a.max()), 3)}
 
 
+def _levels(values: list[float], threshold: float) -> dict[str, float] | None:
+    """p50 / p95 of signature changes, and the share under the face stage's `still_change`."""
+    if not values:
+        return None
+    a = np.asarray(values)
+    return {"p50": round(float(np.median(a)), 3), "p95": round(float(np.percentile(a, 95)), 3),
+            "under_still_change": round(float((a < threshold).mean()), 3)}
+
+
 def _quality(diffs: list[np.ndarray]) -> dict[str, float] | None:
     """PSNR over all the frames' boxes together, and the worst frame's PSNR and max abs difference."""
     if not diffs:
@@ -75,6 +85,7 @@ def run(args) -> dict[str, Any]:
     from streamer.media.convert import frame_to_rgb, frame_to_state, state_to_frame
     from streamer.pipeline import Pipeline
     from streamer.session import Session
+    from engines.landmarks.still import change as still_change, face_box as still_box, signature
     from streamer.stages.faces import FaceStage
     from streamer.stages.still import StillConfig, StillFaces
 
@@ -95,8 +106,9 @@ def run(args) -> dict[str, Any]:
     no_keep = product.config.faces
     fresh_faces = FaceStage(replace(no_keep, landmarker=replace(no_keep.landmarker, still_change=0.0)))
     faces_log: dict[str, dict[str, list[float]]] = {seg: {"keep_cpu": [], "fresh_cpu": [], "kept": [], "error": [],
-                                                           "jitter": []} for seg in ("still", "moving")}
+                                                           "jitter": [], "change": []} for seg in ("still", "moving")}
     last_fresh: np.ndarray | None = None
+    last_rgb: np.ndarray | None = None
     try:
         for name, cfg in configs.items():
             session = Session(f"bench-still-{len(cases)}")
@@ -143,7 +155,12 @@ def run(args) -> dict[str, Any]:
                     log["error"].append(float(np.linalg.norm(raw - net, axis=1).mean()))
                 if last_fresh is not None:
                     log["jitter"].append(float(np.linalg.norm(net - last_fresh, axis=1).mean()))
+                    box = still_box(last_fresh, (h, w))
+                    rgb = frame_to_rgb(decoded)
+                    if box is not None and last_rgb is not None:
+                        log["change"].append(still_change(signature(rgb, box), signature(last_rgb, box)))
             last_fresh = net
+            last_rgb = frame_to_rgb(decoded)
             face = found.faces[0]
             x0, y0 = face.landmarks[:, :2].min(axis=0)
             x1, y1 = face.landmarks[:, :2].max(axis=0)
@@ -190,9 +207,11 @@ def run(args) -> dict[str, Any]:
                            "noise_sigma": args.still_noise, "frames_per_segment": counted, "cpu_count": os.cpu_count(),
                            "note": "fusion + edits per frame; quality against the fresh case over the face box, "
                                    "on frames where a stage reused", "cases": {}}
+    out["still_change"] = no_keep.landmarker.still_change
     out["faces"] = {seg: {"keeping_thread_cpu": _stats(log["keep_cpu"]), "fresh_thread_cpu": _stats(log["fresh_cpu"]),
                           "kept_fraction": round(float(np.mean(log["kept"])), 3) if log["kept"] else None,
-                          "kept_error_px": _spread(log["error"]), "network_jitter_px": _spread(log["jitter"])}
+                          "kept_error_px": _spread(log["error"]), "network_jitter_px": _spread(log["jitter"]),
+                          "frame_to_frame_change_levels": _levels(log["change"], no_keep.landmarker.still_change)}
                     for seg, log in faces_log.items()}
     fresh = cases["fresh"]
     for name, c in cases.items():

@@ -38,26 +38,48 @@ class SleepStage:
 
 
 class TimingLog:
-    """(finished at, {stage: ms}, pipeline thread CPU ms) for the last few thousand frames, all sessions."""
+    """(finished at, {stage: ms}, pipeline thread CPU ms, work) for the last few thousand frames, all
+    sessions; work: how many faces fusion fused and reused, and how many faces the face stage ran its
+    landmark network on and kept the landmarks of, so a window says what share of the work still faces
+    skipped."""
 
     def __init__(self, size: int = 10000) -> None:
         self._lock = threading.Lock()
-        self._rows: deque[tuple[float, dict[str, float], float]] = deque(maxlen=size)
+        self._rows: deque[tuple[float, dict[str, float], float, dict[str, int]]] = deque(maxlen=size)
+        self._runs: dict[int, tuple[int, int]] = {}   # detector -> its (fresh, kept) counters at its last frame
 
-    def add(self, timings: dict[str, float], cpu_ms: float) -> None:
+    def add(self, timings: dict[str, float], cpu_ms: float, state: FrameState | None = None,
+            stages: list[Any] | None = None) -> None:
+        work: dict[str, int] = {}
+        if state is not None:
+            work["fused"] = len(state.fused)
+            work["reused"] = sum(bool(f.get("reused")) for f in state.fused)
         with self._lock:
-            self._rows.append((time.monotonic(), dict(timings), cpu_ms))
+            for stage in stages or []:
+                detector = getattr(stage, "detector", None)
+                runs = getattr(detector, "landmark_runs", None)
+                if runs is not None:   # this frame's runs: the counters' growth since the detector's last frame
+                    fresh0, kept0 = self._runs.get(id(detector), (runs["fresh"], runs["kept"]))
+                    work["ran"], work["kept"] = runs["fresh"] - fresh0, runs["kept"] - kept0
+                    self._runs[id(detector)] = (runs["fresh"], runs["kept"])
+            self._rows.append((time.monotonic(), dict(timings), cpu_ms, work))
 
     def summary(self, since: float, until: float) -> dict[str, Any]:
         with self._lock:
             rows = [r for r in self._rows if since <= r[0] <= until]
         stages: dict[str, list[float]] = {}
-        for _, timings, _ in rows:
+        for _, timings, _, _ in rows:
             for name, ms in timings.items():
                 stages.setdefault(name, []).append(ms)
-        totals = [sum(t.values()) for _, t, _ in rows]
+        totals = [sum(t.values()) for _, t, _, _ in rows]
+        fused = sum(w.get("fused", 0) for *_, w in rows)
+        reused = sum(w.get("reused", 0) for *_, w in rows)
+        ran = sum(w.get("ran", 0) for *_, w in rows)
+        kept = sum(w.get("kept", 0) for *_, w in rows)
         return {"frames": len(rows), "stages_ms": {k: _stats(v) for k, v in stages.items()},
-                "pipeline_ms": _stats(totals), "pipeline_thread_cpu_ms": _stats([r[2] for r in rows])}
+                "pipeline_ms": _stats(totals), "pipeline_thread_cpu_ms": _stats([r[2] for r in rows]),
+                "fusion_reused_share": round(reused / fused, 3) if fused else None,
+                "landmarks_kept_share": round(kept / (ran + kept), 3) if ran + kept else None}
 
 
 def _stats(ms: list[float]) -> dict[str, float] | None:
@@ -77,20 +99,20 @@ class RecordingPipeline(Pipeline):
     def __call__(self, state: FrameState, session: Any) -> FrameState:
         c0 = time.thread_time()
         state = super().__call__(state, session)
-        self._log.add(state.timings, (time.thread_time() - c0) * 1000.0)
+        self._log.add(state.timings, (time.thread_time() - c0) * 1000.0, state, self.stages)
         return state
 
 
 def use_overlapped_worker(log: TimingLog) -> None:
-    """Serve with streamer.media.overlap.OverlappedFrameWorker in place of the plain FrameWorker: the one
-    line a server would change (peer.py builds the worker), done here for the benchmark only."""
+    """Serve every stream with streamer.media.overlap.OverlappedFrameWorker, logged, in place of the plain
+    FrameWorker (the server runs with `overlap="off"`, so the bench, not the host's cores, picks the worker)."""
     import streamer.peer
     from streamer.media.overlap import OverlappedFrameWorker
 
     class LoggedWorker(OverlappedFrameWorker):
         def finished(self, state: FrameState) -> None:
             super().finished(state)
-            log.add(state.timings, state.cpu_ms)
+            log.add(state.timings, state.cpu_ms, state, self._front.stages)
 
     streamer.peer.FrameWorker = LoggedWorker
 

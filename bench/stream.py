@@ -281,6 +281,9 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             "server_stages_ms": timings["stages_ms"],
             "server_pipeline_ms": timings["pipeline_ms"],
             "server_pipeline_thread_cpu_ms": timings["pipeline_thread_cpu_ms"],
+            # still faces: the share of fused faces fusion reused, of faces whose landmarks were kept
+            "server_fusion_reused_share": timings.get("fusion_reused_share"),
+            "server_landmarks_kept_share": timings.get("landmarks_kept_share"),
             **({"setup": setup} if setup else {}),
             "load_avg_1m": round(os.getloadavg()[0], 2),
         }

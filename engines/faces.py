@@ -69,6 +69,9 @@ class SearchConfig:
     level_step: float = 2.5         # each coarser pyramid level's tiles are this much larger
     max_tiles: int = 48             # all levels together; the finest levels go first beyond it
     tiles_per_search: int = 1       # VIDEO mode: tiles run per search, round robin over the pyramid
+    # VIDEO mode while a face is followed: a search's passes (short range, full range, tiles) run one per
+    # frame, so no single frame carries the whole search; False: all of them on the frame it is due
+    spread: bool = True
 
 
 @dataclass(frozen=True, slots=True)

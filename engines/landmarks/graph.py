@@ -5,7 +5,7 @@ runners of the same networks (`network_factory`).
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
 runs only while fewer than `max_faces` faces are followed (then at most every `search_interval_ms` once
-one face is followed). With `still_change` on, a followed face whose box still looks as it did keeps its
+one face is followed, its passes spread over frames: engines.landmarks.search). With `still_change` on, a followed face whose box still looks as it did keeps its
 last landmarks instead of running the network (engines.landmarks.still). Blendshapes come from the
 blendshapes network; `transform` and `pose` from MediaPipe's perspective geometry pipeline, reproduced
 in engines.landmarks.geometry.
@@ -65,6 +65,7 @@ class LandmarkGraph:
         self.landmark_runs = {"fresh": 0, "kept": 0}   # faces the network ran on, faces that kept theirs
         self._searched_ms: float | None = None   # stream time of the last detector run
         self._wide_ms: float | None = None       # ... and of the last wide one
+        self._passes: list[str] = []             # a search spread over frames: its passes still to run
         self._lock = threading.Lock()
 
     def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
@@ -75,13 +76,18 @@ class LandmarkGraph:
         with self._lock:
             rois = list(self._rois) if cfg.mode == "video" else []
             min_conf = cfg.min_tracking_confidence
-            if len(rois) < cfg.max_faces and self._search_due(rois, timestamp_ms):
-                self._searched_ms = float(timestamp_ms)
-                wide = self._wide_due(timestamp_ms)
-                if wide:
-                    self._wide_ms = float(timestamp_ms)
+            found = None
+            if len(rois) < cfg.max_faces and rois and cfg.mode == "video" and cfg.search.spread:
+                if not self._passes and self._search_due(rois, timestamp_ms):   # following: a pass a frame
+                    self._passes = self.search.passes(image, self._start_search(timestamp_ms))
+                if self._passes:
+                    found = self.search.find_pass(image, self._passes.pop(0))
+            elif len(rois) < cfg.max_faces and self._search_due(rois, timestamp_ms):
+                self._passes = []
+                found = self.search.find(image, wide=self._start_search(timestamp_ms), all_tiles=cfg.mode != "video")
+            if found:
                 boxes = [_rect_box(r) for r in rois]
-                for d in self.search.find(image, wide=wide, all_tiles=cfg.mode != "video"):
+                for d in found:
                     if len(rois) >= cfg.max_faces:
                         break
                     if all(iou(d.box, b) < 0.5 for b in boxes):
@@ -152,13 +158,23 @@ class LandmarkGraph:
         two pixels for the bilinear taps (networks.crop), given here with four."""
         with self._lock:
             rois = list(self._rois)
-            if self.config.mode != "video" or (len(rois) < self.config.max_faces and self._search_due(rois, timestamp_ms)):
+            cfg = self.config
+            if cfg.mode != "video" or (len(rois) < cfg.max_faces and (self._search_due(rois, timestamp_ms) or
+                                                                       (bool(rois) and cfg.search.spread and bool(self._passes)))):
                 return None
         out = []
         for r in rois:
             c = r.corners()
             out.append((float(c[:, 0].min()) - 4, float(c[:, 1].min()) - 4, float(c[:, 0].max()) + 5, float(c[:, 1].max()) + 5))
         return out
+
+    def _start_search(self, timestamp_ms: int) -> bool:
+        """Notes a search starting now; whether its wide passes are due too."""
+        self._searched_ms = float(timestamp_ms)
+        wide = self._wide_due(timestamp_ms)
+        if wide:
+            self._wide_ms = float(timestamp_ms)
+        return wide
 
     def _search_due(self, rois: list[RotatedRect], timestamp_ms: int) -> bool:
         """The detector runs on every frame while no face is followed; with one followed, at most every
@@ -203,6 +219,7 @@ class LandmarkGraph:
         with self._lock:
             self._rois = []
             self._held = []
+            self._passes = []
             self._searched_ms = None
             self._wide_ms = None
             full = self.search._full if isinstance(self.search._full, FaceDetectorNet) else None

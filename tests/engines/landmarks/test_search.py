@@ -133,7 +133,8 @@ def _stage():
 
 def test_stream_searches_wide_only_at_the_interval_and_finds_a_far_face_within_one_pass(portraits):
     """Video mode: one close face followed; the wide search runs only at the search interval, one tile at
-    a time; a 45 px face far off appears within one pass over the 8 tiles of 1280 x 720."""
+    a time, and spread over frames (no frame that follows a face runs more than one of its passes); a
+    45 px face far off appears within one pass over the 8 tiles of 1280 x 720."""
     from streamer.pipeline import FrameState
 
     (a, abox), (g, gbox) = portraits["astronaut"], portraits["grace_hopper"]
@@ -141,12 +142,16 @@ def test_stream_searches_wide_only_at_the_interval_and_finds_a_far_face_within_o
     search = stage.detector.search
     try:
         t = 0
-        ids_by_frame = []
+        ids_by_frame, passes = [], []
         for i in range(75):   # 2.5 s at 30 fps: the close face, then the far face after at most 8 searches
             frame, _ = group_frame([(a, abox, 200, (400, 360)), (g, gbox, 45, (1150, 620))])
+            before = dict(search.runs)
             state = stage(FrameState(image=frame, pts=t, time_base=Fraction(1, 90000)))
             t += 3000
             ids_by_frame.append(len(state.faces))
+            passes.append(sum(search.runs[k] > before[k] for k in before))
+        assert passes[0] == 3                         # nothing followed yet: the whole search at once
+        assert max(passes[1:]) == 1 and sum(passes[1:]) >= 3 * (75 * 33 // 250 - 1)
         assert ids_by_frame[0] >= 1 and ids_by_frame[-1] == 2
         assert search.runs["full"] <= 75 * 33 / 250 + 1 and search.runs["tiles"] == search.runs["full"]
         first_two = ids_by_frame.index(2)

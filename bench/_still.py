@@ -117,9 +117,8 @@ def run(args) -> dict[str, Any]:
             by_name = {s.name: s for s in pipe.stages}
             if faces_stage is None:
                 faces_stage = by_name["faces"]
-            # the product's layout: edits half a period after fusion
-            by_name["fusion"].still = StillFaces(cfg) if cfg is not None else None
-            by_name["edits"].still = StillFaces(cfg.half_period()) if cfg is not None else None
+            for st in (by_name["fusion"], by_name["edits"]):
+                st.still = StillFaces(cfg) if cfg is not None else None
             cases[name] = {"session": session, "pipe": pipe, "run": Pipeline([by_name["fusion"], by_name["edits"]]),
                            "wall": {"still": [], "moving": []}, "cpu": {"still": [], "moving": []},
                            "reused": {"still": {"fusion": 0, "edits": 0}, "moving": {"fusion": 0, "edits": 0}},

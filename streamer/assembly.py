@@ -262,9 +262,8 @@ class Product:
                     stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode, follower=follower))
             elif name == "edits":
                 cache = self.prompts
-                # half a period after fusion: the two stages' forced fresh results fall on different frames
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error,
-                                         still=StillFaces(still.half_period())))
+                                         still=StillFaces(still)))
             elif name == "watermark":
                 stages.append(watermark_stage(self.safety))
         return Pipeline(stages)

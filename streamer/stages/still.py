@@ -25,7 +25,7 @@ tracks. The defaults come from `livefuse bench pipeline --still` (docs/fusion.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Hashable
 
 import numpy as np
@@ -38,19 +38,10 @@ class StillConfig:
     enabled: bool = True
     max_move: float = 0.003   # largest landmark displacement that still reuses, fraction of the face width
     max_run: int = 3          # reused frames in a row before a fresh result (1 fresh in max_run + 1 frames)
-    # a run that starts after a fresh result max_run did not force (a new track, motion, a changed key) is
-    # this many frames shorter: two stages with different phases then make their max_run fresh results on
-    # different frames instead of adding up on one (the composition root gives edits half a period)
-    phase: int = 0
-
-    def half_period(self) -> "StillConfig":
-        """The same rule half a period later: the second of two stages that reuse one face."""
-        return replace(self, phase=(self.max_run + 1) // 2)
 
     def __post_init__(self) -> None:
-        if not (self.max_move >= 0.0) or self.max_run < 0 or not 0 <= self.phase <= self.max_run:
-            raise ValueError(f"still faces need max_move >= 0, max_run >= 0 and 0 <= phase <= max_run, got "
-                             f"{self.max_move}, {self.max_run}, {self.phase}")
+        if not (self.max_move >= 0.0) or self.max_run < 0:
+            raise ValueError(f"still faces need max_move >= 0 and max_run >= 0, got {self.max_move}, {self.max_run}")
 
 
 @dataclass(slots=True)
@@ -61,8 +52,7 @@ class _Kept:
     box: Box                  # where the delta lies, frame pixels
     delta: np.ndarray         # int16, box-sized x 3
     frame: int                # the frame it was last made or reused on
-    run: int = 0              # reused frames in a row (starting at the phase after an unforced fresh result)
-    expired: bool = False     # refused for max_run: the fresh result that follows starts a full run
+    run: int = 0              # reused frames in a row
 
 
 class StillFaces:
@@ -93,10 +83,7 @@ class StillFaces:
         kept = self._kept.get(face.track_id) if planes is not None else None
         if kept is None or not self.config.enabled or face.track_id < 0 or face.keep is not None:
             return False
-        if kept.key != key or kept.frame != self._frame - 1:
-            return False
-        if kept.run >= self.config.max_run:
-            kept.expired = True
+        if kept.key != key or kept.frame != self._frame - 1 or kept.run >= self.config.max_run:
             return False
         lm = np.asarray(face.landmarks, np.float32)[:, :2]
         if lm.shape != kept.landmarks.shape or moved(lm, kept.landmarks) > self.config.max_move:
@@ -116,10 +103,8 @@ class StillFaces:
             return
         delta = after.astype(np.int16)
         delta -= before
-        prior = self._kept.get(face.track_id)
-        run = 0 if prior is not None and prior.expired else self.config.phase
         self._kept[face.track_id] = _Kept(key, np.array(np.asarray(face.landmarks)[:, :2], np.float32), region, box,
-                                          delta, self._frame, run)
+                                          delta, self._frame)
 
     def clear(self) -> None:
         self._kept.clear()

@@ -153,25 +153,6 @@ def test_max_run_forces_a_fresh_result(still_clip, sources):
     assert flags == [[False], [True], [True], [False], [True], [True], [False]]
 
 
-def test_a_phase_puts_two_stages_fresh_results_on_different_frames(still_clip, sources):
-    """Fusion at phase 0 and edits at phase 2 (`StillConfig.half_period`, the product's setting): after the track's first frame their
-    max_run fresh results fall on different frames, so a frame pays for one stage's fresh work, not both."""
-    session = session_with(sources["astronaut"], edits={"smile": 0.6})
-    fusion = FusionStage(still=StillFaces(StillConfig(max_run=3)))
-    edits = EditsStage(None, still=StillFaces(StillConfig(max_run=3, phase=2)))
-    pipe = Pipeline([fusion, edits])
-    fusion_fresh, edits_fresh = [], []
-    for frame, faces in still_clip:          # 8 frames
-        before = edits.still.fresh
-        state, _ = step(pipe, frame, faces, session)
-        fusion_fresh.append(not reused_flags(state)[0])
-        edits_fresh.append(edits.still.fresh > before)
-    assert [n for n, f in enumerate(fusion_fresh) if f] == [0, 4]
-    assert [n for n, f in enumerate(edits_fresh) if f] == [0, 2, 6]
-    with pytest.raises(ValueError):
-        StillConfig(max_run=3, phase=4)
-
-
 def test_a_moving_face_is_fresh(moving_clip, sources):
     session = session_with(sources["astronaut"], edits={"smile": 0.6})
     fusion, edits = FusionStage(still=StillFaces()), EditsStage(None, still=StillFaces())

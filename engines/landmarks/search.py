@@ -9,8 +9,7 @@ A stream runs the wide part only when a search is due, `tiles_per_search` tiles 
 a 1280 x 720 stream appears within one pass over the tiles), so a frame that only follows a face pays
 nothing for it. While it follows a face, a stream spreads each search over frames, one pass a frame
 (`SearchConfig.spread`, `find_pass`): short range, full range, tiles. The search's work is the same; the
-frame that carried all of it (11-12 ms at 640x480 and 1080p, against 7.6 ms for following alone) was the
-stream's slowest.
+frame that carried all of it was among the stream's slowest (docs/faces.md, "Faces at every distance").
 """
 
 from __future__ import annotations

@@ -77,6 +77,9 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--swapper-embedder-sha256", help="refuse a --swapper-embedder file with another sha256")
     f.add_argument("--swapper-device", help="auto, cpu, cuda, cuda:N, tensorrt (default auto: what the "
                    "installed ONNX Runtime offers)")
+    p.add_argument("--no-still", dest="still", action="store_false", default=True,
+                   help="streams compute every frame afresh: a still face neither keeps its landmarks nor reuses "
+                        "fusion's and edits' result (more CPU a frame; docs/performance.md, A still face)")
     p.add_argument("--encoder", help="prompt encoder: e5 (the default, multilingual), minilm (English only) or a local transformers folder")
     p.add_argument("--artifact", help="its calibration from `livefuse calibrate` (default: the committed one)")
     p.add_argument("--audit-log", help="audit log path (default $LIVEFUSE_AUDIT_LOG or ~/.local/state/livefuse/audit.jsonl)")
@@ -121,6 +124,8 @@ def product_config(args: argparse.Namespace, host: str):
     config = replace(config, swapper=swapper_config(args), fusion_mode=_fusion_mode(args))
     if getattr(args, "results", None):
         config = replace(config, results=args.results)
+    if not getattr(args, "still", True):
+        config = replace(config, still=replace(config.still, enabled=False))
     import os
 
     if getattr(args, "job_input_allow", None):

@@ -21,6 +21,24 @@ def test_face_runtime_options_reach_the_backend_settings():
     assert not default.share_across_streams and default.preference[0] == "interpreter"
 
 
+def test_no_still_makes_stream_sessions_compute_every_frame():
+    from streamer.assembly import Product
+    from streamer.session import Session
+
+    assert product_config(_args(), "127.0.0.1").still.enabled
+    config = product_config(_args("--no-still", "--stages", "faces,watermark"), "127.0.0.1")
+    assert not config.still.enabled
+    product = Product(config)
+    try:
+        pipeline = product.make_pipeline(Session("no-still"))       # a stream's pipeline, not a clip's
+        try:
+            assert pipeline.stages[0].detector.config.still_change == 0.0
+        finally:
+            pipeline.close()
+    finally:
+        product.close()
+
+
 def test_hold_audio_is_on_unless_turned_off():
     assert _args().hold_audio is None                 # not given: ServerConfig's default (on) or the environment
     assert _args("--no-hold-audio").hold_audio is False

@@ -7,7 +7,8 @@ landmarks on each frame's planes, as the stream does, and a second one with keep
 planes beside it: `faces` reports both stages' thread CPU, the share of frames whose landmarks were kept,
 and how far the kept (raw) landmarks lie from the ones the network gives on that frame, in pixels, beside
 the network's own frame-to-frame jitter, and the signature change (engines.landmarks.still.change, grey
-levels) from each frame to the next over the face's box: what `still_change` is set against. Every case gets the first stage's faces: the product's fusion and edits stages of its own session, without reuse ("fresh")
+levels) from each frame to the next over the face's box: what `still_change` is set against. Every case
+gets the first stage's faces: the product's fusion and edits stages of its own session, without reuse ("fresh")
 and with reuse at each `--still-thresholds` value (`max_move`, fraction of the face width) and
 `--still-max-run`. The cases run frame by frame in turn, so a busy machine slows them alike. Per case:
 the fraction of faces each stage reused, fusion + edits wall and thread CPU (median / p95 / mean; the
@@ -108,7 +109,7 @@ def run(args) -> dict[str, Any]:
     faces_log: dict[str, dict[str, list[float]]] = {seg: {"keep_cpu": [], "fresh_cpu": [], "kept": [], "error": [],
                                                            "jitter": [], "change": []} for seg in ("still", "moving")}
     last_fresh: np.ndarray | None = None
-    last_rgb: np.ndarray | None = None
+    last_rgb: np.ndarray = np.zeros((0, 0, 3), np.uint8)   # set with last_fresh
     try:
         for name, cfg in configs.items():
             session = Session(f"bench-still-{len(cases)}")
@@ -145,6 +146,7 @@ def run(args) -> dict[str, Any]:
                 raise RuntimeError(f"frame {n}: expected one face, found {len(found.faces)} and {len(beside.faces)}")
             raw = next(iter(found.raw_landmarks.values()))[:, :2]
             net = next(iter(beside.raw_landmarks.values()))[:, :2]
+            rgb = frame_to_rgb(decoded)
             if not warm:
                 log = faces_log[segment]
                 log["keep_cpu"].append((c1 - c0) * 1000.0)
@@ -156,11 +158,9 @@ def run(args) -> dict[str, Any]:
                 if last_fresh is not None:
                     log["jitter"].append(float(np.linalg.norm(net - last_fresh, axis=1).mean()))
                     box = still_box(last_fresh, (h, w))
-                    rgb = frame_to_rgb(decoded)
-                    if box is not None and last_rgb is not None:
+                    if box is not None:
                         log["change"].append(still_change(signature(rgb, box), signature(last_rgb, box)))
-            last_fresh = net
-            last_rgb = frame_to_rgb(decoded)
+            last_fresh, last_rgb = net, rgb
             face = found.faces[0]
             x0, y0 = face.landmarks[:, :2].min(axis=0)
             x1, y1 = face.landmarks[:, :2].max(axis=0)

@@ -5,10 +5,10 @@ runners of the same networks (`network_factory`).
 
 VIDEO mode follows MediaPipe's rule: each face's next ROI comes from its landmarks, and the detector
 runs only while fewer than `max_faces` faces are followed (then at most every `search_interval_ms` once
-one face is followed, its passes spread over frames: engines.landmarks.search). With `still_change` on, a followed face whose box still looks as it did keeps its
-last landmarks instead of running the network (engines.landmarks.still). Blendshapes come from the
-blendshapes network; `transform` and `pose` from MediaPipe's perspective geometry pipeline, reproduced
-in engines.landmarks.geometry.
+one face is followed, its passes spread over frames: engines.landmarks.search). With `still_change` on,
+a followed face whose box still looks as it did keeps its last landmarks instead of running the network
+(engines.landmarks.still). Blendshapes come from the blendshapes network; `transform` and `pose` from
+MediaPipe's perspective geometry pipeline, reproduced in engines.landmarks.geometry.
 """
 
 from __future__ import annotations
@@ -104,21 +104,18 @@ class LandmarkGraph:
             for k in kept:
                 if k is not None:       # the box still looks the same: the same face, one frame on
                     k.run += 1
-                    face, entry = k.face, k
+                    face, res = k.face, None
                 else:
                     res = next(fresh_iter)
                     if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
                         continue
                     face = self._face(image, res)
-                    entry = None
                 if any(iou(face.bbox, f.bbox) > 0.5 for f in faces):   # two crops that settled on one face
                     continue
                 roi = roi_from_landmarks(face.landmarks)
-                if k is None:
-                    entry = self._hold(image, face, res.rect, roi)
                 faces.append(face)
                 keep.append(roi)
-                next_held.append(entry)
+                next_held.append(k if res is None else self._hold(image, face, res.rect, roi))
             self.landmark_runs["fresh"] += len(fresh)
             self.landmark_runs["kept"] += sum(k is not None for k in kept)
             self._rois = keep if cfg.mode == "video" else []
@@ -140,7 +137,7 @@ class LandmarkGraph:
         the one they give)."""
         if self.config.still_change <= 0 or self.config.mode != "video":
             return None
-        if not settled(rect.cx, rect.cy, rect.width, next_rect.cx, next_rect.cy, next_rect.width):
+        if not settled(rect, next_rect):
             return None
         box = face_box(face.landmarks, image.shape)
         return _Held(face, box, signature(image, box)) if box is not None else None
@@ -158,9 +155,8 @@ class LandmarkGraph:
         two pixels for the bilinear taps (networks.crop), given here with four."""
         with self._lock:
             rois = list(self._rois)
-            cfg = self.config
-            if cfg.mode != "video" or (len(rois) < cfg.max_faces and (self._search_due(rois, timestamp_ms) or
-                                                                       (bool(rois) and cfg.search.spread and bool(self._passes)))):
+            cfg = self.config   # a search due, or a spread search's next pass: the whole frame
+            if cfg.mode != "video" or (len(rois) < cfg.max_faces and (bool(self._passes) or self._search_due(rois, timestamp_ms))):
                 return None
         out = []
         for r in rois:

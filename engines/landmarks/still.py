@@ -21,8 +21,13 @@ them would hold the landmarks off by up to 0.7 px.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.landmarks.networks import RotatedRect
 
 SIGNATURE_PX = 32
 GRID = 4
@@ -59,9 +64,9 @@ def change(a: np.ndarray, b: np.ndarray) -> float:
     return float(d.mean(axis=(1, 3)).max())
 
 
-def settled(cx: float, cy: float, width: float, next_cx: float, next_cy: float, next_width: float) -> bool:
-    """Whether landmarks computed in the crop region (cx, cy, width) are settled: the region they give
-    for the next frame is nearly the same one."""
-    w = max(width, 1e-6)
-    return (abs(next_cx - cx) <= SETTLED_MOVE * w and abs(next_cy - cy) <= SETTLED_MOVE * w
-            and abs(next_width - width) <= SETTLED_SCALE * w)
+def settled(rect: RotatedRect, next_rect: RotatedRect) -> bool:
+    """Whether landmarks computed in the crop region `rect` are settled: the region they give for the next
+    frame, `next_rect`, is nearly the same one."""
+    w = max(rect.width, 1e-6)
+    return (abs(next_rect.cx - rect.cx) <= SETTLED_MOVE * w and abs(next_rect.cy - rect.cy) <= SETTLED_MOVE * w
+            and abs(next_rect.width - rect.width) <= SETTLED_SCALE * w)

@@ -2,17 +2,15 @@
 
 Multi-band blending mixes each frequency band over a transition as wide as that band, so low-frequency
 differences (tone, light) fade over a wide zone while fine texture switches over a narrow one: no halo,
-no visible edge. The pyramid is written out (5-tap binomial, reflect-101 borders) rather than taken from
-cv2.pyrDown/pyrUp so the torch twin can reproduce it exactly.
+no visible edge. The pyramid is OpenCV's (cv2.pyrDown / cv2.pyrUp: 5-tap binomial, reflect-101 borders),
+each step stated here in the terms the torch twin reproduces (an odd-sized level is the even-sized
+upsample cropped).
 """
 
 from __future__ import annotations
 
 import cv2
 import numpy as np
-
-_K = np.array([1, 4, 6, 4, 1], np.float32) / 16.0
-_K2 = _K * 2.0
 
 
 def alpha_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -42,10 +40,12 @@ def pyr_down(x: np.ndarray) -> np.ndarray:
 
 
 def pyr_up(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    h, w = shape
-    up = np.zeros((h, w) + x.shape[2:], np.float32)
-    up[::2, ::2] = x
-    return cv2.sepFilter2D(up, -1, _K2, _K2, borderType=cv2.BORDER_REFLECT_101)
+    """Zeros between the pixels to twice the size, the 5-tap binomial (x2) over it with reflect-101
+    borders, cropped to `shape` (each side 2n or 2n - 1 of x's n). cv2.pyrUp computes exactly that and
+    skips the zeros' products: a third of the time of writing the zeros out and filtering them."""
+    h, w = x.shape[:2]
+    up = cv2.pyrUp(x, dstsize=(2 * w, 2 * h), borderType=cv2.BORDER_REFLECT_101)
+    return up if up.shape[:2] == tuple(shape) else up[:shape[0], :shape[1]]
 
 
 def pyramid_levels(shape: tuple[int, int], levels: int, min_size: int = 8) -> int:

@@ -44,10 +44,11 @@ def pyr_down(x: torch.Tensor) -> torch.Tensor:
 
 
 def pyr_up(x: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    c = x.shape[0]
-    up = torch.zeros((c,) + tuple(shape), dtype=torch.float32, device=x.device)
+    """See kernels.numpy.blend.pyr_up: twice the size, filtered, cropped to `shape`."""
+    c, h, w = x.shape
+    up = torch.zeros((c, 2 * h, 2 * w), dtype=torch.float32, device=x.device)
     up[:, ::2, ::2] = x
-    return _sep(up, _K * 2.0)
+    return _sep(up, _K * 2.0)[:, :shape[0], :shape[1]]
 
 
 def multiband_delta(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, levels: int = 4) -> torch.Tensor:

@@ -49,6 +49,23 @@ def test_torch_twin_agrees_on_odd_sizes(pair, shape):
     np.testing.assert_allclose(b, a, atol=1e-3)
 
 
+@pytest.mark.parametrize("shape", [(38, 54), (37, 53), (38, 53)])
+def test_pyr_up_is_the_zero_stuffed_five_tap_filter_at_twice_the_size_cropped(pair, shape):
+    """What pyr_up states, written out: the low level's pixels on the even grid of twice its size, zeros
+    between, the binomial 5-tap (x2) along each axis with reflect-101 borders, then cut to `shape`."""
+    low = pair[0][: (shape[0] + 1) // 2, : (shape[1] + 1) // 2]
+    h, w = low.shape[:2]
+    stuffed = np.zeros((2 * h, 2 * w, 3), np.float32)
+    stuffed[::2, ::2] = low
+    k = np.array([1, 4, 6, 4, 1], np.float32) / 8.0
+    want = cv2.sepFilter2D(stuffed, -1, k, k, borderType=cv2.BORDER_REFLECT_101)[: shape[0], : shape[1]]
+    got = nb.pyr_up(low, shape)
+    assert got.shape[:2] == shape
+    np.testing.assert_allclose(got, want, atol=1e-3)
+    t = tb.pyr_up(torch.from_numpy(np.ascontiguousarray(low.transpose(2, 0, 1))), shape).numpy().transpose(1, 2, 0)
+    np.testing.assert_allclose(t, want, atol=1e-3)
+
+
 def test_keep_patch_gives_the_original_back_under_the_mask_and_the_twin_agrees():
     rng = np.random.default_rng(3)
     out = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)

@@ -85,18 +85,18 @@ def detail_blend(bg: np.ndarray, bg_low: np.ndarray, change: np.ndarray, alpha: 
 
     `bg_low` is bg area-averaged to the low size, `change` what the low-resolution work adds to it, and
     `alpha` (h x w, any size) how much of bg the change replaces: where it is 1 the result is up(bg_low +
-    change), where 0 it is bg plus up(change), so bg's finer detail stays there. Works in place on as few
-    frame-sized buffers as it can: each fresh one costs its page faults, which outweigh the arithmetic."""
+    change), where 0 it is bg plus up(change), so bg's finer detail stays there. Full-size work is five
+    OpenCV passes on same-shaped arrays (NumPy's (h, w, 1) broadcasting is several times slower), the last
+    one adding bg and rounding to uint8 at once (round half to even, so a value at exactly .5 may land one
+    level from the torch twin's)."""
     h, w = bg.shape[:2]
     up = lambda x: cv2.resize(np.ascontiguousarray(x, np.float32), (w, h), interpolation=cv2.INTER_LINEAR)  # noqa: E731
     out = up(bg_low)
     cv2.subtract(out, bg, dst=out, dtype=cv2.CV_32F)
-    out *= up(alpha)[..., None]                  # alpha (up(bg_low) - bg)
-    cv2.add(out, bg, dst=out, dtype=cv2.CV_32F)
+    a = up(alpha)
+    cv2.multiply(out, cv2.merge((a, a, a)), dst=out)   # alpha (up(bg_low) - bg)
     cv2.add(out, up(change), dst=out)
-    out += 0.5
-    np.clip(out, 0.0, 255.0, out=out)
-    return out.astype(np.uint8)
+    return cv2.add(out, bg, dtype=cv2.CV_8U)
 
 
 def multiband_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray, levels: int = 4) -> np.ndarray:

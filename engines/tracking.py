@@ -40,6 +40,15 @@ def iou(a: Sequence[float], b: Sequence[float]) -> float:
     return inter / union if union > 0 else 0.0
 
 
+def overlap_of_smaller(a: Sequence[float], b: Sequence[float]) -> float:
+    """The share of the smaller box's area that lies inside the other: 1 for a box nested in another, however
+    small, where IoU would be small (a face part found on its own inside a close face's box)."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    small = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return float(ix * iy / small) if small > 0 else 0.0
+
+
 def _center_shift(a: Sequence[float], b: Sequence[float]) -> float:
     """Distance between box centres in units of the larger box's diagonal."""
     ca = np.array([(a[0] + a[2]) / 2, (a[1] + a[3]) / 2])

@@ -24,13 +24,14 @@ from engines.faces import Face, LandmarkerConfig
 from engines.landmarks.geometry import face_transform, pose_of
 from engines.landmarks.search import FaceSearch
 from engines.landmarks.still import Box, change, face_box, settled, signature
-from engines.tracking import iou
+from engines.tracking import overlap_of_smaller
 from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_SCALE, RotatedRect, BlendshapeNet,
                                          FaceDetectorNet, LandmarkNet, roi_from_detection, roi_from_landmarks)
 
 
 REFINE_BELOW_PX = 72.0    # IMAGE mode: faces narrower than this get a second landmark pass (not the
                           # fixtures at full size: MediaPipe's IMAGE mode, the reference, runs one pass)
+NESTED = 0.5              # a box with this share of its area inside another face's box is that face
 
 
 @dataclass(slots=True)
@@ -90,7 +91,9 @@ class LandmarkGraph:
                 for d in found:
                     if len(rois) >= cfg.max_faces:
                         break
-                    if all(iou(d.box, b) < 0.5 for b in boxes):
+                    # a newcomer lies mostly outside every face already held: a tile's view of part of a
+                    # close face (an eye and brow, say) is found as a face of its own inside it
+                    if all(overlap_of_smaller(d.box, b) < NESTED for b in boxes):
                         rois.append(roi_from_detection(d.box, d.keypoints))
                         boxes.append(d.box)
             held = list(self._held) if cfg.mode == "video" else []
@@ -110,7 +113,7 @@ class LandmarkGraph:
                     if res.presence < (min_conf if cfg.mode == "video" else cfg.min_presence_confidence):
                         continue
                     face = self._face(image, res)
-                if any(iou(face.bbox, f.bbox) > 0.5 for f in faces):   # two crops that settled on one face
+                if any(overlap_of_smaller(face.bbox, f.bbox) >= NESTED for f in faces):   # two crops on one face
                     continue
                 roi = roi_from_landmarks(face.landmarks)
                 faces.append(face)

@@ -21,6 +21,7 @@ import numpy as np
 
 from engines.faces import SearchConfig
 from engines.landmarks.networks import Detection, FaceDetectorNet, RotatedRect
+from engines.tracking import overlap_of_smaller
 
 
 # a short-range detection this sure goes ahead of the full-range ones (MediaPipe's own seed for a close
@@ -153,13 +154,6 @@ def merge(found: list[Detection], min_face_px: float = 0.0, overlap: float = 0.5
         w = float(d.box[2] - d.box[0])
         if w < min_face_px:
             continue
-        if all(_inside_smaller(d.box, k.box) < overlap for k in kept):
+        if all(overlap_of_smaller(d.box, k.box) < overlap for k in kept):
             kept.append(d)
     return kept
-
-
-def _inside_smaller(a: np.ndarray, b: np.ndarray) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    small = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
-    return float(ix * iy / small) if small > 0 else 0.0

@@ -188,6 +188,30 @@ def test_stream_keeps_track_ids_through_a_crossing(portraits):
         stage.close()
 
 
+def test_a_close_face_is_one_face_while_the_tiles_pass_over_it(grace_hopper):
+    """A face 465 px wide in 1080p, followed through 2 s of the bench clip's sway while the wide search's
+    tiles pass over it: a tile that sees only part of it (an eye and brow) finds a face there, nested in
+    the close face's box, which must not become a second face (it was fused as one, at double the cost)."""
+    from bench._product import moving_face
+    from streamer.pipeline import FrameState
+
+    stage = _stage()
+    search = stage.detector.search
+    try:
+        counts = []
+        for n in range(60):
+            frame = moving_face(grace_hopper, 1920, 1080, n, photo_px=1512)
+            state = stage(FrameState(image=frame, pts=n * 3000, time_base=Fraction(1, 90000)))
+            counts.append(len(state.faces))
+            if n == 0:
+                x0, y0, x1, y1 = state.faces[0].bbox
+                assert x1 - x0 > 400
+        assert search.runs["tiles"] >= 7            # the tiles passed over the frame while the face was followed
+        assert counts == [1] * 60
+    finally:
+        stage.close()
+
+
 def _interpreter(cfg):
     from engines.backends import BackendSettings, select_backend
 

@@ -4,8 +4,8 @@ Why: only the faces need RGB and only the watermark needs the whole frame (its l
 copying whole frames makes each frame cost follow its area. `Planes` holds the I420 buffer (Y, then U,
 then V, one contiguous array the encoders' frame is made from) and hands out RGB of face regions on
 demand (`region`): each region is converted once, shared by every stage of the frame that asks for a box
-inside it, and written back (`flush`) only where its RGB changed: Y per changed pixel, U and V per 2x2
-block whose chroma changed. Every other pixel keeps the decoded value exactly.
+inside it (or grown to the union with a box that overlaps it), and written back (`flush`) only where its
+RGB changed: Y per changed pixel, U and V per 2x2 block whose chroma changed. Every other pixel keeps the decoded value exactly.
 
 The same design runs on NumPy arrays in host memory (`NUMPY`, the CPU default: the conversions are
 `kernels.numpy.color`'s) and on torch tensors on any device (`streamer.media.device_planes`: the buffer
@@ -102,9 +102,12 @@ class Planes:
                                self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
 
     def region(self, box: Box) -> tuple[Any, Box]:
-        """An RGB working array covering `box` (even-aligned, see `snap`) and the box it really covers
-        (an open region that holds `box` is shared; overlapping ones are written back first). Changes to
-        the array reach the planes at the next `flush`."""
+        """An RGB working array covering `box` (even-aligned, see `snap`) and the box it really covers:
+        an open region that holds `box` is shared; open regions that overlap it become one region over
+        the boxes' union, their pixels (changed or not) carried into it, so a stage asking for a little
+        more than an earlier one opened (the edits' margin around a close face) converts the frame once
+        and writes it back once. Changes to the array reach the planes at the next `flush`; an array
+        handed out before a merge is no longer the region's."""
         x0, y0, x1, y1 = box
         for r in self._regions:
             a, b, c, d = r.box
@@ -112,10 +115,17 @@ class Planes:
                 return r.rgb, r.box
         overlapping = [r for r in self._regions if not (r.box[2] <= x0 or r.box[0] >= x1 or r.box[3] <= y0 or r.box[1] >= y1)]
         for r in overlapping:
-            self._write(r)
+            x0, y0 = min(x0, r.box[0]), min(y0, r.box[1])
+            x1, y1 = max(x1, r.box[2]), max(y1, r.box[3])
+        union = (x0, y0, x1, y1)
+        rgb = self._convert(union)
+        before = self.ops.copy(rgb)
+        for r in overlapping:      # what the earlier regions hold and held, in place of the fresh conversion
+            a, b, c, d = r.box
+            rgb[b - y0:d - y0, a - x0:c - x0] = r.rgb
+            before[b - y0:d - y0, a - x0:c - x0] = r.before
             self._regions.remove(r)
-        rgb = self._convert(box)
-        reg = _Region(box, rgb, self.ops.copy(rgb))
+        reg = _Region(union, rgb, before)
         self._regions.append(reg)
         return reg.rgb, reg.box
 

@@ -46,6 +46,31 @@ def test_a_region_is_the_whole_frames_conversion_there_and_writes_back_only_what
     assert np.abs(patch.astype(int) - (250, 10, 10)).max() <= 12   # inner pixels: the patch, through 4:2:0
 
 
+def test_a_box_overlapping_an_open_region_grows_it_to_the_union_keeping_its_changes(astronaut):
+    """The edits' box around a close face reaches past fusion's region: one region over both, what the
+    first one changed carried over, the frame converted for it and written back once, exactly as if the
+    union had been opened first."""
+    frame = _decoded(astronaut)
+    planes = to_planes(frame)
+    whole = frame_to_rgb(frame)
+    first, box = planes.region((100, 56, 302, 262))
+    first[10:20, 30:41] = (250, 10, 10)                    # fusion's change
+    grown, union = planes.region((90, 40, 300, 250))       # the edits' box, a little larger up and left
+    assert union == (90, 40, 302, 262) and grown is not first
+    assert np.array_equal(grown[26:36, 40:51], first[10:20, 30:41])          # the change carried over
+    untouched = np.ones(grown.shape[:2], bool)
+    untouched[26:36, 40:51] = False
+    assert np.array_equal(grown[untouched], whole[40:262, 90:302][untouched])   # the rest: the frame's
+    grown[200:210, 5:15] = (10, 250, 10)                   # the edits' change, outside the first box
+    planes.flush()
+    want = to_planes(frame)
+    once, _ = want.region((90, 40, 302, 262))
+    once[26:36, 40:51] = (250, 10, 10)
+    once[200:210, 5:15] = (10, 250, 10)
+    want.flush()
+    assert np.array_equal(planes.buffer, want.buffer)
+
+
 def _product_stages(sources, policy):
     session = fusing_session("planes-vs-rgb", sources)
 

@@ -19,7 +19,7 @@ import numpy as np
 from engines import mesh
 from engines.edit_vocabulary import GEOMETRY, SPECS_BY_NAME
 from kernels.face_plan import FacePlan, Masked
-from kernels.numpy.flow import backward_map
+from kernels.numpy.flow import moving_map
 from kernels.numpy.masks import feather, gaussian_blobs, polygon_mask
 
 # MediaPipe face-mesh landmarks the plan anchors to.
@@ -108,11 +108,12 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     c = 2 * q
     ops = _colour_ops(e, _masks(e, (rh // c, rw // c), local / c, fw / c, config), config)
     smooth = "skin_smooth" in e
+    map_xy, map_box = _warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else (None, None)
     return FacePlan(
         roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops,
         smooth_radius=max(1, int(round(config.smooth_radius * fw))) if smooth else 0,
         smooth_eps=config.smooth_eps if smooth else 0.0,
-        map_xy=_warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else None,
+        map_xy=map_xy, map_box=map_box,
     )
 
 
@@ -195,9 +196,10 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     return masks
 
 
-def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float, cfg: EditConfig) -> np.ndarray:
+def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float,
+          cfg: EditConfig) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """The geometry edits' control points (translations at anchors, zooms about centres, each with its
-    Gaussian's sigma) in ROI pixels, drawn as a backward map."""
+    Gaussian's sigma) in ROI pixels, drawn as a backward map, and the part of the ROI it moves."""
     up = _unit(local[FOREHEAD] - local[CHIN])
     right = _unit(local[FACE_SIDES[1]] - local[FACE_SIDES[0]])
     anchors, moves, sigmas = [], [], []
@@ -234,7 +236,7 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         centre = (local[NOSE_WINGS[0]] + local[NOSE_WINGS[1]]) / 2
         zooms.append((centre, np.outer(right, right).astype(np.float32), e["nose_width"] * cfg.nose_zoom, 0.6 * nose_w))
     # not coarser with the level: a 16-px grid cost 18 % of the smile's lift on a 200-px face
-    return backward_map(
+    return moving_map(
         shape, cfg.grid_step,
         anchors=np.asarray(anchors, np.float32).reshape(-1, 2), shifts=np.asarray(moves, np.float32).reshape(-1, 2),
         sigmas=np.asarray(sigmas, np.float32),

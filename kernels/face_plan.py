@@ -48,6 +48,9 @@ class FacePlan:
     smooth_radius: int = 0                  # guided-filter window radius in ROI pixels
     smooth_eps: float = 0.0                 # guided-filter eps in 8-bit units squared
     map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
+    map_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI where the map moves pixels
+                                            # (kernels.numpy.flow.moving_map); elsewhere it is the identity
+                                            # to a remap; None: all of the ROI
 
     @property
     def colour(self) -> bool:

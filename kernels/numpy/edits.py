@@ -64,6 +64,14 @@ def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         x' = x (1 - k m) + up(k m a) grey(x) + up(k m b + colour change)
     whatever the number of ops. The colour change is taken on the unsmoothed image (at 1/(2q) the
     smoothing has nothing left to remove)."""
+    _appearance(x, plan)
+    return x
+
+
+def _appearance(x: np.ndarray, plan: FacePlan) -> tuple[int, int, int, int] | None:
+    """`apply_appearance`'s work, done only inside the part of the ROI its fields reach (the masks are
+    the face's, the ROI is wider for the warp): the (y0, y1, x0, x1) of `x` it changed, None for nothing.
+    Outside that box every field is zero and x' = x, so leaving it alone changes no value."""
     h, w = x.shape[:2]
     c = 2 * plan.level
     small = cv2.resize(x, (w // c, h // c), interpolation=cv2.INTER_AREA)
@@ -71,6 +79,7 @@ def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     if plan.colour:
         change = apply_colour(small.copy(), plan)
         change -= small
+    km = a = b = None
     if plan.smooth is not None:
         km = (plan.smooth.amount * plan.smooth.mask)[..., None]
         a, b = guided_coefficients(small, plan.smooth_radius // (2 * c), plan.smooth_eps)
@@ -78,16 +87,56 @@ def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         b *= km
         if change is not None:
             b += change
+    elif change is None:
+        return None
+    cells = _reach(km, change)
+    if cells is None:
+        return None
+    i0, i1, j0, j1 = cells
+    r0, r1, c0, c1 = i0 * c, i1 * c, j0 * c, j1 * c
+    part = x[r0:r1, c0:c1]
+    up = lambda f: _upsampled_part(f, cells, c)  # noqa: E731
+    if km is not None:
         # full resolution in OpenCV's SIMD passes on same-shaped arrays (numpy's (h, w, 1) broadcasting is
         # several times slower); resizing 1 - k m is the same as 1 - k resize(m), bilinear being affine
-        guide = cv2.cvtColor(_grey(x), cv2.COLOR_GRAY2RGB)
-        keep = 1.0 - km
-        cv2.multiply(x, cv2.resize(np.repeat(keep, 3, axis=2), (w, h), interpolation=cv2.INTER_LINEAR), dst=x)
-        cv2.accumulateProduct(cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR), guide, x)   # x += a * guide, one pass
-        cv2.add(x, cv2.resize(b, (w, h), interpolation=cv2.INTER_LINEAR), dst=x)
-    elif change is not None:
-        cv2.add(x, cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), dst=x)
-    return x
+        guide = cv2.cvtColor(_grey(part), cv2.COLOR_GRAY2RGB)
+        cv2.multiply(part, up(np.repeat(1.0 - km, 3, axis=2)), dst=part)
+        cv2.accumulateProduct(up(a), guide, part)   # part += a * guide, one pass
+        cv2.add(part, up(b), dst=part)
+    else:
+        cv2.add(part, up(change), dst=part)
+    return r0, r1, c0, c1
+
+
+def _reach(*fields: np.ndarray | None) -> tuple[int, int, int, int] | None:
+    """The small-resolution cells (i0, i1, j0, j1) where any field is non-zero, grown by the one cell a
+    bilinear upsample reaches past them; None where all are zero."""
+    hit = None
+    for f in fields:
+        if f is None:
+            continue
+        nz = np.any(f != 0, axis=2) if f.ndim == 3 else f != 0
+        hit = nz if hit is None else hit | nz
+    if hit is None:
+        return None
+    rows, cols = np.flatnonzero(hit.any(axis=1)), np.flatnonzero(hit.any(axis=0))
+    if not len(rows):
+        return None
+    h, w = hit.shape
+    return max(0, rows[0] - 1), min(h, rows[-1] + 2), max(0, cols[0] - 1), min(w, cols[-1] + 2)
+
+
+def _upsampled_part(field: np.ndarray, cells: tuple[int, int, int, int], c: int) -> np.ndarray:
+    """The bilinear, pixel-centre aligned upsample by `c` of `field` (h, w, C), over the cells given only:
+    the same values as upsampling all of it and cutting the part out. Bilinear reads one cell past each
+    side, so one more cell is taken where there is one and its pixels are cut off again."""
+    i0, i1, j0, j1 = cells
+    h, w = field.shape[:2]
+    a0, a1, b0, b1 = max(0, i0 - 1), min(h, i1 + 1), max(0, j0 - 1), min(w, j1 + 1)
+    grown = cv2.resize(np.ascontiguousarray(field[a0:a1, b0:b1]), ((b1 - b0) * c, (a1 - a0) * c),
+                       interpolation=cv2.INTER_LINEAR)
+    y, x = (i0 - a0) * c, (j0 - b0) * c
+    return grown[y:y + (i1 - i0) * c, x:x + (j1 - j0) * c]
 
 
 def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
@@ -137,11 +186,16 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     y0, y1, x0, x1 = plan.roi
     roi = image[y0:y1, x0:x1]
     if plan.appearance:
-        x = apply_appearance(roi.astype(np.float32), plan)
-        roi_u8 = cv2.add(x, np.zeros_like(x), dtype=cv2.CV_8U)  # saturating, round-half-even: np.rint + clip in one pass
-    else:
-        roi_u8 = roi
-    if plan.map_xy is not None:
-        roi_u8 = cv2.remap(roi_u8, plan.map_xy, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    image[y0:y1, x0:x1] = roi_u8
+        x = roi.astype(np.float32)
+        box = _appearance(x, plan)
+        if box is not None:            # only where the fields reach; the rest of the ROI is left as it is
+            r0, r1, c0, c1 = box
+            part = x[r0:r1, c0:c1]
+            # saturating, round-half-even: np.rint + clip in one pass
+            roi[r0:r1, c0:c1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
+    if plan.map_xy is not None:        # only where the map moves pixels: elsewhere the remap gives them back
+        a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
+        if a1 > a0 and b1 > b0:
+            image[y0 + a0:y0 + a1, x0 + b0:x0 + b1] = cv2.remap(roi, plan.map_xy[a0:a1, b0:b1], None, cv2.INTER_LINEAR,
+                                                                borderMode=cv2.BORDER_REPLICATE)
     return image

@@ -11,6 +11,12 @@ import cv2
 import numpy as np
 
 
+# A sample position this close to its own pixel on each axis gives that pixel back from a bilinear remap:
+# the neighbours weigh in by at most 2 x 255 / 2048 < 0.25 levels, which rounds away (cv2.remap weighs 8-bit
+# pixels by the exact fraction: an offset of 0.005 px already changes most pixels of a noisy image).
+STILL_OFFSET = 1.0 / 2048.0
+
+
 def backward_map(
     shape: tuple[int, int],
     step: int,
@@ -23,7 +29,26 @@ def backward_map(
     zoom_gains: np.ndarray,
     zoom_sigmas: np.ndarray,
 ) -> np.ndarray:
-    """(h, w, 2) float32 sample positions for an (h, w) image.
+    """(h, w, 2) float32 sample positions for an (h, w) image (`moving_map`'s map)."""
+    return moving_map(shape, step, anchors=anchors, shifts=shifts, sigmas=sigmas, zoom_centres=zoom_centres,
+                      zoom_axes=zoom_axes, zoom_gains=zoom_gains, zoom_sigmas=zoom_sigmas)[0]
+
+
+def moving_map(
+    shape: tuple[int, int],
+    step: int,
+    *,
+    anchors: np.ndarray,
+    shifts: np.ndarray,
+    sigmas: np.ndarray,
+    zoom_centres: np.ndarray,
+    zoom_axes: np.ndarray,
+    zoom_gains: np.ndarray,
+    zoom_sigmas: np.ndarray,
+) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """(h, w, 2) float32 sample positions for an (h, w) image, and the (y0, y1, x0, x1) part of it where
+    they move a pixel by STILL_OFFSET or more (empty when nowhere): outside it a bilinear remap gives every
+    pixel back unchanged, so it need only run there.
 
     Translations: float32 (K, 2) `anchors` (x, y), (K, 2) `shifts` and (K,) `sigmas`, each shift weighted by
     a Gaussian about its anchor. Zooms: float32 (Z, 2) `zoom_centres`, (Z, 2, 2) `zoom_axes` (identity: a
@@ -56,4 +81,12 @@ def backward_map(
     coarse = np.stack([gx, gy], -1) - d - 0.5
     full = cv2.resize(coarse, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
     off = step // 2
-    return full[off:off + h, off:off + w]   # a view: cv2.remap reads strided rows, no copy needed
+    # pixel p interpolates grid nodes floor(p / step) and the next one, so a node's move reaches the
+    # cells on either side of it and nothing further (an interpolated offset is never larger than its nodes')
+    moved = np.abs(d).max(axis=2) >= STILL_OFFSET
+    rows, cols = np.flatnonzero(moved.any(axis=1)), np.flatnonzero(moved.any(axis=0))
+    box = (0, 0, 0, 0)
+    if len(rows):
+        box = (max(0, (int(rows[0]) - 1) * step), min(h, (int(rows[-1]) + 1) * step),
+               max(0, (int(cols[0]) - 1) * step), min(w, (int(cols[-1]) + 1) * step))
+    return full[off:off + h, off:off + w], box   # a view: cv2.remap reads strided rows, no copy needed

@@ -132,7 +132,9 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     roi = image[y0:y1, x0:x1]
     if plan.appearance:
         roi = apply_appearance(roi.float(), plan).round().clamp(0, 255).to(torch.uint8)
-    if plan.map_xy is not None:
-        roi = _remap(roi, plan.map_xy).round().clamp(0, 255).to(torch.uint8)
+    if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
+        a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
+        if a1 > a0 and b1 > b0:
+            roi[a0:a1, b0:b1] = _remap(roi, plan.map_xy[a0:a1, b0:b1]).round().clamp(0, 255).to(torch.uint8)
     image[y0:y1, x0:x1] = roi
     return image

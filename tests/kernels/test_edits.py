@@ -46,6 +46,34 @@ def test_twins_agree_with_all_edits_on(odd_frame):
     assert np.abs(a - b).max() <= 2
 
 
+@pytest.mark.parametrize("edits,smaller", [({"smile": 0.9, "contour": 0.3, "brightness": 0.2, "saturation": 0.1}, True),
+                                           ({"skin_smooth": 0.8, "lip_tint": 0.5}, False),
+                                           ({n: 1.0 for n in EDIT_NAMES}, False)])
+def test_working_only_where_the_fields_and_the_warp_reach_changes_no_pixel(portrait, edits, smaller):
+    """The kernels leave alone the parts of the ROI that no colour field and no warp offset reaches (the
+    ROI is wider than the face for the warp's sake); against the whole ROI done, not one pixel differs."""
+    from dataclasses import replace
+
+    from kernels.numpy import edits as ne
+
+    img, lm = portrait
+    plan = plan_face(img.shape[:2], lm, edits)
+    y0, y1, x0, x1 = plan.roi
+    whole_roi = img.copy()
+    roi = whole_roi[y0:y1, x0:x1]
+    if plan.appearance:                                    # every pixel of the ROI through the blend
+        x = ne.apply_appearance(roi.astype(np.float32), plan)
+        roi[:] = cv2.add(x, np.zeros_like(x), dtype=cv2.CV_8U)
+    if plan.map_xy is not None:                            # and through the remap
+        roi[:] = cv2.remap(roi.copy(), plan.map_xy, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    got = ne.apply_plan(img.copy(), plan)
+    assert np.array_equal(got, whole_roi)
+    assert np.array_equal(ne.apply_plan(img.copy(), replace(plan, map_box=None)), whole_roi)
+    if smaller:                                            # a smile moves the lower face only
+        a0, a1, b0, b1 = plan.map_box
+        assert (a1 - a0) * (b1 - b0) < 0.7 * (y1 - y0) * (x1 - x0)
+
+
 def test_zero_edits_change_nothing_and_input_is_not_modified(portrait):
     img, lm = portrait
     keep = img.copy()

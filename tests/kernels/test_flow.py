@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.numpy.flow import backward_map
+from kernels.numpy.flow import STILL_OFFSET, backward_map, moving_map
 
 NONE2, NONE1 = np.zeros((0, 2), np.float32), np.zeros(0, np.float32)
 
@@ -37,3 +37,32 @@ def test_a_zoom_scales_about_its_centre():
     assert abs(m[50, 50, 0] - 50) < 0.2
     assert m[50, 56, 0] < 56   # samples nearer the centre: the content there grows
 
+
+
+def test_outside_the_moving_box_a_remap_gives_every_pixel_back():
+    """moving_map's box: inside it pixels move; outside it the map's offsets stay under STILL_OFFSET, and a
+    remap of a worst-case image (columns alternating 0 and 255) gives each of those pixels back exactly."""
+    import cv2
+
+    shape = (240, 200)
+    m, (y0, y1, x0, x1) = moving_map(shape, 8, anchors=np.array([[70, 150], [130, 150]], np.float32),
+                                     shifts=np.array([[-2, -4], [2, -4]], np.float32), sigmas=np.array([12, 12], np.float32),
+                                     zoom_centres=np.array([[100, 80]], np.float32), zoom_axes=np.eye(2, dtype=np.float32)[None],
+                                     zoom_gains=np.array([0.2]), zoom_sigmas=np.array([10.0]))
+    assert 0 < (y1 - y0) * (x1 - x0) < 0.8 * shape[0] * shape[1]
+    gy, gx = np.mgrid[0:shape[0], 0:shape[1]].astype(np.float32)
+    offset = np.maximum(np.abs(m[..., 0] - gx), np.abs(m[..., 1] - gy))
+    outside = np.ones(shape, bool)
+    outside[y0:y1, x0:x1] = False
+    assert offset[outside].max() < STILL_OFFSET and offset[~outside].max() > 1.0
+    img = np.zeros(shape + (3,), np.uint8)
+    img[:, ::2] = 255
+    img[::3] = 255 - img[::3]
+    out = cv2.remap(img, m, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    assert np.array_equal(out[outside], img[outside]) and not np.array_equal(out[~outside], img[~outside])
+
+
+def test_a_map_that_moves_nothing_has_an_empty_box():
+    _, box = moving_map((50, 60), 8, anchors=NONE2, shifts=NONE2, sigmas=NONE1, zoom_centres=NONE2,
+                        zoom_axes=np.zeros((0, 2, 2), np.float32), zoom_gains=np.zeros(0), zoom_sigmas=np.zeros(0))
+    assert box == (0, 0, 0, 0)

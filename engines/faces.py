@@ -72,6 +72,11 @@ class SearchConfig:
     # VIDEO mode while a face is followed: a search's passes (short range, full range, tiles) run one per
     # frame, so no single frame carries the whole search; False: all of them on the frame it is due
     spread: bool = True
+    # ... and each pass runs on a thread of its own, its detections joining on the first frame after it
+    # ends: looking for newcomers stays off the followed faces' frame time. The caller must not change a
+    # frame it handed over afterwards (the stream's face stage hands over a fresh whole-frame RGB on the
+    # frames a pass starts); off by default for that reason, on in the stream's face stage
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ MediaPipe's perspective geometry pipeline, reproduced in engines.landmarks.geome
 
 from __future__ import annotations
 
+import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,6 +34,8 @@ from engines.landmarks.networks import (DETECTOR_MEMBER, LANDMARKS_MEMBER, ROI_S
 REFINE_BELOW_PX = 72.0    # IMAGE mode: faces narrower than this get a second landmark pass (not the
                           # fixtures at full size: MediaPipe's IMAGE mode, the reference, runs one pass)
 NESTED = 0.5              # a box with this share of its area inside another face's box is that face
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -67,6 +71,9 @@ class LandmarkGraph:
         self._searched_ms: float | None = None   # stream time of the last detector run
         self._wide_ms: float | None = None       # ... and of the last wide one
         self._passes: list[str] = []             # a search spread over frames: its passes still to run
+        self._pending: Future | None = None      # a pass running on the search thread (config.search.background)
+        self._read: tuple[int, bool] | None = None   # what `reads` promised for a frame: (its time, the whole frame)
+        self._searcher: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def detect(self, image: np.ndarray, timestamp_ms: int = 0) -> list[Face]:
@@ -77,15 +84,23 @@ class LandmarkGraph:
         with self._lock:
             rois = list(self._rois) if cfg.mode == "video" else []
             min_conf = cfg.min_tracking_confidence
-            found = None
+            found = self._finished_pass()           # a background pass that ended since the last frame
+            read, self._read = self._read, None
+            crops_only = read is not None and read[0] == timestamp_ms and not read[1]   # `reads` gave crops only
             if len(rois) < cfg.max_faces and rois and cfg.mode == "video" and cfg.search.spread:
-                if not self._passes and self._search_due(rois, timestamp_ms):   # following: a pass a frame
-                    self._passes = self.search.passes(image, self._start_search(timestamp_ms))
-                if self._passes:
-                    found = self.search.find_pass(image, self._passes.pop(0))
+                if self._pending is None and not crops_only:   # following: a pass a frame
+                    if not self._passes and self._search_due(rois, timestamp_ms):
+                        self._passes = self.search.passes(image, self._start_search(timestamp_ms))
+                    if self._passes:
+                        name = self._passes.pop(0)
+                        if cfg.search.background:
+                            self._pending = self._search_thread().submit(self.search.find_pass, image, name)
+                        else:
+                            found = self.search.find_pass(image, name)
             elif len(rois) < cfg.max_faces and self._search_due(rois, timestamp_ms):
                 self._passes = []
-                found = self.search.find(image, wide=self._start_search(timestamp_ms), all_tiles=cfg.mode != "video")
+                found = (found or []) + (self._finished_pass(wait=True) or [])   # the search is not shared between threads
+                found += self.search.find(image, wide=self._start_search(timestamp_ms), all_tiles=cfg.mode != "video")
             if found:
                 boxes = [_rect_box(r) for r in rois]
                 for d in found:
@@ -125,6 +140,24 @@ class LandmarkGraph:
             self._held = next_held if cfg.mode == "video" else []
         return faces
 
+    def _search_thread(self) -> ThreadPoolExecutor:
+        if self._searcher is None:
+            self._searcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="face-search")
+        return self._searcher
+
+    def _finished_pass(self, wait: bool = False) -> list | None:
+        """The detections of the background pass, once it has ended (`wait`: waiting for it); None while it
+        runs or when none was started. A pass that failed finds nothing, said in the log."""
+        pending = self._pending
+        if pending is None or not (wait or pending.done()):
+            return None
+        self._pending = None
+        try:
+            return pending.result()
+        except Exception as exc:   # the faces already followed go on; the next search looks again
+            log.warning("face search pass failed: %s", exc, exc_info=True)
+            return None
+
     def _face(self, image: np.ndarray, res) -> Face:
         pts = res.landmarks
         lo, hi = pts[:, :2].min(axis=0), pts[:, :2].max(axis=0)
@@ -159,7 +192,12 @@ class LandmarkGraph:
         with self._lock:
             rois = list(self._rois)
             cfg = self.config   # a search due, or a spread search's next pass: the whole frame
-            if cfg.mode != "video" or (len(rois) < cfg.max_faces and (bool(self._passes) or self._search_due(rois, timestamp_ms))):
+            # a background pass still running starts no other: this frame's crops are all it reads
+            starts = not rois or not cfg.search.spread or self._pending is None or self._pending.done()
+            whole = cfg.mode != "video" or (len(rois) < cfg.max_faces and starts
+                                            and (bool(self._passes) or self._search_due(rois, timestamp_ms)))
+            self._read = (timestamp_ms, whole)
+            if whole:
                 return None
         out = []
         for r in rois:
@@ -216,6 +254,10 @@ class LandmarkGraph:
 
     def close(self) -> None:
         with self._lock:
+            self._finished_pass(wait=True)
+            if self._searcher is not None:
+                self._searcher.shutdown(wait=True)
+                self._searcher = None
             self._rois = []
             self._held = []
             self._passes = []

@@ -19,7 +19,7 @@ import numpy as np
 
 from engines.backends import BackendSettings, Detector, select_backend
 from engines.cards import ModelError
-from engines.faces import Face, LandmarkerConfig
+from engines.faces import Face, LandmarkerConfig, SearchConfig
 from engines.landmarks.hands import Fill, HandConfig, HandGuard, open_hand_finder
 from engines.smoothing import OneEuroLandmarks, SmoothingConfig
 from engines.tracking import FaceTracker, TrackerConfig
@@ -31,8 +31,11 @@ log = logging.getLogger(__name__)
 class FaceStageConfig:
     # no stream stage reads blendshapes, so the stream skips their network (about 1 ms per face per frame);
     # a face whose box keeps still keeps its landmarks for up to 3 frames (engines.landmarks.still; the
-    # threshold, 1.5 grey levels, from docs/faces.md "A still face keeps its landmarks")
-    landmarker: LandmarkerConfig = field(default_factory=lambda: LandmarkerConfig(blendshapes=False, still_change=1.5))
+    # threshold, 1.5 grey levels, from docs/faces.md "A still face keeps its landmarks"); while a face is
+    # followed, the search for newcomers runs beside the frames (SearchConfig.background: this stage hands
+    # the landmarker a fresh whole-frame RGB on the frames a search pass starts, and never changes it)
+    landmarker: LandmarkerConfig = field(default_factory=lambda: LandmarkerConfig(
+        blendshapes=False, still_change=1.5, search=SearchConfig(background=True)))
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     backend: BackendSettings = field(default_factory=BackendSettings)

@@ -160,6 +160,68 @@ def test_stream_searches_wide_only_at_the_interval_and_finds_a_far_face_within_o
         stage.close()
 
 
+@pytest.mark.parametrize("planes", [False, True])
+def test_a_background_search_keeps_its_passes_off_the_frames_and_still_finds_the_far_face(portraits, planes):
+    """SearchConfig.background (the stream's face stage): while the close face is followed every search
+    pass runs on the search thread, none on the caller's, and the frames it reads are whole ones, also when
+    a pass outlasts a frame and ends between `reads` and `detect`; the far face still appears within one
+    pass over the tiles plus a few frames, and the close face is followed on every frame."""
+    import threading
+    import time
+
+    from streamer.pipeline import FrameState
+    from streamer.stages.faces import FaceStage, FaceStageConfig
+
+    (a, abox), (g, gbox) = portraits["astronaut"], portraits["grace_hopper"]
+    cfg = FaceStageConfig(landmarker=LandmarkerConfig(max_faces=4, blendshapes=False, search=SearchConfig(background=True)))
+    stage = FaceStage(cfg, detector=lambda c: _interpreter(c))
+    search = stage.detector.search
+    threads, inputs = [], []
+    inner = search.find_pass
+
+    def find_pass(image, name):
+        threads.append(threading.current_thread().name)
+        inputs.append(image.copy())                  # as the pass sees it
+        if planes:
+            time.sleep(0.02)                         # a pass longer than this loop's frames
+        return inner(image, name)
+
+    search.find_pass = find_pass
+    graph, reads = stage.detector, stage.detector.reads
+
+    def reads_then_the_pass_ends(timestamp_ms):     # the race: a pass running when `reads` answers ends
+        boxes = reads(timestamp_ms)                  # before `detect`; its crops-only frame starts no pass
+        if graph._pending is not None:
+            graph._pending.result()
+        return boxes
+
+    graph.reads = reads_then_the_pass_ends
+    try:
+        counts = []
+        frame, _ = group_frame([(a, abox, 200, (400, 360)), (g, gbox, 45, (1150, 620))])
+        if planes:      # the stream's form: only the crops are converted on the frames no pass starts
+            from av import VideoFrame
+
+            from streamer.media.convert import frame_to_rgb, frame_to_state
+
+            decoded = VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p")
+            frame = frame_to_rgb(decoded)
+        for i in range(90):
+            if planes:
+                decoded.pts, decoded.time_base = i * 3000, Fraction(1, 90000)
+                state = stage(frame_to_state(decoded, planes=True))
+            else:
+                state = stage(FrameState(image=frame.copy(), pts=i * 3000, time_base=Fraction(1, 90000)))
+            counts.append(len(state.faces))
+        assert threads and all(t.startswith("face-search") for t in threads)
+        assert all(np.array_equal(img, frame) for img in inputs)          # whole frames, unchanged
+        assert len(threads) >= 3 * (90 * 33 // 250 - 2)
+        assert min(counts) >= 1 and counts[-1] == 2
+        assert counts.index(2) <= 8 * 250 / 33 + 6
+    finally:
+        stage.close()
+
+
 def test_stream_keeps_track_ids_through_a_crossing(portraits):
     """Two faces walk past each other (150 px apart vertically, their boxes overlapping in x mid-way)."""
     from streamer.pipeline import FrameState

@@ -4,7 +4,8 @@ A clip of the Grace Hopper photo with known motion (sway and roll) at 640x480, 1
 demo source registered through the consent-checked service hook, a prompt encoded before timing starts.
 Reports per-stage wall median/p95 (from FrameState.timings), the whole pipeline's wall and this thread's
 CPU time, the frame conversions the frame worker adds around it (decoded frame in, yuv420p out), and
-the frame's whole thread CPU (conversions + stages). The frame paths (`--paths rgb,planes,torch-planes`:
+the frame's whole thread CPU (conversions + stages) and the process's over the same span (with the search
+passes that run beside the frame on their own thread). The frame paths (`--paths rgb,planes,torch-planes`:
 the whole-frame RGB state, the yuv420p planes the stream uses in host memory, and the same planes on a
 torch device: CUDA where torch finds it, else torch's CPU device) and all sizes are timed in turn
 (A, B, C, A, B, C, ...) so a busy machine slows them alike.
@@ -67,7 +68,8 @@ def _stats(ms: list[float]) -> dict[str, float] | None:
     if not ms:
         return None
     a = np.asarray(ms)
-    return {"median_ms": round(float(np.median(a)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2)}
+    return {"median_ms": round(float(np.median(a)), 2), "p95_ms": round(float(np.percentile(a, 95)), 2),
+            "mean_ms": round(float(a.mean()), 2)}
 
 
 def run(args) -> dict[str, Any]:
@@ -103,7 +105,7 @@ def run(args) -> dict[str, Any]:
             hooks = prepare_session(product, session, prompt)
             cases[(w, h, t, path)] = {"config": configs[t], "session": session, "pipe": product.make_pipeline(session, live=path != "planes-fresh"),
                                       "upload": _upload(path, torch_device),
-                                      "hooks": hooks, "stages": {}, "total": [], "cpu": [], "convert": [], "frame_cpu": [],
+                                      "hooks": hooks, "stages": {}, "total": [], "cpu": [], "convert": [], "frame_cpu": [], "frame_process_cpu": [],
                                       "faces": [], "errors": {}}
         for n in range(args.warmup + args.frames):
             for (w, h, t, path), c in cases.items():
@@ -111,7 +113,7 @@ def run(args) -> dict[str, Any]:
                     apply_thread_config(c["config"])
                 decoded = VideoFrame.from_ndarray(moving_face(photo, w, h, n, args.photo_px), format="rgb24").reformat(format="yuv420p")
                 decoded.pts, decoded.time_base = n * 3000, tb
-                ta, ca = time.perf_counter(), time.thread_time()   # what the frame worker does: decoded -> state ...
+                ta, ca, pa = time.perf_counter(), time.thread_time(), time.process_time()   # what the frame worker does: decoded -> state ...
                 state = frame_to_state(decoded, planes=path != "rgb", device=c["upload"])
                 tb0 = time.perf_counter()
                 t0, c0 = time.perf_counter(), time.thread_time()
@@ -120,10 +122,11 @@ def run(args) -> dict[str, Any]:
                 # ... and state -> the encoders' yuv420p
                 state_to_frame(state, decoded)
                 t2 = time.perf_counter() + (tb0 - ta)
-                c2 = time.thread_time()
+                c2, p2 = time.thread_time(), time.process_time()
                 if n < args.warmup:
                     continue
                 c["frame_cpu"].append((c2 - ca) * 1000.0)
+                c["frame_process_cpu"].append((p2 - pa) * 1000.0)
                 for name, ms in state.timings.items():
                     c["stages"].setdefault(name, []).append(ms)
                 for name, err in state.errors.items():
@@ -149,6 +152,9 @@ def run(args) -> dict[str, Any]:
         out["sizes"][key] = {
             "path": path,
             "frame_thread_cpu": _stats(c["frame_cpu"]),
+            # ... and every thread of the process over the same span: the search thread's passes
+            # (SearchConfig.background) run beside the frame and are the frame's cost too
+            "frame_process_cpu": _stats(c["frame_process_cpu"]),
             "stages": {k: _stats(v) for k, v in c["stages"].items()},
             "pipeline_wall": total,
             "pipeline_thread_cpu": _stats(c["cpu"]),

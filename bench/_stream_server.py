@@ -147,7 +147,8 @@ def main() -> None:
     from streamer.encoder_settings import set_encoder_bitrates, set_h264_preset
     from streamer.threads import ThreadConfig, apply_thread_config
 
-    apply_thread_config(ThreadConfig(cv2=a.cv2_threads, torch=a.torch_threads))
+    cv2_threads = ServerConfig().cv2_threads if a.cv2_threads is None else a.cv2_threads   # as `livefuse serve`
+    apply_thread_config(ThreadConfig(cv2=cv2_threads, torch=a.torch_threads))
     log = TimingLog()
     if a.overlap:
         use_overlapped_worker(log)

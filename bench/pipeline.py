@@ -48,7 +48,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--paced-bursts", type=int, default=2, help="bursts per worker, alternating (default 2)")
     parser.add_argument("--threads", default=None,
                         help="cv2/torch threads; a comma list (e.g. 1,2) times each setting in turn, frame by frame, "
-                             "side by side in one run (default: the libraries' own defaults)")
+                             "side by side in one run (default: OpenCV's as livefuse serve sets it, torch's own)")
     _still.add_arguments(parser)
 
 
@@ -82,8 +82,11 @@ def run(args) -> dict[str, Any]:
     from streamer.session import Session
     from streamer.threads import ThreadConfig, apply_thread_config
 
+    from streamer.config import ServerConfig
+
     settings = [None] if args.threads is None else [int(t) for t in str(args.threads).split(",") if t]
-    configs = {t: ThreadConfig() if t is None else ThreadConfig(cv2=t, torch=t) for t in settings}
+    # unset: what `livefuse serve` sets (ServerConfig.cv2_threads), torch left at its default
+    configs = {t: ThreadConfig(cv2=ServerConfig().cv2_threads) if t is None else ThreadConfig(cv2=t, torch=t) for t in settings}
     threads = {("default" if t is None else f"threads={t}"): apply_thread_config(c) for t, c in configs.items()}
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s]

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "both = one run each, side by side (default off)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="product runs repeated in turn (A, B, A, B with --overlap both), since the machine's load drifts")
-    parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: OpenCV's)")
+    parser.add_argument("--cv2-threads", type=int, default=None, help="cv2.setNumThreads in the server (default: ServerConfig.cv2_threads, as livefuse serve)")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads in the server")
     parser.add_argument("--client", default="",
                         help="independent clients instead of the latency runs, comma-separated: gstreamer, ffmpeg, "

@@ -62,7 +62,11 @@ class ServerConfig:
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
-    overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (while 2 cores per stream)
+    overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (while 3 cores per stream)
+    # OpenCV's threads in this process (cv2.setNumThreads, set where the server starts); None: OpenCV's own
+    # default, one per core. One: the streams' frame workers and codecs are the parallelism, and OpenCV's
+    # pool on top costs a frame 11-19 % more CPU for 5-10 % less wall time (docs/performance.md, "Thread counts")
+    cv2_threads: int | None = 1
     # where a stream frame's pixels live while the stages work on them: "cpu" (yuv420p planes in host
     # memory, NumPy/OpenCV kernels) or "cuda" / "cuda:N" (the planes uploaded once per frame, torch kernels)
     pixels: str = "cpu"
@@ -88,6 +92,8 @@ class ServerConfig:
             raise ValueError(f"bad bitrate bounds {self.min_bitrate}..{self.max_bitrate}")
         from streamer.encoder_settings import H264_PRESETS
 
+        if self.cv2_threads is not None and self.cv2_threads < 1:
+            raise ValueError(f"cv2_threads must be 1 or more (or unset for OpenCV's default), got {self.cv2_threads}")
         if self.h264_preset not in H264_PRESETS:
             raise ValueError(f"h264_preset must be one of {', '.join(H264_PRESETS)}, got {self.h264_preset!r}")
         if self.max_sessions < 1:
@@ -118,10 +124,11 @@ class ServerConfig:
     def overlap_for(self, streams: int, cores: int | None = None) -> bool:
         """Whether a stream that starts now, as the `streams`-th running on this host, runs the face stage
         on the next frame while the later stages finish this one. `auto`: while the cores this process
-        may use (`usable_cores`, or `cores`) give each stream two; past that the two threads of each
-        stream only fight (docs/performance.md, "Which worker")."""
+        may use (`usable_cores`, or `cores`) give each stream three, one for each of its frame threads and
+        one for its search thread and its share of the codecs; with fewer, the plain worker keeps up and
+        the overlapped one's second thread only adds to the contention (docs/performance.md, "Which worker")."""
         if self.overlap == "auto":
-            return (usable_cores() if cores is None else cores) >= 2 * max(1, streams)
+            return (usable_cores() if cores is None else cores) >= 3 * max(1, streams)
         return self.overlap == "on"
 
     @property

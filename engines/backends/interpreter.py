@@ -8,8 +8,9 @@ Why it is the default, ahead of MediaPipe's own graph (the `litert` backend): th
 about a fifth less CPU per frame this way, a third less in the product's 4-face setting, where
 MediaPipe's graph runs its detector on every frame (no graph scheduler, no thread hand-offs, no
 per-landmark Python objects; `livefuse bench faces` measures both side by side). With one face in view
-everything runs on the calling thread, so a stream costs one core's worth, predictable under load (several
-faces spread their landmark passes over the cores); and on clips with known motion its landmarks land
+the landmark network runs on the calling thread (the stream's search passes for newcomers on a search
+thread beside it, engines.faces.SearchConfig.background), predictable under load (several faces spread
+their landmark passes over the cores); and on clips with known motion its landmarks land
 closer to the truth (tests/test_interpreter.py states both).
 """
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from streamer.encoder_settings import H264_PRESETS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from streamer.config import ServerConfig
 
 HELP = "serve the page and the live stream (http://127.0.0.1:8080 by default)"
 
@@ -27,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--h264-preset", dest="h264_preset", choices=H264_PRESETS,
                    help="libx264 speed preset for H264 streams (default superfast; medium is aiortc's own)")
     g.add_argument("--overlap", choices=["auto", "on", "off"],
-                   help="overlap the face stage with the later stages across frames (default auto: while the host has 2 cores per stream)")
+                   help="overlap the face stage with the later stages across frames (default auto: while the host has 3 cores per stream)")
+    g.add_argument("--cv2-threads", dest="cv2_threads", type=int,
+                   help="OpenCV's threads in this process (default 1: the streams are the parallelism)")
     g.add_argument("--pixels", help="where stream frames' pixels live while the stages work: cpu (the default: "
                    "yuv420p planes in host memory) or cuda, cuda:N (planes on the GPU, torch kernels)")
     g.add_argument("--vcam", nargs="?", const="auto",
@@ -185,13 +190,12 @@ def run(args: argparse.Namespace) -> int:
 
     from streamer.assembly import build_services
     from streamer.config import ServerConfig
-    from streamer.encoder_settings import set_encoder_bitrates, set_h264_preset
     from streamer.server import create_app, runner_options, ssl_context
 
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
         "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "pixels", "hold_audio", "public_url",
-        "drain_timeout", "record_sessions", "h264_preset")}
+        "drain_timeout", "record_sessions", "h264_preset", "cv2_threads")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
@@ -213,8 +217,7 @@ def run(args: argparse.Namespace) -> int:
     if config.host in ("0.0.0.0", "::") and not getattr(args, "public_hosts", None):
         raise SystemExit(f"serving on {config.host} (every address) needs the names clients use: --public-host NAME "
                          "(repeatable), so that requests naming any other host (DNS rebinding) are refused")
-    set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
-    set_h264_preset(config.h264_preset)
+    apply_process_settings(config)
     services = _services_or_exit(args, config.host)
     app = create_app(config, services)
     shown = "localhost" if config.loopback else config.host
@@ -225,6 +228,17 @@ def run(args: argparse.Namespace) -> int:
     web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None,
                 **runner_options(config))
     return 0
+
+
+def apply_process_settings(config: "ServerConfig") -> None:
+    """What a server sets once for its whole process before serving: the encoders' bitrate bounds and
+    H264 preset, and OpenCV's threads."""
+    from streamer.encoder_settings import set_encoder_bitrates, set_h264_preset
+    from streamer.threads import ThreadConfig, apply_thread_config
+
+    set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
+    set_h264_preset(config.h264_preset)
+    apply_thread_config(ThreadConfig(cv2=config.cv2_threads))
 
 
 def _services_or_exit(args: argparse.Namespace, host: str, *, live: bool = True) -> Any:

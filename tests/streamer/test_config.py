@@ -43,8 +43,8 @@ def test_overlap_setting(monkeypatch):
 
     assert ServerConfig(overlap="on").overlap_for(9, cores=2) and not ServerConfig(overlap="off").overlap_for(1, cores=64)
     auto = ServerConfig()
-    assert auto.overlap_for(1, cores=2) and not auto.overlap_for(2, cores=2)   # two cores per stream
-    assert auto.overlap_for(4, cores=8) and not auto.overlap_for(5, cores=8)
+    assert auto.overlap_for(1, cores=3) and not auto.overlap_for(1, cores=2)   # three cores per stream
+    assert auto.overlap_for(2, cores=8) and not auto.overlap_for(3, cores=8)
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert usable_cores() == 1 and not auto.overlap_for(1)                   # pinned to one core

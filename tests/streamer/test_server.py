@@ -358,9 +358,9 @@ async def test_a_body_that_stalls_is_refused_with_408(served):
         assert r.status == 200
 
 
-async def test_auto_overlap_gives_each_stream_two_cores(served, astronaut, monkeypatch):
-    """On a 2-core host the first stream gets the overlapped worker (its two threads have a core each),
-    the second the plain one (two overlapped streams on two cores only fight)."""
+async def test_auto_overlap_gives_each_stream_three_cores(served, astronaut, monkeypatch):
+    """On a 3-core host the first stream gets the overlapped worker (its two frame threads have a core
+    each, its search thread and codecs the third), the second the plain one."""
     import streamer.config
     from streamer.media.overlap import OverlappedFrameWorker
     from streamer.media.worker import FrameWorker
@@ -372,7 +372,7 @@ async def test_auto_overlap_gives_each_stream_two_cores(served, astronaut, monke
         def __call__(self, state, context):
             return state
 
-    monkeypatch.setattr(streamer.config, "usable_cores", lambda: 2)
+    monkeypatch.setattr(streamer.config, "usable_cores", lambda: 3)
     url, http, state = await served(services=Services(make_pipeline=lambda s: Pipeline([Mark(), Mark()])))
     clients = [ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=300)) for _ in range(2)]
     try:

@@ -91,3 +91,30 @@ def test_results_option_reaches_the_product(monkeypatch, tmp_path):
     assert product_config(_args("--results", "s3://bucket/jobs"), "127.0.0.1").results == "s3://bucket/jobs"
     monkeypatch.setenv("LIVEFUSE_RESULTS", str(tmp_path / "r"))
     assert product_config(_args(), "127.0.0.1").results == str(tmp_path / "r")
+
+
+def test_opencv_threads_are_one_per_server_process_unless_set():
+    """`livefuse serve` sets OpenCV's threads once (ServerConfig.cv2_threads, default 1; --cv2-threads and
+    LIVEFUSE_CV2_THREADS change it): on a shared host the streams are the parallelism."""
+    import cv2
+    import pytest
+
+    from streamer.commands.serve import apply_process_settings
+    from streamer.config import ServerConfig
+    from streamer.encoder_settings import h264_preset, set_h264_preset
+
+    assert _args("--cv2-threads", "2").cv2_threads == 2 and _args().cv2_threads is None
+    assert ServerConfig.from_env({}).cv2_threads == 1
+    assert ServerConfig.from_env({"LIVEFUSE_CV2_THREADS": "2"}).cv2_threads == 2
+    assert ServerConfig.from_env({}, cv2_threads=3).cv2_threads == 3
+    with pytest.raises(ValueError, match="cv2_threads"):
+        ServerConfig(cv2_threads=0)
+    before_threads, before_preset = cv2.getNumThreads(), h264_preset()
+    try:
+        apply_process_settings(ServerConfig())
+        assert cv2.getNumThreads() == 1
+        apply_process_settings(ServerConfig(cv2_threads=2))
+        assert cv2.getNumThreads() == 2
+    finally:
+        cv2.setNumThreads(before_threads)
+        set_h264_preset(before_preset)

@@ -65,7 +65,8 @@ class ServerConfig:
     overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (while 3 cores per stream)
     # OpenCV's threads in this process (cv2.setNumThreads, set where the server starts); None: OpenCV's own
     # default, one per core. One: the streams' frame workers and codecs are the parallelism, and OpenCV's
-    # pool on top costs a frame 11-19 % more CPU for 5-10 % less wall time (docs/performance.md, "Thread counts")
+    # pool on top costs a frame 14-24 % more CPU for 4-9 % less wall time (docs/performance.md, "Thread
+    # counts"); a lone 1080p stream on an idle host may trade that CPU for latency with 2
     cv2_threads: int | None = 1
     # where a stream frame's pixels live while the stages work on them: "cpu" (yuv420p planes in host
     # memory, NumPy/OpenCV kernels) or "cuda" / "cuda:N" (the planes uploaded once per frame, torch kernels)

@@ -144,18 +144,18 @@ def main() -> None:
     p.add_argument("--face-backend", default=None, help="face runtimes in order of preference (default: the product's)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from streamer.encoder_settings import set_encoder_bitrates, set_h264_preset
+    from streamer.commands.serve import apply_process_settings
     from streamer.threads import ThreadConfig, apply_thread_config
 
-    cv2_threads = ServerConfig().cv2_threads if a.cv2_threads is None else a.cv2_threads   # as `livefuse serve`
-    apply_thread_config(ThreadConfig(cv2=cv2_threads, torch=a.torch_threads))
     log = TimingLog()
     if a.overlap:
         use_overlapped_worker(log)
-    # overlap="off": the worker is chosen above (logged variants), never by the host's core count
-    config = ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off")
-    set_encoder_bitrates(config.min_bitrate, config.max_bitrate)
-    set_h264_preset(a.h264_preset or config.h264_preset)
+    # overlap="off": the worker is chosen above (logged variants), never by the host's core count; the
+    # process settings (encoders, OpenCV's threads) as `livefuse serve` makes them, but where given here
+    given = {k: v for k, v in (("h264_preset", a.h264_preset), ("cv2_threads", a.cv2_threads)) if v is not None}
+    config = ServerConfig(port=a.port, codec=a.codec, max_bitrate=3_000_000, overlap="off", **given)
+    apply_process_settings(config)
+    apply_thread_config(ThreadConfig(torch=a.torch_threads))
     app = create_app(config, build_services(a.pipeline, a.delay_ms, log, a.face_backend))
 
     async def timings(request: web.Request) -> web.Response:

@@ -17,23 +17,6 @@ import numpy as np
 STILL_OFFSET = 1.0 / 2048.0
 
 
-def backward_map(
-    shape: tuple[int, int],
-    step: int,
-    *,
-    anchors: np.ndarray,
-    shifts: np.ndarray,
-    sigmas: np.ndarray,
-    zoom_centres: np.ndarray,
-    zoom_axes: np.ndarray,
-    zoom_gains: np.ndarray,
-    zoom_sigmas: np.ndarray,
-) -> np.ndarray:
-    """(h, w, 2) float32 sample positions for an (h, w) image (`moving_map`'s map)."""
-    return moving_map(shape, step, anchors=anchors, shifts=shifts, sigmas=sigmas, zoom_centres=zoom_centres,
-                      zoom_axes=zoom_axes, zoom_gains=zoom_gains, zoom_sigmas=zoom_sigmas)[0]
-
-
 def moving_map(
     shape: tuple[int, int],
     step: int,

@@ -1,21 +1,21 @@
-"""kernels/numpy/flow.py: the backward map is the identity without control points, moves by the shift at
-an anchor and fades away from it; a zoom about a centre scales around it."""
+"""kernels/numpy/flow.py: the backward map (moving_map) is the identity without control points, moves by
+the shift at an anchor and fades away from it; a zoom about a centre scales around it."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels.numpy.flow import STILL_OFFSET, backward_map, moving_map
+from kernels.numpy.flow import STILL_OFFSET, moving_map
 
 NONE2, NONE1 = np.zeros((0, 2), np.float32), np.zeros(0, np.float32)
 
 
 def _map(shape, anchors=NONE2, shifts=NONE2, sigmas=NONE1, zooms=()):
-    return backward_map(shape, 8, anchors=anchors, shifts=shifts, sigmas=sigmas,
-                        zoom_centres=np.asarray([z[0] for z in zooms], np.float32).reshape(-1, 2),
-                        zoom_axes=np.asarray([np.eye(2)] * len(zooms), np.float32).reshape(-1, 2, 2),
-                        zoom_gains=np.asarray([z[1] for z in zooms], np.float64),
-                        zoom_sigmas=np.asarray([z[2] for z in zooms], np.float64))
+    return moving_map(shape, 8, anchors=anchors, shifts=shifts, sigmas=sigmas,
+                      zoom_centres=np.asarray([z[0] for z in zooms], np.float32).reshape(-1, 2),
+                      zoom_axes=np.asarray([np.eye(2)] * len(zooms), np.float32).reshape(-1, 2, 2),
+                      zoom_gains=np.asarray([z[1] for z in zooms], np.float64),
+                      zoom_sigmas=np.asarray([z[2] for z in zooms], np.float64))[0]
 
 
 def test_no_control_points_is_the_identity():

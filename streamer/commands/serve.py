@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from streamer.encoder_settings import H264_PRESETS
@@ -201,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ice_servers:
         overrides["ice_servers"] = tuple(args.ice_servers)
     config = ServerConfig.from_env(**overrides)
+    busy = port_problem(config.host, config.port)
+    if busy is not None:   # said before anything loads or is announced: one line, no traceback
+        raise SystemExit(busy)
     if config.pixel_device is not None:   # CUDA asked for and absent: said now, not at the first frame
         from streamer.media.device_planes import check_device
 
@@ -225,9 +229,73 @@ def run(args: argparse.Namespace) -> int:
                                        config.port, config.codec, config.max_sessions)
     app.on_startup.append(reload_on_sighup(services))
     app.on_startup.append(drain_on_sigterm)
-    web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None,
-                **runner_options(config))
+    try:
+        web.run_app(app, host=config.host, port=config.port, ssl_context=ssl_context(config), print=None,
+                    **runner_options(config))
+    except OSError as exc:   # taken between the check and the bind
+        if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise
+        raise SystemExit(port_problem(config.host, config.port) or f"livefuse serve: {exc.strerror}") from None
     return 0
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why `livefuse serve` cannot listen on host:port, in one line with the way out (another port, and
+    the make variable), or None when it can. The port is bound and let go at once, as the server binds it
+    (SO_REUSEADDR), so a port left in TIME_WAIT by a server that just stopped counts as free."""
+    addresses = _listen_addresses(host, port)
+    if isinstance(addresses, str):
+        return addresses
+    for family, address in addresses:
+        err = _bind_error(family, address)
+        if err == errno.EADDRINUSE:
+            alt = _free_port_after(host, port)
+            return (f"port {port} is in use: try --port {alt}, or make serve PORT={alt}" if alt else
+                    f"port {port} is in use, and so are the next {_ALTERNATIVES}: free one or pick another with --port")
+        if err == errno.EACCES:
+            return (f"port {port} needs privileges to listen on: try --port 8080, or make serve PORT=8080"
+                    if port < 1024 else f"listening on port {port} is not permitted here: pick another with --port")
+        if err == errno.EADDRNOTAVAIL:
+            return f"address {host} is not one of this machine's: pick another with --host"
+    return None
+
+
+_ALTERNATIVES = 20
+
+
+def _listen_addresses(host: str, port: int) -> "list[tuple[int, Any]] | str":
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"host {host!r} cannot be listened on: {exc.strerror}"
+    except OverflowError:
+        return f"port {port} is out of range: pick one from 1 to 65535 with --port"
+    return [(family, sockaddr) for family, _type, _proto, _name, sockaddr in infos]
+
+
+def _bind_error(family: int, address: Any) -> int | None:
+    import socket
+
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc.errno or -1
+    return None
+
+
+def _free_port_after(host: str, port: int) -> int | None:
+    """The first of the next few ports this host can listen on."""
+    for candidate in range(port + 1, min(port + 1 + _ALTERNATIVES, 65536)):
+        addresses = _listen_addresses(host, candidate)
+        if not isinstance(addresses, str) and all(_bind_error(f, a) is None for f, a in addresses):
+            return candidate
+    return None
 
 
 def apply_process_settings(config: "ServerConfig") -> None:

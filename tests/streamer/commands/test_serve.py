@@ -118,3 +118,51 @@ def test_opencv_threads_are_one_per_server_process_unless_set():
     finally:
         cv2.setNumThreads(before_threads)
         set_h264_preset(before_preset)
+
+
+def _listening_socket():
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    return sock
+
+
+def test_serve_on_a_taken_port_exits_with_one_line_and_the_way_out():
+    """`livefuse serve` (the console script, as `make serve` runs it) on a port another process listens
+    on: a non-zero status, one line that names a port to use instead and the make variable, no traceback,
+    and no "LiveFuse on ..." announcement of a server that never listened."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from streamer.commands.serve import port_problem
+
+    livefuse = Path(sys.executable).with_name("livefuse")
+    with _listening_socket() as taken:
+        port = taken.getsockname()[1]
+        proc = subprocess.run([str(livefuse), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                              capture_output=True, text=True, timeout=120)
+        expected = port_problem("127.0.0.1", port)
+    assert proc.returncode != 0
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert lines == [expected], lines
+    alt = int(expected.split("try --port ")[1].split(",")[0])
+    assert expected == f"port {port} is in use: try --port {alt}, or make serve PORT={alt}" and alt > port
+    assert "Traceback" not in proc.stderr and "LiveFuse on" not in proc.stderr
+
+
+def test_a_free_port_has_no_problem_and_a_taken_one_suggests_a_free_one():
+    import socket
+
+    from streamer.commands.serve import port_problem
+
+    with _listening_socket() as taken:
+        port = taken.getsockname()[1]
+        problem = port_problem("127.0.0.1", port)
+    assert problem is not None and problem.startswith(f"port {port} is in use: try --port ")
+    alt = int(problem.split("try --port ")[1].split(",")[0])
+    with socket.socket() as probe:   # the suggested port really is free
+        probe.bind(("127.0.0.1", alt))
+    assert port_problem("127.0.0.1", alt) is None

@@ -38,6 +38,7 @@ from streamer.session import Session
 from streamer.sinks.whep import attach_viewer
 from streamer.whip_patch import TRICKLE_TYPE, apply_patch, entity_tag
 from streamer.urls import SessionUrls
+from streamer.watch_links import WatchLinks, is_watch_id
 from streamer.httpkit import (MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, in_time, part_chunks,  # noqa: F401 - re-exported
                               read_bounded, read_limited, require_type)
 
@@ -66,6 +67,7 @@ class LiveFuseServer:
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
         self.uploads = UploadDecoder()
         self.urls = SessionUrls.of(config.public_url)
+        self.watch_links = WatchLinks()   # /watch/w-…: one link per page tab, following its sessions
         self.drain = Drainer(self.peers, config.drain_timeout, audit=services.audit, on_done=self._drained)
         self.on_drained: Any = None   # what runs once drained (`livefuse serve`: stop the process)
         self.warm = False             # the shared models have loaded
@@ -173,6 +175,7 @@ class LiveFuseServer:
             task.add_done_callback(self._finishing.discard)
         if self.peers.get(peer.session.id) is peer:
             del self.peers[peer.session.id]
+        self.watch_links.session_ended(peer.session.id)
         if self.camera is not None:
             self.camera.release(peer.session.id)
         self.metrics.sessions.set(len(self.peers))
@@ -186,6 +189,7 @@ class LiveFuseServer:
         return release
 
     async def close_all(self, _app: web.Application | None = None) -> None:
+        self.watch_links.close()
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
         if self.camera is not None:
             self.camera.close()
@@ -213,11 +217,19 @@ class LiveFuseServer:
             raise Refused(400, 'expected {"sdp": "<offer SDP>", "type": "offer"}')
         if not isinstance(msg.get("record", False), bool):
             raise Refused(400, '"record" must be true or false')
+        if msg.get("watch") is not None and not isinstance(msg["watch"], str):
+            raise Refused(400, '"watch" must be a watch link id (from POST /sessions/watch)')
         peer = await self.open_session(request, msg["sdp"], "offer", record=msg.get("record", False))
         desc = peer.pc.localDescription
-        return web.json_response({"sdp": desc.sdp, "type": desc.type, "session": peer.session.id,
-                                  "stages": peer.worker.pipeline.names,
-                                  "urls": self.urls.for_session(peer.session.id, "offer")})
+        reply = {"sdp": desc.sdp, "type": desc.type, "session": peer.session.id, "stages": peer.worker.pipeline.names,
+                 "urls": self.urls.for_session(peer.session.id, "offer")}
+        if msg.get("watch"):   # the tab's watch link now plays this session (a new link if that one is not usable)
+            owner = peer.session.token_id or ""
+            link = (self.watch_links.attach(msg["watch"], owner, peer.session.id)
+                    or self.watch_links.attach(self.watch_links.create(owner).id, owner, peer.session.id))
+            reply["watch"] = link.id
+            reply["urls"]["watch"] = f"{self.urls.base}/watch/{link.id}"
+        return web.json_response(reply)
 
     async def whip(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
@@ -244,7 +256,7 @@ class LiveFuseServer:
 
     async def whep(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
-        source = self.owned_peer(request, request.match_info["session"])
+        source = self.owned_peer(request, self.watch_links.resolve(request.match_info["session"]))
         sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
         if len(source.viewers) >= self.config.max_viewers:
             self.metrics.refused.labels("viewers_full").inc()
@@ -303,6 +315,24 @@ class LiveFuseServer:
         return web.FileResponse(WEB_ROOT / "watch.html", headers={"Cache-Control": "no-cache",
                                                                   "Referrer-Policy": "no-referrer"})
 
+    async def watch_link_create(self, request: web.Request) -> web.Response:
+        """A new watch link for the caller (streamer.watch_links): the page asks once per tab."""
+        link = self.watch_links.create(self.authorize(request))
+        return web.json_response({**link.as_json(), "url": f"{self.urls.base}/watch/{link.id}"}, status=201)
+
+    async def watch_link_state(self, request: web.Request) -> web.Response:
+        """A watch link's state, long-polled: `?seen=TAG` waits for the next change (404 unknown or another's)."""
+        name = request.match_info["watch"]
+        link = self.watch_links.get(name, self.authorize(request), self.services.is_admin(request))
+        if link is None:
+            raise Refused(404, f"no watch link {name!r}" if is_watch_id(name) else f"{name!r} is not a watch link id",
+                          code="unknown_watch_link")
+        link = await self.watch_links.wait(link, request.query.get("seen"))
+        return web.json_response(link.as_json(), headers={"Cache-Control": "no-store"})
+
+    async def favicon(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(WEB_ROOT / "favicon.ico", headers={"Cache-Control": "max-age=86400"})
+
     async def session_info(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
         c = peer.session.controls
@@ -311,7 +341,8 @@ class LiveFuseServer:
             "stages": peer.worker.pipeline.names, "stats": peer.stats.snapshot(), "viewers": list(peer.viewers),
             "control_sockets": len(peer.controllers),
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
-                         "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled},
+                         "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled,
+                         "face_sources": {str(k): v for k, v in c.face_sources.items()}, "fusion": c.fusion},
             "sources": sorted(peer.session.sources),
             "recording": self.recordings[peer.session.id][1].info() if peer.session.id in self.recordings else None,
         })
@@ -403,6 +434,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r = app.router
     r.add_get("/", server.index)
     r.add_get("/assets/demo_source.jpg", server.demo_source)
+    r.add_get("/favicon.ico", server.favicon)
     r.add_static("/static/", WEB_ROOT, show_index=False)
     r.add_post("/offer", server.offer)
     r.add_post("/whip", server.whip)
@@ -411,6 +443,8 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_post("/whep/{session}", server.whep)
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)
+    r.add_post("/sessions/watch", server.watch_link_create)
+    r.add_get("/sessions/watch/{watch}", server.watch_link_state)
     r.add_get("/sessions/{session}", server.session_info)
     r.add_get("/sessions/{session}/recording", server.recording)
     r.add_get("/sessions/{session}/control", server.control)

@@ -1,20 +1,36 @@
-// The page: buttons, source picker with consent, prompt (and what it was understood as), edit sliders,
-// strength, stats overlay, and a clear message for every failure.
+// The page: camera, the watch link to share, source photos (each with its own consent), prompts, sliders,
+// faces in view, stats, and a clear message for every failure.
+//
+// One source of truth: the page holds what the user asked for (photos and their ticks, the selected photo,
+// the active prompts, strength, sliders, face choices, fusion mode) and sends all of it to every new
+// session, so Stop / Start (or a dropped connection) changes nothing the user set. After each change it
+// reads the session back (GET /sessions/{id}); the status line reports what the server applies, from that
+// and from the stats' faces, never from what the page merely asked for.
 import { LiveFuseConnection, RefusedError, UnreachableError } from "./connection.js";
 import { formatEdits, sourceRefusalText } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
+const store = (() => { try { return window.sessionStorage; } catch { return null; } })(); // this tab only
 const state = {
-  connected: false, session: null, stats: null, errors: [], messages: 0, sourceBlob: null, sourceName: "demo",
-  source: null, consent: false, understood: null, promptRefused: null, edits: {},
+  connected: false, session: null, stats: null, errors: [], messages: 0, sourceName: "demo",
+  source: null, consent: false, understood: null, promptRefused: null, edits: {}, sourceError: null,
   vocabulary: [], // the server's edits (GET /edits): one slider each
   sources: [],    // source ids this session holds (uploaded with consent)
   faces: [],      // the faces the server tracks now: {track_id, box, source_id}
   faceChoices: {}, // track id -> what the user picked ("" default, "keep", a source id)
+  photos: [{ id: "demo", name: "Demo face", blob: null, consent: store?.getItem("livefuse.consent.demo") === "1", key: "demo" }],
+  prompts: [],    // the active prompt phrases, in order; the session gets them joined with ", "
+  strength: 100,  // identity strength, per cent
+  applied: null,  // the session's controls as the server reports them (GET /sessions/{id})
+  syncs: 0,       // read-backs done in this session
+  synced: false,  // everything the page holds was sent to this session and read back
+  watch: null,    // {id, url}: this tab's watch link
+  showStats: null,
 };
 window.livefuse = state; // read by the end-to-end test and handy in the console
 
 let conn = null;
+let uploadCount = 0;
 
 function setState(text, kind) {
   const pill = $("state");
@@ -49,16 +65,47 @@ function explain(err) {
   }
 }
 
-async function demoBlob() {
-  const resp = await fetch("/assets/demo_source.jpg");
-  return resp.blob();
+function escapeHtml(t) { return String(t).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`); }
+
+// ---- the watch link: one per tab (kept in sessionStorage), following the tab's sessions ------------------
+async function loadWatchLink() {
+  const kept = store?.getItem("livefuse.watch");
+  if (kept) { showWatchLink(kept); return; }
+  try {
+    const resp = await fetch("/sessions/watch", { method: "POST" });
+    const body = await resp.json().catch(() => ({}));
+    if (!resp.ok) throw new Error(body.error || `HTTP ${resp.status}`);
+    showWatchLink(body.watch);
+  } catch (err) {
+    $("share-status").textContent = `No watch link yet (${err.message}); it appears when you start the camera.`;
+  }
 }
 
+function showWatchLink(id) {
+  if (!id) return;
+  store?.setItem("livefuse.watch", id);
+  state.watch = { id, url: new URL(`/watch/${encodeURIComponent(id)}`, window.location.origin).href };
+  $("watch-url").value = state.watch.url;
+  $("copy-watch").disabled = false;
+}
+
+async function copyWatchLink() {
+  if (!state.watch) return;
+  let copied = false;
+  try { await navigator.clipboard.writeText(state.watch.url); copied = true; } catch { /* below */ }
+  if (!copied) { $("watch-url").select(); copied = document.execCommand && document.execCommand("copy"); }
+  $("share-status").textContent = copied ? "Copied. Paste it into OBS (Browser source → URL) or a browser tab."
+    : "Select the link above and copy it (Ctrl+C / ⌘C).";
+}
+
+// ---- start / stop ---------------------------------------------------------------------------------------
 async function start() {
-  notice("");
+  clearMessages();
   $("start").disabled = true;
   setState("starting camera…", "busy");
-  conn = new LiveFuseConnection();
+  conn = new LiveFuseConnection({ watch: state.watch && state.watch.id });
+  state.synced = false;
+  state.syncs = 0;
   try {
     if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) throw Object.assign(new Error("no mediaDevices"), { name: "SecurityError" });
     $("local").srcObject = await conn.openCamera();
@@ -67,7 +114,7 @@ async function start() {
     conn.addEventListener("track", (e) => { $("remote").srcObject = e.detail; $("remote-empty").hidden = true; });
     conn.addEventListener("state", (e) => onConnectionState(e.detail));
     conn.addEventListener("stats", (e) => showStats(e.detail));
-    conn.addEventListener("error", (e) => { state.errors.push(e.detail); notice(`Server: ${e.detail.message}`, "info"); });
+    conn.addEventListener("error", (e) => { state.errors.push(e.detail); if (e.detail.id === undefined) notice(`Server: ${e.detail.message}`, "info"); });
     conn.addEventListener("draining", (e) => { if (!e.detail.closing) notice("This server is shutting down; the stream goes on for now."); });
     conn.addEventListener("bye", (e) => { notice(`The server ended the session: ${e.detail.reason}`); stop(false); });
     conn.addEventListener("message", () => { state.messages += 1; });
@@ -75,14 +122,11 @@ async function start() {
     conn.addEventListener("prompt_refused", (e) => showRefused(e.detail.reason));
     const body = await conn.connect();
     state.session = body.session;
+    if (body.watch) showWatchLink(body.watch);
     $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
     $("fusion-box").hidden = !body.stages.includes("swap");   // the switch only where a swap model is loaded
-    if ($("fusion").value) conn.setParams({ fusion: $("fusion").value });
-    state.sourceBlob = state.sourceBlob || (await demoBlob());
-    await sendSource();
-    if (Object.values(state.edits).some((v) => v !== 0)) sendEdits();
-    if ($("strength").value !== "100") conn.setParams({ strength: $("strength").value / 100 });
     $("stop").disabled = false;
+    await syncAll();
   } catch (err) {
     console.error(err);
     notice(explain(err));
@@ -97,10 +141,13 @@ function stop(clearNotice = true) {
   state.connected = false;
   state.session = null;
   state.source = null;
-  state.sources = [];          // a new session starts with none
-  state.faceChoices = {};
+  state.sources = [];          // a new session starts with none; the page sends its photos again
+  state.applied = null;
+  state.synced = false;
+  state.stats = null;
   showFaces([]);
   showSourceStatus();
+  showNow();
   $("start").disabled = false;
   $("stop").disabled = true;
   $("stats").hidden = true;
@@ -108,7 +155,18 @@ function stop(clearNotice = true) {
   $("remote").srcObject = null;
   $("local-empty").hidden = false;
   $("remote-empty").hidden = false;
-  if (clearNotice) { notice(""); setState("not connected", "idle"); }
+  if (clearNotice) { clearMessages(); setState("not connected", "idle"); }
+}
+
+// what belonged to the last session: its notices and the replies to its prompt
+function clearMessages() {
+  notice("");
+  state.understood = null;
+  state.promptRefused = null;
+  state.sourceError = null;
+  $("prompt-status").textContent = "";
+  $("prompt-status").className = "small";
+  $("prompt-understood").hidden = true;
 }
 
 function onConnectionState(s) {
@@ -117,6 +175,84 @@ function onConnectionState(s) {
   else if (s === "disconnected") setState("reconnecting…", "busy");
 }
 
+// Everything the page holds, to a new session: consented photos, the selected one, strength, sliders, face
+// choices and fusion mode in one set_params, the prompts; then the session is read back and compared.
+async function syncAll() {
+  const c = conn;
+  await c.opened;
+  if (c !== conn) return;
+  for (const photo of state.photos.filter((p) => p.consent)) {
+    await uploadPhoto(photo);
+    if (c !== conn) return;
+  }
+  await c.call({ type: "set_params", ...wantedParams() });
+  if (state.prompts.length) await sendPrompts(state.prompts, "resend");
+  if (c !== conn) return;
+  let diff = differences(await readBack());
+  if (diff.length && c === conn) {         // once more, then the page shows what the server holds
+    await c.call({ type: "set_params", ...wantedParams() });
+    if (diff.includes("prompt")) await sendPrompts(state.prompts, "resend");
+    diff = differences(await readBack());
+  }
+  if (c !== conn) return;
+  if (diff.length) notice(`The server did not take: ${diff.join(", ")}. The controls show what it applies.`, "info");
+  state.synced = true;
+  showSourceStatus();
+  showNow();
+}
+
+function selectedPhoto() { return state.photos.find((p) => p.id === state.sourceName) || state.photos[0]; }
+
+function wantedParams() {
+  const photo = selectedPhoto();
+  const faceSources = {};
+  for (const [track, choice] of Object.entries(state.faceChoices)) {
+    if (choice && (choice === "keep" || state.sources.includes(choice))) faceSources[track] = choice;
+  }
+  const params = {
+    strength: state.strength / 100, edits: { ...state.edits }, face_sources: faceSources,
+    source_id: photo.consent && state.sources.includes(photo.id) ? photo.id : null,
+  };
+  if (!$("fusion-box").hidden) params.fusion = $("fusion").value || null;
+  return params;
+}
+
+function differences(info) {
+  if (!info) return ["(the session could not be read back)"];
+  const c = info.controls, want = wantedParams(), out = [];
+  if (Math.abs(c.strength - want.strength) > 1e-6) out.push("identity strength");
+  if ((c.source_id || null) !== want.source_id) out.push("source face");
+  if (c.prompt !== state.prompts.join(", ")) out.push("prompt");
+  const names = new Set([...Object.keys(want.edits), ...Object.keys(c.edits)]);
+  if ([...names].some((n) => Math.abs((c.edits[n] || 0) - (want.edits[n] || 0)) > 1e-6)) out.push("edit sliders");
+  if (JSON.stringify(sorted(c.face_sources || {})) !== JSON.stringify(sorted(want.face_sources))) out.push("face choices");
+  return out;
+}
+
+function sorted(obj) { return Object.fromEntries(Object.entries(obj).sort()); }
+
+// The session as the server holds it; the controls are set from it where they differ.
+async function readBack() {
+  const c = conn;
+  if (!c || !c.session) return null;
+  let info;
+  try { info = await c.info(); } catch { return null; }
+  if (c !== conn) return null;
+  state.applied = info.controls;
+  state.sources = info.sources;
+  state.syncs += 1;
+  showSourceStatus();
+  showNow();
+  return info;
+}
+
+let readBackTimer = null;
+function readBackSoon() {
+  clearTimeout(readBackTimer);
+  readBackTimer = setTimeout(readBack, 250);
+}
+
+// ---- stats -------------------------------------------------------------------------------------------------
 async function showStats(s) {
   state.stats = s;
   const c = conn ? await conn.clientDelays() : {};
@@ -128,20 +264,115 @@ async function showStats(s) {
   const total = server + serverBuffer + (c.rttMs ?? 0) + (c.jitterMs ?? 0);
   state.clientDelays = c;
   state.delayLowerBoundMs = total;
-  $("stats").hidden = false;
+  showStatsPanel();
   $("s-fps").textContent = `${s.fps_in.toFixed(0)} / ${s.fps_out.toFixed(0)}`;
   $("s-delay").textContent = `≥ ${total.toFixed(0)} ms`;
   $("s-delay").parentElement.title = `lower bound: server ${server.toFixed(1)} ms + server receive buffer ${serverBuffer.toFixed(1)} ms` +
     ` + network ${(c.rttMs ?? 0).toFixed(1)} ms + browser jitter buffer ${(c.jitterMs ?? 0).toFixed(1)} ms`;
-  $("s-drops").textContent = `${s.dropped}`;
+  const share = s.frames_in > 0 ? ` (${((100 * s.dropped) / s.frames_in).toFixed(0)} %)` : "";
+  $("s-drops").textContent = `${s.dropped}${share}`;
   $("s-stages").innerHTML = Object.entries(s.stages_ms)
     .map(([name, ms]) => `<div><span>${escapeHtml(name)}</span><b>${ms.toFixed(1)} ms</b></div>`).join("");
   showFaces(s.faces || [], s.size);
+  showSourceStatus();
+  showNow();
+}
+
+function showStatsPanel() {
+  if (state.showStats === null) {
+    const kept = store?.getItem("livefuse.stats");
+    state.showStats = kept !== null && kept !== undefined ? kept === "1" : !window.matchMedia("(max-width: 700px)").matches;
+  }
+  $("stats").hidden = !state.showStats || !state.stats;
+  $("stats-toggle").textContent = state.showStats ? "Hide stats" : "Show stats";
+  $("stats-toggle").setAttribute("aria-pressed", String(state.showStats));
+}
+
+function toggleStats() {
+  state.showStats = !state.showStats;
+  store?.setItem("livefuse.stats", state.showStats ? "1" : "0");
+  showStatsPanel();
+}
+
+// ---- what the server applies now: fusion and edits, each on or off with the reason ------------------------
+function photoName(id) {
+  const photo = state.photos.find((p) => p.id === id);
+  return photo ? photo.name : id;
+}
+
+function fusionNow() {
+  const photo = selectedPhoto();
+  const faces = state.faces;
+  const applied = state.applied;
+  if (!conn || !conn.session) return { on: false, text: "Fusion: off (camera not started)" };
+  if (!applied) return { on: false, text: "Fusion: starting…" };
+  const fused = faces.filter((f) => f.source_id);
+  if (fused.length) {
+    const names = [...new Set(fused.map((f) => photoName(f.source_id)))].join(", ");
+    const into = fused.length === faces.length ? (faces.length === 1 ? "the face in view" : `all ${faces.length} faces in view`)
+      : `${fused.length} of ${faces.length} faces in view`;
+    return { on: true, text: `Fusion: on (${names} → ${fused.length} of ${faces.length} face${faces.length > 1 ? "s" : ""})`,
+      sentence: `Fusing ${names} into ${into}.` };
+  }
+  if (applied.strength <= 0) return { on: false, text: "Fusion: off (identity strength 0 %)", reason: "Identity strength is at 0 %" };
+  if (!applied.enabled) return { on: false, text: "Fusion: off (turned off)" };
+  const kept = faces.filter((f) => (applied.face_sources || {})[String(f.track_id)] === "keep");
+  if (faces.length && kept.length === faces.length) {
+    const which = kept.map((f) => `face ${f.track_id}`).join(", ");
+    return { on: false, text: `Fusion: off (${which}: leave unchanged)`, reason: `${which} ${kept.length > 1 ? "are" : "is"} set to “leave unchanged”` };
+  }
+  if (!applied.source_id && !Object.keys(applied.face_sources || {}).length) {
+    return { on: false, text: "Fusion: off (no source face)", reason: photo.consent ? null : `tick “I have the right to use this face” to use ${photo.name}` };
+  }
+  if (!faces.length) return { on: false, text: "Fusion: waiting for a face in view" };
+  return { on: false, text: "Fusion: starting…" };
+}
+
+function editsNow() {
+  const applied = state.applied;
+  if (!conn || !conn.session) return { on: false, text: "Edits: off (camera not started)" };
+  if (!applied) return { on: false, text: "Edits: starting…" };
+  const sliders = Object.entries(applied.edits || {}).filter(([, v]) => Math.abs(v) > 1e-6);
+  const parts = [];
+  if (applied.prompt) parts.push(`prompt “${applied.prompt}”`);
+  if (sliders.length) parts.push(`${sliders.length} slider${sliders.length > 1 ? "s" : ""}`);
+  if (!parts.length) return { on: false, text: "Edits: off (no prompt, sliders at centre)" };
+  if (!state.faces.length) return { on: false, text: `Edits: waiting for a face in view (${parts.join(" + ")})` };
+  return { on: true, text: `Edits: on (${parts.join(" + ")})` };
+}
+
+function showNow() {
+  for (const [id, now] of [["now-fusion", fusionNow()], ["now-edits", editsNow()]]) {
+    const chip = $(id);
+    chip.textContent = now.text;
+    chip.className = `chip ${now.on ? "on" : "off"}`;
+  }
+}
+
+// One line under the picker that always says whether faces are being fused, and if not, why.
+function showSourceStatus(text, kind = "") {
+  const line = $("source-status");
+  const photo = selectedPhoto();
+  if (text === undefined) {
+    const now = fusionNow();
+    if (state.sourceError) { text = state.sourceError.text; kind = "bad"; }
+    else if (!photo.consent) { text = `No face fusion: tick “I have the right to use this face” to use ${photo.name}. Nothing is uploaded until you do.`; kind = "warn"; }
+    else if (!conn || !conn.session) { text = `Ready: ${photo.name} is used when you start the camera.`; }
+    else if (!state.sources.includes(photo.id)) { text = `Sending ${photo.name}…`; }
+    else if (now.on) { text = now.sentence; kind = "ok"; }
+    else if (now.reason) { text = `No face fusion: ${now.reason}.`; kind = "warn"; }
+    else if (!state.faces.length) { text = `Ready: ${photo.name} is fused as soon as a face is in view.`; }
+    else { text = `Starting fusion of ${photo.name}…`; }
+  }
+  line.textContent = text;
+  line.className = `small status ${kind}`;
+  $("consent-for").textContent = state.photos.length > 1 ? `(${photo.name})` : "";
 }
 
 // ---- faces in view: a thumbnail per tracked face (cut from the local preview by the server's box) ----
 function faceOptions(selected) {
-  const opts = [["", "the selected face"], ["keep", "leave unchanged"], ...state.sources.map((id) => [id, id])];
+  const uploaded = state.photos.filter((p) => state.sources.includes(p.id));
+  const opts = [["", `the selected face (${selectedPhoto().name})`], ["keep", "leave unchanged"], ...uploaded.map((p) => [p.id, p.name])];
   return opts.map(([v, t]) => `<option value="${escapeHtml(v)}"${v === selected ? " selected" : ""}>${escapeHtml(t)}</option>`).join("");
 }
 
@@ -159,14 +390,14 @@ function showFaces(faces, size) {
       card = document.createElement("div");
       card.className = "face";
       card.dataset.track = key;
-      card.innerHTML = `<canvas width="64" height="64"></canvas><span class="small">face ${key}</span><select></select>`;
+      card.innerHTML = `<canvas width="64" height="64"></canvas><span class="small">face ${key}</span><select aria-label="face ${key} becomes"></select>`;
       card.querySelector("select").addEventListener("change", (e) => chooseFace(f.track_id, e.target.value, card));
       box.appendChild(card);
     }
     const select = card.querySelector("select");
     const want = faceOptions(state.faceChoices[key] ?? "");
     if (select._options !== want) { select.innerHTML = want; select._options = want; }
-    card.title = f.source_id ? `fused with ${f.source_id}` : "unchanged";
+    card.title = f.source_id ? `fused with ${photoName(f.source_id)}` : "unchanged";
     if (size && video.videoWidth) { // the server's frame may be scaled from the preview's
       const k = video.videoWidth / size[0];
       const [x0, y0, x1, y1] = f.box;
@@ -178,57 +409,116 @@ function showFaces(faces, size) {
   box.querySelectorAll(".face").forEach((el) => { if (!seen.has(el.dataset.track)) el.remove(); });
 }
 
-function chooseFace(trackId, value, card) {
+async function chooseFace(trackId, value, card) {
   if (!conn) return;
-  const id = conn.mapFace(trackId, value === "" ? null : value);
-  const onReply = (ev) => {
-    if (ev.detail.id !== id) return;
-    conn.removeEventListener("message", onReply);
-    if (ev.detail.type === "ack") { state.faceChoices[String(trackId)] = value; card.classList.remove("refused"); }
-    else { card.classList.add("refused"); notice(`Face ${trackId}: ${ev.detail.message}`); }
-  };
-  conn.addEventListener("message", onReply);
+  const reply = await conn.call({ type: "map_face", track_id: trackId, source_id: value === "" ? null : value });
+  if (reply && reply.type === "ack") { state.faceChoices[String(trackId)] = value; card.classList.remove("refused"); }
+  else { card.classList.add("refused"); notice(`Face ${trackId}: ${reply ? reply.message : "no answer from the server"}`); }
+  readBackSoon();
 }
 
-function escapeHtml(t) { return t.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`); }
+// ---- source photos: each with its own tick, remembered for this tab ------------------------------------------
+function photoKey(file) { return `${file.name}:${file.size}:${file.lastModified}`; }
 
-function sourceLabel() {
-  return state.sourceName === "demo" ? "the demo face" : "your uploaded photo";
+function rememberConsent(photo) {
+  if (photo.consent) store?.setItem(`livefuse.consent.${photo.key}`, "1");
+  else store?.removeItem(`livefuse.consent.${photo.key}`);
 }
 
-// One line under the picker that always says whether faces are being fused, and if not, why.
-function showSourceStatus(text, kind = "") {
-  const line = $("source-status");
-  if (text === undefined) {
-    if (!state.consent) { text = "No face fusion: tick “I have the right to use this face” to use the selected face. Nothing is uploaded until you do."; kind = "warn"; }
-    else if (state.source) { text = `Fusing ${sourceLabel()} into your camera.`; kind = "ok"; }
-    else if (conn && conn.session) { text = `Sending ${sourceLabel()}…`; }
-    else { text = `Ready: ${sourceLabel()} will be used when you start the camera.`; }
+function tileOf(photo) { return document.querySelector(`.source[data-id="${photo.id}"]`); }
+
+function showTiles() {
+  for (const photo of state.photos) {
+    const tile = tileOf(photo);
+    if (!tile) continue;
+    tile.classList.toggle("selected", photo.id === state.sourceName);
+    tile.querySelector(".badge").textContent = photo.checking ? "checking…" : photo.consent ? "" : "not ticked";
   }
-  line.textContent = text;
-  line.className = `small status ${kind}`;
 }
 
-async function sendSource() {
-  showSourceStatus();
-  if (!conn || !conn.session || !state.sourceBlob) return;
-  if (!state.consent) {
-    // without consent nothing is uploaded, and a source sent earlier stops being used
-    if (state.source) { conn.setParams({ source_id: null }); state.source = null; }
-    showSourceStatus();
-    return;
-  }
+async function photoBlob(photo) {
+  if (!photo.blob && photo.id === "demo") photo.blob = await (await fetch("/assets/demo_source.jpg")).blob();
+  return photo.blob;
+}
+
+// Upload one ticked photo to this session; a photo the server refuses is taken off the picker (its tile
+// goes, the previous photo is selected again) and the reason is shown. True when the session holds it.
+async function uploadPhoto(photo) {
+  const c = conn;
+  if (!c || !c.session || !photo.consent) return false;
+  photo.checking = true;
+  showTiles();
   try {
-    state.source = await conn.uploadSource(state.sourceBlob, state.sourceName, { consent: true });
-    if (state.source && !state.sources.includes(state.source.source_id)) state.sources.push(state.source.source_id);
-    showSourceStatus();
+    const reply = await c.uploadSource(await photoBlob(photo), photo.id, { consent: true });
+    if (c !== conn) return false;
+    if (!state.sources.includes(reply.source_id)) state.sources.push(reply.source_id);
+    if (photo.id === state.sourceName) state.source = reply;
+    return true;
   } catch (err) {
-    state.source = null;
-    state.sourceError = { status: err.status, code: err.code, message: err.message };
-    showSourceStatus(`No face fusion: ${explain(err)}`, "bad");
+    if (c !== conn) return false;
+    const refusedPhoto = err instanceof RefusedError && err.status === 422 && photo.id !== "demo";
+    state.sourceError = { status: err.status, code: err.code, message: err.message, photo: photo.id,
+      text: refusedPhoto ? `${explain(err)} “${photo.name}” was not added.` : `No face fusion: ${explain(err)}` };
+    if (refusedPhoto) dropPhoto(photo);
+    else if (photo.id === state.sourceName) state.source = null;
+    return false;
+  } finally {
+    photo.checking = false;
+    showTiles();
+    showSourceStatus();
   }
 }
 
+function dropPhoto(photo) {
+  state.photos = state.photos.filter((p) => p !== photo);
+  const tile = tileOf(photo);
+  if (tile) { URL.revokeObjectURL(tile.querySelector("img").src); tile.remove(); }
+  if (state.sourceName === photo.id) {
+    const previous = state.photos.find((p) => p.id === state.previousSource) || state.photos[0];
+    selectPhoto(previous, { keepError: true });
+  }
+}
+
+// The selected photo becomes the session's source when it is ticked and held; otherwise fusion stops.
+async function selectPhoto(photo, { keepError = false } = {}) {
+  if (state.sourceName !== photo.id) state.previousSource = state.sourceName;
+  state.sourceName = photo.id;
+  state.consent = photo.consent;
+  $("consent").checked = photo.consent;
+  if (!keepError) state.sourceError = null;
+  showTiles();
+  showSourceStatus();
+  await applySource();
+}
+
+async function applySource() {
+  const photo = selectedPhoto();
+  if (!conn || !conn.session) return;
+  if (photo.consent && !state.sources.includes(photo.id)) {
+    if (!(await uploadPhoto(photo))) { await conn.call({ type: "set_params", source_id: wantedParams().source_id }); readBackSoon(); return; }
+  }
+  state.source = photo.consent ? state.source : null;
+  await conn.call({ type: "set_params", source_id: wantedParams().source_id });
+  readBackSoon();
+}
+
+function addUploadedPhoto(file) {
+  uploadCount += 1;
+  const photo = { id: `upload${uploadCount}`, name: file.name, blob: file, key: photoKey(file) };
+  photo.consent = store?.getItem(`livefuse.consent.${photo.key}`) === "1";
+  state.photos.push(photo);
+  const label = document.createElement("label");
+  label.className = "source";
+  label.dataset.id = photo.id;
+  label.innerHTML = `<img alt="uploaded face"><span class="name"></span><em class="badge"></em>`;
+  label.querySelector("img").src = URL.createObjectURL(file);
+  label.querySelector(".name").textContent = file.name;
+  label.title = file.name;
+  $("sources").appendChild(label);
+  return photo;
+}
+
+// ---- prompts: "Add to the look" keeps what is active, "Replace" starts over; the list says what is active ----
 // ---- prompt: what the server understood, or why it refused ----------------------------------------
 function showUnderstood(ev) {
   if (!ev.text) { $("prompt-understood").hidden = true; return; } // no prompt: nothing to explain
@@ -250,6 +540,61 @@ function showRefused(reason) {
   state.promptRefused = reason || "refused by the server's policy";
   $("prompt-status").textContent = `Refused: ${state.promptRefused}. The previous prompt stays in effect.`;
   $("prompt-status").className = "small bad";
+}
+
+
+function renderPrompts() {
+  const list = $("active-prompts");
+  list.innerHTML = "";
+  state.prompts.forEach((text, i) => {
+    const li = document.createElement("li");
+    li.innerHTML = `<span></span><button type="button" class="remove" aria-label="remove">×</button>`;
+    li.querySelector("span").textContent = text;
+    li.querySelector("button").setAttribute("aria-label", `remove “${text}”`);
+    li.querySelector("button").addEventListener("click", () => changePrompts(state.prompts.filter((_, j) => j !== i), "remove", text));
+    list.appendChild(li);
+  });
+  $("no-prompts").hidden = state.prompts.length > 0;
+}
+
+// Send `list` (joined) as the session's prompt; the page's list changes only when the server takes it.
+async function sendPrompts(list, how) {
+  const text = list.join(", ");
+  const reply = await conn.call({ type: "set_prompt", text });
+  const result = (reply && reply.result) || {};
+  if (!reply) { $("prompt-status").textContent = "Not applied: no answer from the server."; return false; }
+  if (reply.type === "ack" && result.allowed === false) { showRefused(result.reason); return false; }
+  if (reply.type !== "ack") { $("prompt-status").textContent = `Not applied: ${reply.message}`; $("prompt-status").className = "small bad"; return false; }
+  state.prompts = list;
+  renderPrompts();
+  if (how !== "resend") {
+    $("prompt-status").className = "small";
+    $("prompt-status").textContent = list.length ? `Applied: ${how}; the look is now “${text}”.` : "Applied: prompt cleared.";
+  }
+  if (!text) $("prompt-understood").hidden = true;
+  readBackSoon();
+  return true;
+}
+
+async function changePrompts(list, how, phrase) {
+  const words = { add: `“${phrase}” added`, replace: `“${phrase}” replaces what was there`, remove: `“${phrase}” removed` }[how];
+  if (!conn || !conn.session) {   // kept, and sent when the camera starts
+    state.prompts = list;
+    renderPrompts();
+    $("prompt-status").className = "small";
+    $("prompt-status").textContent = `Kept: ${words}; applied when you start the camera.`;
+    return true;
+  }
+  $("prompt-status").textContent = "sending…";
+  $("prompt-status").className = "small";
+  return sendPrompts(list, words);
+}
+
+async function submitPrompt(how) {
+  const text = $("prompt").value.trim();
+  if (!text && how === "add") { $("prompt-status").textContent = "Type what to add first."; return; }
+  const list = how === "replace" ? (text ? [text] : []) : [...state.prompts, text];
+  if (await changePrompts(list, how, text)) $("prompt").value = "";
 }
 
 // ---- edit sliders ------------------------------------------------------------------------------------
@@ -301,8 +646,10 @@ function editsChanged(now = false) {
   else editsTimer = setTimeout(sendEdits, 150);
 }
 
-function sendEdits() {
-  if (conn) conn.setParams({ edits: { ...state.edits } });
+async function sendEdits() {
+  if (!conn) return;
+  await conn.call({ type: "set_params", edits: { ...state.edits } });
+  readBackSoon();
 }
 
 function resetEdits() {
@@ -314,69 +661,59 @@ function resetEdits() {
   editsChanged(true);
 }
 
-// Consent belongs to a face: picking another face shows (and uses) that face's own tick.
-function pickSource(label) {
-  document.querySelectorAll(".source").forEach((el) => el.classList.toggle("selected", el === label));
-  state.consent = Boolean(label._consented);
-  $("consent").checked = state.consent;
-}
-
+// ---- wiring -------------------------------------------------------------------------------------------------
 loadEdits();
+loadWatchLink();
+renderPrompts();
+showTiles();
+$("consent").checked = state.photos[0].consent;
+state.consent = state.photos[0].consent;
 showSourceStatus();
+showNow();
+showStatsPanel();
 $("edits-reset").addEventListener("click", resetEdits);
+$("copy-watch").addEventListener("click", copyWatchLink);
+$("watch-url").addEventListener("focus", (e) => e.target.select());
+$("stats-toggle").addEventListener("click", toggleStats);
 $("consent").addEventListener("change", async (e) => {
-  state.consent = e.target.checked;
-  const selected = document.querySelector(".source.selected");
-  if (selected) selected._consented = state.consent;
-  await sendSource();
+  const photo = selectedPhoto();
+  photo.consent = e.target.checked;
+  state.consent = photo.consent;
+  state.sourceError = null;
+  rememberConsent(photo);
+  showTiles();
+  await applySource();
+  showSourceStatus();
 });
 $("start").addEventListener("click", start);
 $("stop").addEventListener("click", () => stop());
 $("sources").addEventListener("click", async (e) => {
   const label = e.target.closest(".source");
   if (!label) return;
-  pickSource(label);
-  state.sourceName = label.dataset.id;
-  state.sourceBlob = label.dataset.id === "demo" ? await demoBlob() : label._blob;
-  await sendSource();
+  const photo = state.photos.find((p) => p.id === label.dataset.id);
+  if (photo) await selectPhoto(photo);
 });
 $("upload").addEventListener("change", async (e) => {
   const file = e.target.files[0];
+  e.target.value = "";   // the same file can be picked again
   if (!file) return;
-  const label = document.createElement("label");
-  label.className = "source";
-  label.dataset.id = `upload${document.querySelectorAll(".source").length}`;
-  label._blob = file;
-  label.innerHTML = `<img alt="uploaded face"><span></span>`;
-  label.querySelector("img").src = URL.createObjectURL(file);
-  label.querySelector("span").textContent = file.name.slice(0, 12);
-  $("sources").appendChild(label);
-  pickSource(label);
-  state.sourceName = label.dataset.id;
-  state.sourceBlob = file;
-  await sendSource();
+  await selectPhoto(addUploadedPhoto(file));
 });
-$("prompt-form").addEventListener("submit", (e) => {
-  e.preventDefault();
-  if (!conn) { $("prompt-status").textContent = "Start the camera first."; return; }
-  const text = $("prompt").value;
-  const id = conn.setPrompt(text);
-  $("prompt-status").textContent = "sending…";
-  $("prompt-status").className = "small";
-  const onReply = (ev) => {
-    if (ev.detail.id !== id) return;
-    conn.removeEventListener("message", onReply);
-    const result = ev.detail.result || {};
-    if (ev.detail.type === "ack" && result.allowed === false) { showRefused(result.reason); return; }
-    $("prompt-status").textContent = ev.detail.type === "ack" ? (text ? `Applied: “${text}”` : "Prompt cleared") : `Not applied: ${ev.detail.message}`;
-    if (!text) $("prompt-understood").hidden = true;
-  };
-  conn.addEventListener("message", onReply);
-});
+$("prompt-form").addEventListener("submit", (e) => { e.preventDefault(); submitPrompt("add"); });
+$("prompt-replace").addEventListener("click", () => submitPrompt("replace"));
 let strengthTimer = null;
 $("strength").addEventListener("input", (e) => {
+  state.strength = Number(e.target.value);
   $("strength-value").textContent = `${e.target.value}%`;
   clearTimeout(strengthTimer);
-  strengthTimer = setTimeout(() => conn && conn.setParams({ strength: e.target.value / 100 }), 80);
+  strengthTimer = setTimeout(async () => {
+    if (!conn) return;
+    await conn.call({ type: "set_params", strength: state.strength / 100 });
+    readBackSoon();
+  }, 80);
 });
-$("fusion").addEventListener("change", (e) => conn && conn.setParams({ fusion: e.target.value || null }));
+$("fusion").addEventListener("change", async (e) => {
+  if (!conn) return;
+  await conn.call({ type: "set_params", fusion: e.target.value || null });
+  readBackSoon();
+});

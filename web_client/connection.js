@@ -12,9 +12,11 @@ export class RefusedError extends Error {
 export class UnreachableError extends Error {}
 
 export class LiveFuseConnection extends EventTarget {
-  constructor({ base = "", video = { width: 640, height: 480, frameRate: 30 } } = {}) {
+  // `watch`: the tab's watch link id (POST /sessions/watch); the new session becomes what that link plays
+  constructor({ base = "", video = { width: 640, height: 480, frameRate: 30 }, watch = null } = {}) {
     super();
     this.base = base;
+    this.watch = watch;
     this.videoConstraints = video;
     this.pc = null;
     this.channel = null;
@@ -34,7 +36,10 @@ export class LiveFuseConnection extends EventTarget {
     this.pc = pc;
     this.channel = pc.createDataChannel("control");
     this.channel.onmessage = (e) => this._message(e.data);
-    this.channel.onopen = () => this._send({ type: "hello", version: 1 });
+    // resolves once the control channel is open: messages sent before that would be lost
+    this.opened = new Promise((resolve) => {
+      this.channel.onopen = () => { this._send({ type: "hello", version: 1 }); resolve(); };
+    });
     pc.ontrack = (e) => this.dispatchEvent(new CustomEvent("track", { detail: e.streams[0] || new MediaStream([e.track]) }));
     pc.onconnectionstatechange = () => this.dispatchEvent(new CustomEvent("state", { detail: pc.connectionState }));
     const track = this.stream.getVideoTracks()[0];
@@ -49,7 +54,8 @@ export class LiveFuseConnection extends EventTarget {
       resp = await fetch(`${this.base}/offer`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ sdp: pc.localDescription.sdp, type: pc.localDescription.type }),
+        body: JSON.stringify({ sdp: pc.localDescription.sdp, type: pc.localDescription.type,
+          ...(this.watch ? { watch: this.watch } : {}) }),
       });
     } catch (err) {
       throw new UnreachableError(`server unreachable: ${err.message}`);
@@ -59,6 +65,7 @@ export class LiveFuseConnection extends EventTarget {
     this.session = body.session;
     this.urls = body.urls || {}; // absolute on the replica that holds the session when it runs behind a balancer
     this.stages = body.stages || [];
+    if (body.watch) this.watch = body.watch;
     await pc.setRemoteDescription({ type: "answer", sdp: body.sdp });
     return body;
   }
@@ -78,6 +85,30 @@ export class LiveFuseConnection extends EventTarget {
     const body = await resp.json().catch(() => ({}));
     if (!resp.ok) throw new RefusedError(resp.status, body.error || resp.statusText, null, body.code);
     return body;
+  }
+
+  // One message and its reply (ack or error with the same id); null when the channel is not open or no
+  // reply came within `timeoutMs`.
+  call(msg, timeoutMs = 10000) {
+    return new Promise((resolve) => {
+      const id = this._send(msg);
+      if (!id) { resolve(null); return; }
+      const timer = setTimeout(() => { this.removeEventListener("message", onReply); resolve(null); }, timeoutMs);
+      const onReply = (ev) => {
+        if (ev.detail.id !== id || !["ack", "error"].includes(ev.detail.type)) return;
+        clearTimeout(timer);
+        this.removeEventListener("message", onReply);
+        resolve(ev.detail);
+      };
+      this.addEventListener("message", onReply);
+    });
+  }
+
+  // The session as the server holds it: controls, sources, stages, stats (GET /sessions/{id}).
+  async info() {
+    const resp = await fetch(this.urls.session || `${this.base}/sessions/${this.session}`, { cache: "no-store" });
+    if (!resp.ok) throw new RefusedError(resp.status, resp.statusText);
+    return resp.json();
   }
 
   setPrompt(text) { return this._send({ type: "set_prompt", text }); }

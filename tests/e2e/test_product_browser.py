@@ -156,7 +156,9 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                 # tick consent: the demo face (astronaut) is uploaded with consent=true and fusion starts
                 await page.check("#consent")
                 await page.wait_for_function("window.livefuse.source && window.livefuse.source.source_id === 'demo'", timeout=20_000)
-                assert "Fusing the demo face" in await page.inner_text("#source-status")
+                # the line says "Fusing" once the server's stats report the face fused, not when the photo is sent
+                await page.wait_for_function("document.getElementById('source-status').textContent.startsWith('Fusing Demo face')",
+                                             timeout=20_000)
                 await page.fill("#prompt", PROMPT)
                 await page.click("#prompt-form button")
                 await page.wait_for_function(

@@ -29,7 +29,7 @@ BASE_IMAGE ?= python:3.11-slim-bookworm
 DOCKER     ?= docker
 WHEELS     ?=
 
-.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base image-test serve test bench clean
+.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base image-test serve screenshots test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ setup: $(VENV)/.installed $(MODEL_DIR)/.unpacked
 
 serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
+
+# docs/img/page_desktop.png, page_phone.png, watch_waiting.png: the page as a user sees it (real product,
+# headless Chromium, a fake camera showing a real face)
+screenshots: setup debian-tools
+	$(PY) -m tests.e2e.page_screenshots docs/img
 
 # GStreamer's webrtcbin, the independent WHIP client of tests/e2e/test_gstreamer_whip.py (run by the system
 # python3, where python3-gi lives)

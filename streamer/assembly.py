@@ -356,8 +356,8 @@ def build_safety(config: SafetyConfig, *, model: Any, registry: SourceRegistry, 
     deny = IdentityDenylist(config.denylist_dir, registry.embedder, landmarker) if config.denylist_dir else None
     sources = SourceGate(registry, deny, audit=audit)
     tokens = TokenStore.load(config.tokens_file) if config.tokens_file else TokenStore()
-    access = AccessPolicy.for_host(config.host, public_hosts=config.public_hosts,
-                                   allowed_origins=tuple(config.allowed_origins))
+    access = AccessPolicy.for_host(config.host, public_hosts=config.public_hosts, tokens=bool(config.tokens_file),
+                                   open_loopback=config.open_loopback, allowed_origins=tuple(config.allowed_origins))
     return SafetyKit(config, audit, policy, prompts, sources, tokens, access)
 
 

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
-from streamer.httpkit import DEFAULT_READ_TIMEOUT_S
+from streamer.httpkit import DEFAULT_BODY_GRACE_S, DEFAULT_MIN_BODY_RATE, DEFAULT_READ_TIMEOUT_S
+from streamer.uploads import DEFAULT_MAX_PENDING_BYTES
 
 Codec = Literal["VP8", "H264"]
 CODECS: tuple[str, ...] = ("VP8", "H264")
@@ -60,6 +61,17 @@ class ServerConfig:
     # a request's headers must all arrive within this of its connection opening (or of the last reply);
     # a body may go no longer than this without a byte: a slow client holds a connection, never more
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    # ... and, after body_grace_s, must arrive at min_body_rate bytes/s or faster on average (0: no floor),
+    # so a body trickled just fast enough to dodge the stall timer is cut too (408 too_slow)
+    min_body_rate: float = DEFAULT_MIN_BODY_RATE
+    body_grace_s: float = DEFAULT_BODY_GRACE_S
+    # upload bodies (photos, clip jobs, live source images) being received at once; beyond it 503 busy
+    max_uploads: int = 32
+    # photos read and decoded, waiting for or in the pipeline, at once; beyond it 503 busy
+    max_photos: int = 64
+    # bytes every photo, live source upload and clip job frame in flight may hold together (bodies in
+    # memory, decoded images and their working copies, encoded results); beyond it 503 busy + Retry-After
+    memory_budget: int = DEFAULT_MAX_PENDING_BYTES
     stats_interval_s: float = 1.0
     retry_after_s: int = 10               # told to clients refused for capacity
     overlap: str = "auto"                 # pipeline overlap across frames: "on", "off", "auto" (while 3 cores per stream)
@@ -103,6 +115,11 @@ class ServerConfig:
             raise ValueError(f"overlap must be auto, on or off, got {self.overlap!r}")
         if not PIXELS.fullmatch(self.pixels):
             raise ValueError(f"pixels must be cpu, cuda or cuda:N, got {self.pixels!r}")
+        for name in ("max_uploads", "max_photos", "memory_budget"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.read_timeout_s <= 0 or self.min_body_rate < 0 or self.body_grace_s < 0:
+            raise ValueError("read_timeout_s must be > 0, min_body_rate and body_grace_s >= 0")
         if self.drain_timeout < 0:
             raise ValueError(f"drain_timeout must be >= 0, got {self.drain_timeout}")
         if self.public_url:
@@ -136,6 +153,12 @@ class ServerConfig:
     def pixel_device(self) -> str | None:
         """The torch device stream frames' planes go to; None: host memory (`pixels` "cpu")."""
         return None if self.pixels == "cpu" else self.pixels
+
+    @property
+    def body_limits(self) -> "BodyLimits":
+        from streamer.httpkit import BodyLimits
+
+        return BodyLimits(self.read_timeout_s, self.min_body_rate, self.body_grace_s)
 
     @property
     def scheme(self) -> str:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 
 from streamer import protocol
 from streamer.api.routes import ApiBackend, ApiContext, mount as mount_api
@@ -39,8 +39,9 @@ from streamer.sinks.whep import attach_viewer
 from streamer.whip_patch import TRICKLE_TYPE, apply_patch, entity_tag
 from streamer.urls import SessionUrls
 from streamer.watch_links import WatchLinks, is_watch_id
-from streamer.httpkit import (MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, in_time, part_chunks,  # noqa: F401 - re-exported
-                              read_bounded, read_limited, require_type)
+from streamer.httpkit import BodyLimits, Refused, Slots, error_middleware, quiet_bad_requests, read_limited, require_type
+from streamer.multipart import FilePart, FormSpec, read_form
+from streamer.uploads import Lease
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class LiveFuseServer:
         self.camera = None
         self.socket_limits = SocketLimits(max_message_bytes=config.max_message_bytes)
         self.upload_limits = SourceConfig(max_pixels=config.max_source_pixels, max_bytes=config.max_source_bytes)
-        self.uploads = UploadDecoder()
+        self.uploads = UploadDecoder(max_pending_bytes=config.memory_budget)   # its budget: every upload's memory
+        self.upload_slots = Slots(config.max_uploads, "upload bodies are being received", "uploads_busy")
         self.urls = SessionUrls.of(config.public_url)
         self.watch_links = WatchLinks()   # /watch/w-…: one link per page tab, following its sessions
         self.drain = Drainer(self.peers, config.drain_timeout, audit=services.audit, on_done=self._drained)
@@ -206,7 +208,7 @@ class LiveFuseServer:
 
     async def offer(self, request: web.Request) -> web.Response:
         require_type(request, ("application/json",))
-        body = await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)
+        body = await read_limited(request, self.config.max_sdp_bytes, self.config.body_limits)
         try:
             msg = protocol.loads(body.decode("utf-8"))
         except RecursionError:
@@ -233,7 +235,7 @@ class LiveFuseServer:
 
     async def whip(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
-        sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
+        sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.body_limits)).decode("utf-8", "replace")
         peer = await self.open_session(request, sdp, "whip")
         sid = peer.session.id
         return web.Response(status=201, text=peer.pc.localDescription.sdp, content_type="application/sdp",
@@ -245,7 +247,7 @@ class LiveFuseServer:
         """Trickle ICE on a WHIP session (RFC 9725 4.3; see streamer.whip_patch for the answers)."""
         peer = self.owned_peer(request, request.match_info["session"])
         require_type(request, (TRICKLE_TYPE,))
-        body = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
+        body = (await read_limited(request, self.config.max_sdp_bytes, self.config.body_limits)).decode("utf-8", "replace")
         await apply_patch(peer.pc, body, request.headers.get("If-Match"))
         return web.Response(status=204, headers={"ETag": entity_tag(peer.pc)})
 
@@ -257,7 +259,7 @@ class LiveFuseServer:
     async def whep(self, request: web.Request) -> web.Response:
         require_type(request, ("application/sdp",))
         source = self.owned_peer(request, self.watch_links.resolve(request.match_info["session"]))
-        sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.read_timeout_s)).decode("utf-8", "replace")
+        sdp = (await read_limited(request, self.config.max_sdp_bytes, self.config.body_limits)).decode("utf-8", "replace")
         if len(source.viewers) >= self.config.max_viewers:
             self.metrics.refused.labels("viewers_full").inc()
             raise Refused(503, f"session has {self.config.max_viewers} viewers already",
@@ -284,17 +286,22 @@ class LiveFuseServer:
 
     async def source(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
-        data, form = await read_image_upload(request, self.config.max_source_bytes, self.config.read_timeout_s)
         loop = asyncio.get_running_loop()
-        try:  # decoding (on the upload pool, within its memory budget) and face work off the event loop
-            image = await self.uploads.decode(data, self.upload_limits)
-            result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
-        except DecoderBusy as exc:
-            self.metrics.refused.labels("source").inc()
-            raise Refused(503, str(exc), {"Retry-After": "1"}, code=exc.as_event()["code"]) from None
-        except SourceRefused as exc:
-            self.metrics.refused.labels("source").inc()
-            raise Refused(422, str(exc), code=exc.as_event()["code"]) from None
+        with self.uploads.budget.lease() as lease:   # the body and the decoded image, until registered
+            try:
+                with self.upload_slots.take(self.metrics):
+                    data, form = await read_image_upload(request, self.config.max_source_bytes, self.config.body_limits, lease)
+                # decoding (on the upload pool, within the memory budget) and face work off the event loop
+                image = await self.uploads.decode(data, self.upload_limits, lease=lease, hold=2.0)
+                del data
+                result = await loop.run_in_executor(None, self.services.register_source, peer.session, image, form)
+            except DecoderBusy as exc:
+                self.metrics.refused.labels("source").inc()
+                raise Refused(503, str(exc), {"Retry-After": "1"}, code=exc.as_event()["code"]) from None
+            except SourceRefused as exc:
+                self.metrics.refused.labels("source").inc()
+                status = 413 if exc.reason == "too_large" else 422
+                raise Refused(status, str(exc), code=exc.as_event()["code"]) from None
         peer.send({"type": "source", **result})
         return web.json_response(result)
 
@@ -387,34 +394,20 @@ class LiveFuseServer:
         return resp
 
 
-async def read_image_upload(request: web.Request, limit: int, stall_s: float) -> tuple[bytes, dict[str, str]]:
-    """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part."""
+async def read_image_upload(request: web.Request, limit: int, body: BodyLimits, lease: Lease) -> tuple[bytes, dict[str, str]]:
+    """A source image: a raw image/* body (form fields from the query) or multipart with an `image` part
+    (through the one multipart reader, `streamer.multipart`); its bytes counted against `lease`."""
     form = {k: v for k, v in request.query.items()}
     if request.content_type in IMAGE_TYPES:
-        return await read_limited(request, limit, stall_s), form
+        lease.grow(min(request.content_length or limit, limit))
+        return await read_limited(request, limit, body, code="image_too_large"), form
     if request.content_type != "multipart/form-data":
-        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send {', '.join(IMAGE_TYPES)} or multipart/form-data")
-    if request.content_length is not None and request.content_length > limit + 64 * 1024:
-        raise Refused(413, f"body is {request.content_length} bytes, the limit is {limit}")
-    reader = await request.multipart()
-    data: bytes | None = None
-    parts = 0
-    while (part := await in_time(reader.next(), stall_s, "multipart body")) is not None:
-        parts += 1
-        if parts > MAX_FORM_PARTS:   # each part costs a parse on the event loop: a body of 30,000 fields is refused early
-            raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
-        if not isinstance(part, BodyPartReader):
-            raise Refused(400, "nested multipart parts are not accepted; send the image and fields as flat parts")
-        if part.name == "image":
-            if part.headers.get("Content-Type", "").split(";")[0].strip() not in IMAGE_TYPES + ("application/octet-stream", ""):
-                raise Refused(415, f"image part has type {part.headers.get('Content-Type')!r}; send {', '.join(IMAGE_TYPES)}")
-            data = await read_bounded(part_chunks(part, stall_s), limit, "image")
-        elif part.name:
-            value = part.decode(await read_bounded(part_chunks(part, stall_s), MAX_FIELD_BYTES, f"form field {part.name[:40]!r}"))
-            form[part.name] = value.decode("utf-8", "replace")
-    if data is None:
-        raise Refused(400, "multipart body has no 'image' part")
-    return data, form
+        raise Refused(415, f"content type {request.content_type[:100] or 'none'!r} not accepted; send "
+                           f"{', '.join(IMAGE_TYPES)} or multipart/form-data", code="unsupported_media_type")
+    got = await read_form(request, FormSpec({"image": FilePart(limit, IMAGE_TYPES)}, required=("image",)), body,
+                          on_bytes=lease.grow)
+    form.update(got.fields)
+    return got.files["image"].data or b"", form
 
 
 SERVER_KEY = web.AppKey("livefuse", LiveFuseServer)
@@ -427,9 +420,10 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     check_encoder_bitrates(config.min_bitrate, config.max_bitrate)   # process settings: see encoder_settings
     check_h264_preset(config.h264_preset)
     server = LiveFuseServer(config, services)
+    quiet_bad_requests()   # a client's malformed HTTP is a one-line 400 in the log, not a traceback
     # the largest body any route takes; each route enforces its own, smaller limit
     app = web.Application(client_max_size=max(config.max_sdp_bytes, config.max_source_bytes) + 64 * 1024,
-                          middlewares=list(services.middlewares))
+                          middlewares=[*services.middlewares, error_middleware()])
     app[SERVER_KEY] = server
     r = app.router
     r.add_get("/", server.index)
@@ -457,7 +451,8 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
                               limits=server.upload_limits, metrics=server.metrics,
                               max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes,
-                              urls=server.urls),
+                              urls=server.urls, body=config.body_limits, upload_slots=server.upload_slots,
+                              max_photos=config.max_photos),
               services.api or ApiBackend())
     app.on_shutdown.append(server.close_all)
 

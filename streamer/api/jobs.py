@@ -254,7 +254,8 @@ class JobQueue:
         try:
             self.transport.push(spec)
         except Exception as exc:
-            self.states.update(spec.id, state="failed", error=f"queueing the job failed: {exc}")
+            log.warning("job %s: queueing failed: %s", spec.id, exc)
+            self.states.update(spec.id, state="failed", error="queueing the job failed (the job store is unreachable)")
             raise
         self.audit("job_submitted", job=spec.id, token=spec.owner, frames=spec.frames_total, prompt=spec.prompt[:500])
         return job
@@ -378,15 +379,18 @@ class JobQueue:
                 else:   # this replica is stopping: say so, so the client knows to submit it again
                     self._finish(spec, "failed", error="the server stopped while the job ran; submit it again")
                 return
-            except Exception as exc:
-                self._finish(spec, "failed", error=f"processing failed: {exc}")
+            except Exception as exc:   # the client learns what failed; the log and the audit record say why
+                log.warning("job %s: processing failed", spec.id, exc_info=True)
+                self._finish(spec, "failed", error=f"processing failed ({type(exc).__name__})", detail=str(exc)[:500])
                 return
             self.states.update(spec.id, frames_done=int(summary.get("frames", 0)), heartbeat=time.time())
             key = f"jobs/{spec.id}/result{spec.suffix}"
             try:
                 self.store.put_file(key, out, media_type(out))
             except (StoreError, OSError) as exc:
-                self._finish(spec, "failed", error=f"uploading the result failed: {exc}")
+                log.warning("job %s: uploading the result failed: %s", spec.id, exc)
+                self._finish(spec, "failed", error="uploading the result failed: the result store did not take it "
+                                                   "after its retries; submit the job again", detail=str(exc)[:500])
                 return
             self._finish(spec, "done", result_key=key, frames_total=int(summary.get("frames", 0)))
         finally:
@@ -395,7 +399,9 @@ class JobQueue:
                 self._cancel.discard(spec.id)
                 self._client_cancel.discard(spec.id)
 
-    def _finish(self, spec: JobSpec, state: str, **changes: Any) -> None:
+    def _finish(self, spec: JobSpec, state: str, detail: str | None = None, **changes: Any) -> None:
+        """`error` (in `changes`) is what the client reads: it names no path, bucket or endpoint; `detail`
+        (the store's or decoder's own words) goes to the audit record only."""
         job = self.states.update(spec.id, state=state, heartbeat=time.time(), **changes)
         self.audit(f"job_{state}", job=spec.id, token=spec.owner, error=job.error, result=job.result_key,
-                   frames=job.frames_done)
+                   frames=job.frames_done, **({"detail": detail} if detail else {}))

@@ -11,6 +11,7 @@ photo that a stage failed on is an error, never an unfused or unmarked image han
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -34,6 +35,7 @@ from streamer.session import Session, frame_context
 from streamer.stages.edits import EditsStage, EditsStageConfig
 from streamer.stages.fusion import FusionConfig, FusionStage
 
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,7 @@ class PhotoConfig:
     window_ms: float = 4.0         # how long the first call of a batch waits for company
     jpeg_quality: int = 92
     pattern_cache: int = 32        # watermark patterns kept, by (image size, payload)
-    max_inflight: int = 64         # photo requests decoded and waiting or running at once; beyond it 503 busy
+    # (how many photos may be in progress at once is the server's: ServerConfig.max_photos)
 
 
 class FuseRefused(Exception):
@@ -354,7 +356,7 @@ class PhotoFuser:
             raise source_refusal(exc) from None
         if prompt:
             if parts.prompt_cache is None:
-                raise FuseRefused(503, "prompt_unavailable", f"prompts are unavailable here: {parts.prompts_error}")
+                raise FuseRefused(503, "prompt_unavailable", "prompts are unavailable on this server (its log says why)")
             decision = parts.prompts.set_prompt(session, prompt)
             if decision.get("allowed") is False:
                 parts.audit("api_fuse_refused", **base, code="prompt_refused", category=decision.get("category"))
@@ -373,8 +375,9 @@ class PhotoFuser:
         t1 = time.perf_counter()
         try:
             faces = self.models.detect(req.target)
-        except Exception as exc:
-            raise FuseRefused(500, "faces_failed", f"finding the target's faces failed: {exc}") from None
+        except Exception:
+            log.exception("request %s: finding the target's faces failed", req.request_id)
+            raise FuseRefused(500, "faces_failed", "finding the target's faces failed (the server's log says why)") from None
         timings["detect_ms"] = (time.perf_counter() - t1) * 1000.0
         if not faces:
             parts.audit("api_fuse_refused", **base, code="target_no_face")
@@ -394,12 +397,14 @@ class PhotoFuser:
         if state.errors:
             stage, why = next(iter(state.errors.items()))
             parts.audit("api_fuse_failed", **base, stage=stage, error=why[:200])
-            raise FuseRefused(500, f"{stage}_failed", f"the {stage} step failed: {why}")
+            log.error("request %s: the %s step failed: %s", req.request_id, stage, why)
+            raise FuseRefused(500, f"{stage}_failed", f"the {stage} step failed (the server's log says why)")
         if watermark.policy.enabled and state.watermark is None:   # never hand back an unmarked image
             raise FuseRefused(500, "watermark_failed", "the result could not be watermarked")
         failed = [e for e in events if e.get("type") == "error"]
         if failed and req.prompt:
-            raise FuseRefused(503, "prompt_unavailable", str(failed[0].get("message", "prompt not understood")))
+            log.error("request %s: the prompt was not applied: %s", req.request_id, failed[0].get("message"))
+            raise FuseRefused(503, "prompt_unavailable", "the prompt could not be applied on this server (its log says why)")
         timings.update({f"{k}_ms": round(v, 2) for k, v in state.timings.items() if k != "faces"})
         timings["total_ms"] = (time.perf_counter() - t0) * 1000.0
         timings = {k: round(v, 2) for k, v in timings.items()}

@@ -10,27 +10,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 
 from engines.sources import SourceConfig, SourceRefused
 from streamer.api.openapi import openapi
 from streamer.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, parse_strength,
                                  source_refusal)
-from streamer.httpkit import MAX_FIELD_BYTES, MAX_FORM_PARTS, Refused, part_chunks, read_bounded
+from streamer.httpkit import BodyLimits, Refused, Slots
 from streamer.metrics import Metrics
-from streamer.uploads import UploadDecoder
+from streamer.multipart import FilePart, Form, FormSpec, read_form
+from streamer.uploads import DecoderBusy, Lease, UploadDecoder
 from streamer.urls import SessionUrls
+
+log = logging.getLogger(__name__)
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
 SSE_KEEPALIVE_S = 15.0
-PROMPT_MAX = 500
+PROMPT_MAX = 500                   # characters, as the WebSocket's set_prompt and the OpenAPI description say
+PROMPT_FIELD_BYTES = 4 * PROMPT_MAX   # the prompt part's byte limit: 500 characters of any script in UTF-8
+# what a photo holds of the memory budget, in decoded-image sizes: the target's decode, the pipeline's
+# working copies and the encoded result (`livefuse bench service --json`'s memory row measures it);
+# the source's decode and its registration crop
+TARGET_HOLD = 5.0
+SOURCE_HOLD = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +59,15 @@ class ApiContext:
 
     authorize: Callable[[web.Request], str]        # the principal, or raises a 401 refusal
     is_admin: Callable[[web.Request], bool]
-    uploads: UploadDecoder
+    uploads: UploadDecoder                         # its `budget` bounds what every request in flight holds
     limits: SourceConfig
     metrics: Metrics
     max_image_bytes: int
     max_clip_bytes: int = 256 << 20
     urls: SessionUrls = SessionUrls()              # a job this replica holds is answered on its public URL
+    body: BodyLimits = BodyLimits()                # stall timer and minimum rate of every upload body
+    upload_slots: Slots = Slots(32, "upload bodies are being received", "uploads_busy")   # the server's, shared
+    max_photos: int = 64                           # photos read and decoded, waiting for or in the pipeline
 
 
 def as_refused(exc: FuseRefused) -> Refused:
@@ -89,48 +102,22 @@ def choose_format(accept: str | None) -> str:
     return best
 
 
-async def read_form(request: web.Request, files: dict[str, tuple[int, tuple[str, ...]]]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """A flat multipart form: the named file parts (each within its byte limit and of its types) and text
-    fields (each within MAX_FIELD_BYTES); 400/413/415 as for the live upload."""
-    if request.content_type != "multipart/form-data":
-        raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send multipart/form-data")
-    total = sum(limit for limit, _ in files.values()) + 64 * 1024
-    if request.content_length is not None and request.content_length > total:
-        raise Refused(413, f"body is {request.content_length} bytes, the limit is {total}", code="too_large")
-    reader = await request.multipart()
-    data: dict[str, bytes] = {}
-    form: dict[str, str] = {}
-    parts = 0
-    async for part in reader:
-        parts += 1
-        if parts > MAX_FORM_PARTS:
-            raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
-        if not isinstance(part, BodyPartReader):
-            raise Refused(400, "nested multipart parts are not accepted; send flat parts", code="bad_request")
-        name = part.name or ""
-        if name in files:
-            limit, types = files[name]
-            ctype = part.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            if ctype not in types + ("application/octet-stream", ""):
-                raise Refused(415, f"{name} part has type {ctype!r}; send {', '.join(types)}")
-            try:
-                data[name] = await read_bounded(part_chunks(part), limit, name)
-            except Refused as exc:
-                raise Refused(413, f"{name} is over the limit of {limit} bytes", code=f"{name}_too_large") from exc
-        elif name:
-            value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
-            form[name] = value.decode("utf-8", "replace")
-    missing = [n for n in files if n not in data]
-    if missing:
-        raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")
-    return data, form
+async def read_upload(ctx: ApiContext, request: web.Request, spec: FormSpec, lease: Lease) -> Form:
+    """An upload route's form through the one multipart reader, its body counted as one of the uploads
+    in transfer and its in-memory bytes against the request's memory lease."""
+    with ctx.upload_slots.take(ctx.metrics):
+        try:
+            return await read_form(request, spec, ctx.body, on_bytes=lease.grow)
+        except DecoderBusy as exc:
+            ctx.metrics.refused.labels("memory_busy").inc()
+            raise Refused(503, str(exc), {"Retry-After": "1", "Connection": "close"}, code="busy") from None
 
 
 def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
     """(prompt, strength, edits) from the form, or a 400."""
     prompt = form.get("prompt", "")
     if len(prompt) > PROMPT_MAX:
-        raise Refused(400, f"prompt is longer than {PROMPT_MAX} characters", code="bad_request")
+        raise Refused(400, f"prompt is {len(prompt)} characters, the limit is {PROMPT_MAX}", code="prompt_too_long")
     try:
         strength = parse_strength(form.get("strength"))
         raw = form.get("edits", "")
@@ -146,7 +133,7 @@ def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
 class ApiRoutes:
     def __init__(self, ctx: ApiContext, backend: ApiBackend) -> None:
         self.ctx, self.backend = ctx, backend
-        self._inflight = 0   # photo requests past the door (on the event loop only: no lock)
+        self.photo_slots = Slots(ctx.max_photos, "photos are in progress", "busy")   # taken once a body is read
         self._spec = json.dumps(openapi(jobs=backend.jobs is not None), indent=1)
 
     def _listen(self, model: str, size: int) -> None:
@@ -168,10 +155,12 @@ class ApiRoutes:
         self.ctx.authorize(request)
         return web.Response(text=self._spec, content_type="application/json")
 
-    async def decode(self, data: bytes, role: str) -> Any:
+    async def decode(self, data: bytes, role: str, lease: Lease, hold: float) -> Any:
         try:
-            return await self.ctx.uploads.decode(data, self.ctx.limits)
+            return await self.ctx.uploads.decode(data, self.ctx.limits, lease=lease, hold=hold)
         except SourceRefused as exc:
+            if exc.reason == "busy":
+                self.ctx.metrics.refused.labels("memory_busy").inc()
             raise as_refused(source_refusal(exc, role)) from None
 
     async def _counted(self, route: str, handler: Any, request: web.Request) -> web.Response:
@@ -196,28 +185,30 @@ class ApiRoutes:
         media_type = choose_format(request.headers.get("Accept"))
         if self.backend.photos is None:
             raise Refused(503, "this server does not fuse photos", code="unavailable")
-        most = self.backend.photos.config.max_inflight
-        if self._inflight >= most:   # each holds two decoded images until it runs: memory stays bounded
-            self.ctx.metrics.refused.labels("api_busy").inc()
-            raise Refused(503, f"{most} photos are in progress; try again shortly", {"Retry-After": "1"}, code="busy")
-        self._inflight += 1
-        try:
-            return await self._fuse_admitted(request, principal, media_type)
-        finally:
-            self._inflight -= 1
-
-    async def _fuse_admitted(self, request: web.Request, principal: str, media_type: str) -> web.Response:
         limit = self.ctx.max_image_bytes
-        data, form = await read_form(request, {"source": (limit, IMAGE_TYPES), "target": (limit, IMAGE_TYPES)})
-        prompt, strength, edits = photo_fields(form)
-        try:
-            face_map = parse_photo_map(form.get("map"))
-        except FuseRefused as exc:
-            raise as_refused(exc) from None
-        source = await self.decode(data["source"], "source")
-        target = await self.decode(data["target"], "target")
-        req = PhotoRequest(source=source, target=target, principal=principal, consent=form.get("consent", ""),
-                           prompt=prompt, strength=strength, edits=edits, face_map=face_map)
+        spec = FormSpec({"source": FilePart(limit, IMAGE_TYPES), "target": FilePart(limit, IMAGE_TYPES)},
+                        required=("source", "target"), field_limits={"prompt": PROMPT_FIELD_BYTES})
+        with self.ctx.uploads.budget.lease() as lease:   # everything this photo holds, given back at its end
+            form = await read_upload(self.ctx, request, spec, lease)
+            prompt, strength, edits = photo_fields(form.fields)
+            try:
+                face_map = parse_photo_map(form.fields.get("map"))
+            except FuseRefused as exc:
+                raise as_refused(exc) from None
+            with self.photo_slots.take(self.ctx.metrics):
+                source = await self.decode(form.files["source"].data, "source", lease, SOURCE_HOLD)
+                target = await self.decode(form.files["target"].data, "target", lease, TARGET_HOLD)
+                form.files.clear()   # the compressed bytes are not needed past their decode
+                req = PhotoRequest(source=source, target=target, principal=principal,
+                                   consent=form.fields.get("consent", ""), prompt=prompt, strength=strength,
+                                   edits=edits, face_map=face_map)
+                del source, target
+                response = await self._fuse_photo(req, media_type)
+                await response.prepare(request)   # written while the lease holds its bytes
+                await response.write_eof()
+                return response
+
+    async def _fuse_photo(self, req: PhotoRequest, media_type: str) -> web.Response:
         photos = self.backend.photos
         loop = asyncio.get_running_loop()
 
@@ -238,7 +229,6 @@ class ApiRoutes:
             "X-LiveFuse-Watermark": result.watermark, "X-LiveFuse-Audit-Record": result.request_id,
             "X-LiveFuse-Faces": f"{result.faces}/{len(result.fused)}", "Server-Timing": timing,
             "Cache-Control": "no-store"})
-
 
     # ---- clip jobs ----------------------------------------------------------------------------------
     def _jobs(self) -> Any:
@@ -269,14 +259,13 @@ class ApiRoutes:
 
         principal = self.ctx.authorize(request)
         jobs = self._jobs()
-        if request.content_type != "multipart/form-data":
-            raise Refused(415, f"content type {request.content_type or 'none'!r} not accepted; send multipart/form-data")
         job_id = jobs.new_id()
         folder_made: list[Path] = []
         try:
-            source_bytes, clip, suffix, form = await self._read_job_form(request, job_id, folder_made)
-            prompt, strength, _ = photo_fields(form)
-            source = await self.decode(source_bytes, "source")
+            with self.ctx.uploads.budget.lease() as lease:
+                source_bytes, clip, suffix, form = await self._read_job_form(request, job_id, folder_made, lease)
+                prompt, strength, _ = photo_fields(form)
+                source = await self.decode(source_bytes, "source", lease, SOURCE_HOLD)
             loop = asyncio.get_running_loop()
             session = Session(job_id, token_id=principal)
             try:   # consent, face, denylist and prompt first: cheap refusals before any clip is read
@@ -286,16 +275,17 @@ class ApiRoutes:
                 raise as_refused(exc) from None
             if clip is None:
                 clip, suffix = await self._fetch_target(form["target_url"], job_id, folder_made)
-            frames = await loop.run_in_executor(None, probe_clip, clip)
+            frames = await loop.run_in_executor(None, probe_clip, clip, self.ctx.limits.max_pixels)
             spec = JobSpec(id=job_id, owner=principal, clip=clip, source=source, consent=form.get("consent", ""),
                            prompt=prompt, strength=strength, suffix=suffix, frames_total=frames)
             try:
                 job = await loop.run_in_executor(None, jobs.submit, spec)   # a shared queue uploads the inputs first
             except QueueFull as exc:
                 raise Refused(503, str(exc), {"Retry-After": "30"}, code="queue_full") from None
-            except Exception as exc:   # the shared queue or the store is unreachable: nothing was queued
-                raise Refused(503, f"the job could not be queued: {exc}", {"Retry-After": "30"},
-                              code="queue_unavailable") from None
+            except Exception:   # the shared queue or the store is unreachable: nothing was queued
+                log.warning("job %s could not be queued", job_id, exc_info=True)
+                raise Refused(503, "the job could not be queued (the job store is unreachable); try again later",
+                              {"Retry-After": "30"}, code="queue_unavailable") from None
         except BaseException:
             for folder in folder_made:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -318,57 +308,30 @@ class ApiRoutes:
             raise Refused(status, str(exc), code=exc.code) from None
         return clip, suffix
 
-    async def _read_job_form(self, request: web.Request, job_id: str, made: list[Path]) -> tuple[bytes, Path | None, str, dict[str, str]]:
+    async def _read_job_form(self, request: web.Request, job_id: str, made: list[Path],
+                             lease: Lease) -> tuple[bytes, Path | None, str, dict[str, str]]:
         """The source image (in memory, within the image limit), the clip (streamed to the job's spool
         file, within the clip limit) and the text fields."""
-        limit, clip_limit = self.ctx.max_image_bytes, self.ctx.max_clip_bytes
-        if request.content_length is not None and request.content_length > limit + clip_limit + 64 * 1024:
-            raise Refused(413, f"body is {request.content_length} bytes, over the limit", code="too_large")
-        reader = await request.multipart()
-        source: bytes | None = None
-        clip: Path | None = None
-        suffix = ".mp4"
-        form: dict[str, str] = {}
-        parts = 0
-        async for part in reader:
-            parts += 1
-            if parts > MAX_FORM_PARTS:
-                raise Refused(413, f"multipart body has more than {MAX_FORM_PARTS} parts")
-            if not isinstance(part, BodyPartReader):
-                raise Refused(400, "nested multipart parts are not accepted; send flat parts", code="bad_request")
-            name = part.name or ""
-            ctype = part.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            if name == "source":
-                if ctype not in IMAGE_TYPES + ("application/octet-stream", ""):
-                    raise Refused(415, f"source part has type {ctype!r}; send {', '.join(IMAGE_TYPES)}")
-                try:
-                    source = await read_bounded(part_chunks(part), limit, "source")
-                except Refused as exc:
-                    raise Refused(413, f"source is over the limit of {limit} bytes", code="source_too_large") from exc
-            elif name == "target":
-                if ctype not in tuple(CLIP_TYPES) + ("application/octet-stream", ""):
-                    raise Refused(415, f"target part has type {ctype!r}; send {', '.join(CLIP_TYPES)}")
-                suffix = CLIP_TYPES.get(ctype) or (Path(part.filename or "").suffix.lower() if Path(part.filename or "").suffix.lower() in CLIP_TYPES.values() else ".mp4")
-                clip = self._jobs().spool_path(job_id, suffix)
-                made.append(clip.parent)
-                size = 0
-                with clip.open("wb") as f:   # to disk as it arrives: a clip never sits in memory whole
-                    async for chunk in part_chunks(part):
-                        size += len(chunk)
-                        if size > clip_limit:
-                            raise Refused(413, f"target clip is over the limit of {clip_limit} bytes", code="target_too_large")
-                        f.write(chunk)
-            elif name:
-                value = part.decode(await read_bounded(part_chunks(part), MAX_FIELD_BYTES, f"form field {name[:40]!r}"))
-                form[name] = value.decode("utf-8", "replace")
-        if clip is not None and form.get("target_url"):
+        suffix = [".mp4"]
+
+        def spool(media_type: str, filename: str) -> Path:
+            named = Path(filename).suffix.lower()
+            suffix[0] = CLIP_TYPES.get(media_type) or (named if named in CLIP_TYPES.values() else ".mp4")
+            clip = self._jobs().spool_path(job_id, suffix[0])
+            made.append(clip.parent)
+            return clip
+
+        spec = FormSpec({"source": FilePart(self.ctx.max_image_bytes, IMAGE_TYPES),
+                         "target": FilePart(self.ctx.max_clip_bytes, tuple(CLIP_TYPES), spool=spool)},
+                        required=("source",), field_limits={"prompt": PROMPT_FIELD_BYTES})
+        form = await read_upload(self.ctx, request, spec, lease)
+        upload = form.files.get("target")
+        clip = upload.path if upload is not None else None
+        if clip is not None and form.fields.get("target_url"):
             raise Refused(400, "send the clip as a 'target' part or a 'target_url', not both", code="bad_request")
-        if source is not None and clip is None and form.get("target_url"):
-            return source, None, suffix, form   # the clip is read after the source and prompt pass their gates
-        if source is None or clip is None:
-            missing = [n for n, v in (("source", source), ("target", clip)) if v is None]
-            raise Refused(400, f"multipart body has no {' / '.join(repr(m) for m in missing)} part", code="bad_request")
-        return source, clip, suffix, form
+        if clip is None and not form.fields.get("target_url"):
+            raise Refused(400, "multipart body has no 'target' part (or 'target_url' field)", code="bad_request")
+        return form.files["source"].data or b"", clip, suffix[0], form.fields
 
     async def get_job(self, request: web.Request) -> web.Response:
         job = self._owned(request)
@@ -424,8 +387,10 @@ class ApiRoutes:
         raise web.HTTPFound(url)
 
 
-def probe_clip(path: Path) -> int | None:
-    """The clip's frame count (an estimate when its header has none), or a 422 when it holds no video."""
+def probe_clip(path: Path, max_pixels: int | None = None) -> int | None:
+    """The clip's frame count (an estimate when its header has none); a 422 when it holds no video, a
+    413 when its frames are over the photos' pixel limit. The refusal names neither path nor decoder
+    message (the log has them)."""
     import av
 
     try:
@@ -433,6 +398,10 @@ def probe_clip(path: Path) -> int | None:
             if not container.streams.video:
                 raise Refused(422, "the target clip has no video stream", code="target_bad_clip")
             v = container.streams.video[0]
+            width, height = int(v.codec_context.width or 0), int(v.codec_context.height or 0)
+            if max_pixels is not None and width * height > max_pixels:
+                raise Refused(413, f"the target clip's frames are {width}x{height}, over the limit of {max_pixels} "
+                                   "pixels a frame (the same as a photo's)", code="target_too_large")
             if v.frames:
                 return int(v.frames)
             rate = v.average_rate or v.guessed_rate
@@ -440,7 +409,9 @@ def probe_clip(path: Path) -> int | None:
                 return int(container.duration / 1e6 * float(rate))
             return None
     except av.error.FFmpegError as exc:
-        raise Refused(422, f"the target is not a clip this server reads: {exc}", code="target_bad_clip") from None
+        log.info("a target clip was refused: %s", exc)
+        raise Refused(422, "the target is not a clip this server reads (mp4, mov, mkv or webm with a video stream)",
+                      code="target_bad_clip") from None
 
 
 def mount(app: web.Application, ctx: ApiContext, backend: ApiBackend) -> ApiRoutes:

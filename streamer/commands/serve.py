@@ -41,6 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="release a silent peer after this many s (default 10)")
     g.add_argument("--read-timeout", dest="read_timeout_s", type=float,
                    help="close a connection whose request headers take longer, or whose body stalls longer, than this many s (default 15)")
+    g.add_argument("--min-body-rate", dest="min_body_rate", type=float,
+                   help="after --body-grace s, refuse (408 too_slow) a request body arriving slower than this many "
+                        "bytes/s on average (default 32768; 0: no floor)")
+    g.add_argument("--body-grace", dest="body_grace_s", type=float, help="seconds a body may take before the rate floor applies (default 10)")
+    g.add_argument("--max-uploads", dest="max_uploads", type=int,
+                   help="upload bodies (photos, clip jobs, source images) received at once before 503 uploads_busy (default 32)")
+    g.add_argument("--max-photos", dest="max_photos", type=int,
+                   help="photos read and decoded, waiting for or in the pipeline, at once before 503 busy (default 64)")
+    g.add_argument("--memory-budget", dest="memory_budget", type=int,
+                   help="bytes every photo, source upload and clip frame in flight may hold together before 503 busy "
+                        "(default 671088640: 640 MiB)")
+    g.add_argument("--open-loopback", dest="open_loopback", action="store_true", default=None,
+                   help="with --tokens on a loopback bind, still serve token-less loopback clients (a laptop; never "
+                        "behind a reverse proxy on the same host; env LIVEFUSE_OPEN_LOOPBACK=1)")
     g.add_argument("--public-url", help="the URL clients reach this replica by, e.g. http://POD_IP:8080: session "
                    "URLs it hands out (Location, WHEP, source upload) are absolute on it (env LIVEFUSE_PUBLIC_URL)")
     g.add_argument("--drain-timeout", type=float, help="on SIGTERM or POST /admin/drain, wait this many s for running "
@@ -118,6 +132,7 @@ def product_config(args: argparse.Namespace, host: str):
     changes = {k: v for k, v in {
         "audit_path": getattr(args, "audit_log", None), "audit_key_file": getattr(args, "audit_key_file", None),
         "tokens_file": getattr(args, "tokens_file", None), "denylist_dir": getattr(args, "denylist_dir", None),
+        "open_loopback": open_loopback(args),
         "allowed_origins": tuple(args.allowed_origins) if getattr(args, "allowed_origins", None) else None,
         "public_hosts": tuple(args.public_hosts) if getattr(args, "public_hosts", None) else None,
         "server_id": getattr(args, "server_id", None),
@@ -172,6 +187,16 @@ def _fusion_mode(args: argparse.Namespace) -> str:
     return getattr(args, "fusion", None) or os.environ.get("LIVEFUSE_FUSION", "").strip().lower()
 
 
+def open_loopback(args: argparse.Namespace) -> bool | None:
+    """--open-loopback, else LIVEFUSE_OPEN_LOOPBACK (1/true/yes/on), else None (the default: off)."""
+    import os
+
+    if getattr(args, "open_loopback", None):
+        return True
+    raw = os.environ.get("LIVEFUSE_OPEN_LOOPBACK", "").strip().lower()
+    return True if raw in ("1", "true", "yes", "on") else None
+
+
 def audit_stdout(args: argparse.Namespace) -> bool | None:
     """--audit-stdout, else LIVEFUSE_AUDIT_STDOUT (1/true/yes/on), else None (the default: off)."""
     import os
@@ -196,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k, None) for k in (
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
         "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "pixels", "hold_audio", "public_url",
-        "drain_timeout", "record_sessions", "h264_preset", "cv2_threads")}
+        "drain_timeout", "record_sessions", "h264_preset", "cv2_threads", "min_body_rate", "body_grace_s", "max_uploads",
+        "max_photos", "memory_budget")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
@@ -214,6 +240,8 @@ def run(args: argparse.Namespace) -> int:
     if not config.loopback and not getattr(args, "tokens_file", None):
         raise SystemExit(f"serving on {config.host} (beyond loopback) needs bearer tokens: "
                          "livefuse tokens issue tokens.json NAME, then --tokens tokens.json")
+    if open_loopback(args) and not config.loopback:
+        raise SystemExit(f"--open-loopback serves token-less clients on a loopback bind only, not on {config.host}")
     if config.public_url:  # the replica answers to its public URL's host (and only the names given)
         from streamer.urls import public_host
 

@@ -5,8 +5,11 @@ channel hears (welcome, stats, events, draining, bye). Replies go only to the so
 
 Bounds: a message above `SocketLimits.max_message_bytes` gets the protocol's `too_large` error, one above
 `hard_limit_bytes` closes the socket (1009) unread; more than `rate_per_s` (burst `burst`) messages a second
-are answered `rate_limited` and not acted on; a client that reads too slowly loses stats first, then the
-socket (1008). The socket closes (1001, "session ended: REASON") when its session ends."""
+are answered `rate_limited` and not acted on. Replies (the rate_limited ones too) hold the socket's reading
+back while half the outbox waits to be written, so a client that sends faster than it reads slows itself
+down and is never closed for it; a client that stops reading loses stats first, then, when a pushed event
+finds the outbox full, the socket (1008 "too slow"). The socket closes (1001, "session ended: REASON")
+when its session ends."""
 
 from __future__ import annotations
 
@@ -67,6 +70,8 @@ class ControlSocket:
         self.dropped = 0
         self._closing = False
         self._close_reason = ""
+        self._room = asyncio.Event()      # set by the writer each time it takes a message out
+        self._reply_cap = max(1, limits.outbox // 2)   # replies wait beyond this; pushed messages keep the rest
 
     def deliver(self, msg: dict[str, Any]) -> None:
         """From the event loop (PeerSession.send): queue `msg`; never waits."""
@@ -81,6 +86,15 @@ class ControlSocket:
                 self._closing = True
                 self._close_reason = "too slow"
                 self._flush_then_stop()
+
+    async def reply(self, msg: dict[str, Any]) -> None:
+        """A reply to the client's own message: waits (holding the reading back) while the outbox holds
+        `_reply_cap` messages, so the client's pace is set by how fast it reads, not cut off."""
+        while not self._closing and self.outbox.qsize() >= self._reply_cap:
+            self._room.clear()
+            await self._room.wait()
+        if not self._closing:
+            self.outbox.put_nowait(msg)   # room is left: only this coroutine adds past the cap
 
     def _flush_then_stop(self) -> None:
         while True:   # make room for the sentinel: the writer stops at it
@@ -101,10 +115,12 @@ class ControlSocket:
     async def _writer(self) -> None:
         try:
             while (msg := await self.outbox.get()) is not None:
+                self._room.set()
                 await self.ws.send_str(protocol.dumps(msg))
         except (ConnectionError, RuntimeError):
             log.debug("session %s: control socket write failed", self.peer.session.id, exc_info=True)
         finally:
+            self._room.set()
             code = WSCloseCode.POLICY_VIOLATION if self._close_reason == "too slow" else WSCloseCode.GOING_AWAY
             await self.ws.close(code=code, message=self._close_reason.encode("utf-8")[:120])
 
@@ -125,14 +141,15 @@ class ControlSocket:
                     break   # ERROR (e.g. above the hard limit): aiohttp closes the socket
                 wait = bucket.take(loop.time())
                 if wait > 0:
-                    self.deliver(protocol.error("rate_limited", f"more than {self.limits.rate_per_s:g} messages "
-                                                f"a second; retry in {wait:.2f} s", retry_after_s=round(wait, 2)))
+                    await self.reply(protocol.error("rate_limited", f"more than {self.limits.rate_per_s:g} messages "
+                                                    f"a second; retry in {wait:.2f} s", retry_after_s=round(wait, 2)))
                     continue
                 reply = await peer.handle(frame.data)
                 if reply is not None:
-                    self.deliver(reply)
+                    await self.reply(reply)
         finally:
             peer.controllers.discard(self)
+            self._room.set()
             if not self._closing:
                 self._closing = True
                 self._flush_then_stop()

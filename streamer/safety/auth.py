@@ -34,9 +34,14 @@ REQUEST_SLOT: Any = _Key("livefuse_session_slot", object) if _Key else "livefuse
 
 
 class AuthError(Exception):
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+    """A refusal at the door: its status, words, headers and machine-readable code."""
+
+    CODES = {401: "unauthorized", 403: "forbidden", 421: "misdirected_request", 429: "rate_limited"}
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None, code: str | None = None) -> None:
         super().__init__(reason)
         self.status, self.reason, self.headers = status, reason, headers or {}
+        self.code = code or self.CODES.get(status, "refused")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +210,7 @@ class TokenStore:
         with self._lock:
             n = self._sessions.get(token_id, 0)
             if n >= max_sessions:
-                raise AuthError(429, f"session limit reached ({max_sessions} open for this token)")
+                raise AuthError(429, f"session limit reached ({max_sessions} open for this token)", code="session_limit")
             self._sessions[token_id] = n + 1
         return SessionSlot(self, token_id)
 
@@ -270,20 +275,36 @@ class AccessPolicy:
     allowed_origins: tuple[str, ...] = ()          # page origins allowed besides the server's own
     # the names the server answers to (Host); empty: not checked, and no Origin but allowed_origins passes
     public_hosts: tuple[str, ...] = ()
+    # the signaling and API routes a listed page origin may call across origins (CORS, streamer.cors)
     protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions", "/admin", "/v1")
+    # the only routes the access checks (origin, token, rate) leave alone: health, readiness and the
+    # page's own files (the page, its scripts, its icon and demo face, the watch player's page); every
+    # other route, /metrics and /edits included, asks for a token whenever tokens are required
+    public_paths: tuple[str, ...] = ("/", "/healthz", "/readyz", "/favicon.ico", "/assets/demo_source.jpg")
+    public_prefixes: tuple[str, ...] = ("/static/", "/watch/")
     session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
     open_rate_per_minute: float = 120.0            # per client address when running open on loopback
     open_max_sessions: int = 16
 
+    def guards(self, path: str) -> bool:
+        """Whether a request for `path` passes the access checks (all but the public routes do)."""
+        return not (path in self.public_paths or any(path.startswith(p) for p in self.public_prefixes))
+
     @classmethod
-    def for_host(cls, host: str, public_hosts: Iterable[str] = (), **kw: Any) -> "AccessPolicy":
-        """Tokens are required unless the server binds to loopback only; the Host a request names must
-        be one of `public_names(host, public_hosts)` (a loopback server: loopback names only)."""
-        return cls(require_tokens=not is_loopback(host), public_hosts=public_names(host, public_hosts), **kw)
+    def for_host(cls, host: str, public_hosts: Iterable[str] = (), *, tokens: bool = False, open_loopback: bool = False,
+                 **kw: Any) -> "AccessPolicy":
+        """Tokens are required off loopback, and on loopback too once a tokens file is given (`tokens`),
+        unless `open_loopback` keeps loopback open (a laptop; never behind a proxy on the same host,
+        where every outside client arrives from loopback). The Host a request names must be one of
+        `public_names(host, public_hosts)` (a loopback server: loopback names only)."""
+        if open_loopback and not is_loopback(host):
+            raise ValueError(f"open_loopback is for a loopback bind only, not {host!r}")
+        require = not is_loopback(host) or (tokens and not open_loopback)
+        return cls(require_tokens=require, public_hosts=public_names(host, public_hosts), **kw)
 
 
 def _refusal(exc: AuthError) -> web.Response:
-    return web.json_response({"error": exc.reason}, status=exc.status, headers=exc.headers)
+    return web.json_response({"error": exc.reason, "code": exc.code}, status=exc.status, headers=exc.headers)
 
 
 def _host_ok(request: web.Request, policy: AccessPolicy) -> bool:
@@ -347,19 +368,19 @@ def bearer_header(request: web.Request) -> str | None:
 
 
 def auth_middleware(store: TokenStore, policy: AccessPolicy):
-    """aiohttp middleware: host check (every route), then for protected routes origin check, bearer
-    token, rate limit, session slot (in that order)."""
+    """aiohttp middleware: host check (every route), then for every route but the public ones
+    (`AccessPolicy.guards`) origin check, bearer token, rate limit, session slot (in that order)."""
 
     @web.middleware
     async def middleware(request: web.Request, handler):
         path = request.path
         if not _host_ok(request, policy):
             return _refusal(AuthError(421, f"host {request.host!r} is not a name this server answers to"))
-        if not any(path == p or path.startswith(p + "/") for p in policy.protected_prefixes):
+        if not policy.guards(path):
             return await handler(request)
         try:
             if not _origin_ok(request, policy):
-                raise AuthError(403, f"origin {request.headers.get('Origin')} is not allowed")
+                raise AuthError(403, f"origin {request.headers.get('Origin', '')[:100]} is not allowed", code="origin_not_allowed")
             header = bearer_header(request)
             if policy.require_tokens or header:
                 info: TokenInfo | None = store.authenticate(header)
@@ -371,7 +392,8 @@ def auth_middleware(store: TokenStore, policy: AccessPolicy):
             # teardown is never rate-limited: a client that ends its session frees what it held
             wait = 0.0 if request.method == "DELETE" else store.take(key, rate, burst)
             if wait > 0:
-                raise AuthError(429, "rate limit exceeded", {"Retry-After": str(max(1, int(wait + 0.999)))})
+                raise AuthError(429, "rate limit exceeded", {"Retry-After": str(max(1, int(wait + 0.999)))},
+                                code="rate_limited")
             request[REQUEST_TOKEN] = info
             slot = None
             if any(request.method == m and (path == p or path.startswith(p + "/")) for m, p in policy.session_routes):

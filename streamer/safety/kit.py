@@ -24,6 +24,9 @@ class SafetyConfig:
     policy_path: str | None = None         # None: the shipped streamer/safety/policy.json
     denylist_dir: str | None = None
     tokens_file: str | None = None
+    # with a tokens file on a loopback bind, token-less loopback clients are still served (as "loopback"):
+    # a laptop's choice (`--open-loopback`), never a proxy's on the same host
+    open_loopback: bool = False
     allowed_origins: tuple[str, ...] = ()
     public_hosts: tuple[str, ...] = ()     # names clients reach the server by (Host); loopback names are implied on loopback
 

@@ -61,18 +61,12 @@ async def test_fifty_concurrent_requests_none_lost_batches_formed(api, api_world
 
 
 async def test_photos_past_the_inflight_bound_are_told_busy(api_world, astronaut, grace_hopper):
-    """Requests beyond `max_inflight` are refused at once with 503 + Retry-After, not queued in memory."""
-    import dataclasses
-
-    from streamer.api.routes import ApiBackend
+    """Photos beyond `ServerConfig.max_photos` (counted once their bodies are read) are refused at once
+    with 503 + Retry-After, not queued in memory."""
+    from streamer.config import ServerConfig
     from tests.streamer.api.conftest import serve_product
 
-    from streamer.api.photos import PhotoFuser
-
-    product = api_world.product
-    shared = product.photos
-    narrow = PhotoFuser(dataclasses.replace(shared.config, max_inflight=1), shared.models, lambda: shared.parts()[0])
-    async with serve_product(product, api=ApiBackend(photos=narrow)) as (url, http, _):
+    async with serve_product(api_world.product, ServerConfig(max_photos=1)) as (url, http, _):
         async def one():
             async with http.post(f"{url}/v1/fuse", data=fuse_form(encode(astronaut), encode(grace_hopper), consent="true"),
                                  headers=api_world.headers()) as r:

@@ -40,7 +40,7 @@ def make_app(store, policy, slots):
     app.router.add_post("/offer", offer)
     app.router.add_post("/sessions/{session}/source", upload)
     app.router.add_delete("/whip/{session}", upload)
-    app.router.add_get("/health", health)
+    app.router.add_get("/healthz", health)
     return app
 
 
@@ -75,7 +75,7 @@ async def test_no_token_bad_token_and_expired(setup):
     clock.t += 61
     r = await client.post("/sessions/s1/source", headers=bearer(tok))
     assert r.status == 401 and (await r.json())["error"] == "token expired"
-    assert (await client.get("/health")).status == 200  # unprotected routes stay open
+    assert (await client.get("/healthz")).status == 200  # the public routes stay open
 
 
 async def test_rate_limit_then_recovery(setup):
@@ -194,7 +194,7 @@ async def test_a_loopback_server_answers_only_to_loopback_names():
     policy = AccessPolicy.for_host("127.0.0.1", open_rate_per_minute=6000)
     async with TestClient(TestServer(make_app(TokenStore(), policy, []))) as client:
         for host in ("evil.example", "evil.example:8080", "127.0.0.1.evil.example"):
-            for path in ("/offer", "/health"):  # DNS rebinding reads any route, not only the protected ones
+            for path in ("/offer", "/healthz"):  # DNS rebinding reads any route, not only the protected ones
                 status, body = await _status(client, path, Host=host)
                 assert status == 421 and "not a name this server answers to" in body["error"], (host, path)
         for host in ("localhost", "localhost:8080", "127.0.0.1", "127.0.0.1:9", "[::1]", "[::1]:8080"):

@@ -7,8 +7,7 @@ and what its stats report, never against what the page merely sent."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
+import time
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -29,7 +28,7 @@ VISIBLE_JS = """(sel) => { const el = document.querySelector(sel);
   return !!el && !el.hidden && el.offsetParent !== null && el.innerText.trim().length > 0; }"""
 
 
-async def _product_server(tmp_path, make_pipeline_hook=None):
+async def _product_server(tmp_path):
     from streamer.assembly import Product, ProductConfig
     from streamer.safety.kit import SafetyConfig
 
@@ -111,12 +110,15 @@ async def test_the_watch_link_plays_across_stop_and_start_and_the_page_sends_its
                 assert "the look is now" in await page.inner_text("#prompt-status")
 
                 # Stop: the watch page says the stream ended
+                t_stop = time.monotonic()
                 await page.click("#stop")
                 await viewer.wait_for_function("window.livefuseWatch.state === 'ended'", timeout=20_000)
+                stop_to_ended = time.monotonic() - t_stop
                 ended_text = await viewer.inner_text("#message")
                 # a slider moved while stopped, then Start: a new session gets everything, read back from it
                 await page.fill("#edit-lip_tint", "-30")
                 t_before = (await viewer.evaluate(PLAYING_JS))["t"]
+                t_start = time.monotonic()
                 await page.click("#start")
                 await page.wait_for_function(f"window.livefuse.synced && window.livefuse.session !== '{first}'", timeout=40_000)
                 second = await page.evaluate("window.livefuse.session")
@@ -128,12 +130,14 @@ async def test_the_watch_link_plays_across_stop_and_start_and_the_page_sends_its
                 # the same watch page plays the new session, with no reload
                 await viewer.wait_for_function(f"window.livefuseWatch.playing === '{second}'", timeout=30_000)
                 again = await _playing_after(viewer, 0.5)
+                start_to_playing = time.monotonic() - t_start
                 watch_link = await page.evaluate("window.livefuse.watch.id")
                 assert state.watch_links.resolve(watch_link) == second
                 assert not [line for line in logs if "error" in line.lower()], logs
     finally:
         await server.close()
 
+    print(f"\nwatch page: Stop -> 'ended' {stop_to_ended:.1f} s; Start -> the new session playing {start_to_playing:.1f} s")
     assert unknown_state["state"]["status"] == 404 and "No stream at this address" in unknown_state["message"]
     assert unknown_state["state"]["retryMs"] >= 4000      # 1, 2, 4 s: backing off, not every 3 s for ever
     assert "This stream has ended" in ended_text and "Start camera again" in ended_text

@@ -60,15 +60,26 @@ class FilePart:
 
 
 @dataclass(frozen=True, slots=True)
+class FieldLimit:
+    """A text field's byte limit, and the refusal past it (a field with a limit of its own in characters,
+    such as the prompt's 500, refuses with that limit's status and code)."""
+
+    limit: int
+    status: int = 413
+    code: str = "field_too_large"
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormSpec:
     files: Mapping[str, FilePart]
     required: tuple[str, ...] = ()                           # file parts the form must have
-    field_limits: Mapping[str, int] = field(default_factory=dict)   # bytes, per field name (others MAX_FIELD_BYTES)
+    fields: Mapping[str, FieldLimit] = field(default_factory=dict)   # per field name (others: MAX_FIELD_BYTES, 413)
     max_parts: int = MAX_FORM_PARTS
 
     @property
     def max_body(self) -> int:
-        return sum(f.limit for f in self.files.values()) + sum(self.field_limits.values()) + FORM_OVERHEAD
+        return sum(f.limit for f in self.files.values()) + sum(f.limit for f in self.fields.values()) + FORM_OVERHEAD
 
 
 @dataclass(slots=True)
@@ -208,11 +219,10 @@ async def read_form(request: web.Request, spec: FormSpec, limits: BodyLimits = B
             raise Refused(415, f"the {name} part has type {media_type[:60]!r}; send {', '.join(part.types)}",
                           CLOSE, code="unsupported_media_type")
         if part is None:
-            limit, code = spec.field_limits.get(name, MAX_FIELD_BYTES), "field_too_large"
+            bound = spec.fields.get(name) or FieldLimit(MAX_FIELD_BYTES)
         else:
-            limit, code = part.limit, f"{name}_too_large"
-        sink = _Sink(name, limit, code, part.spool(media_type, filename) if part is not None and part.spool else None,
-                     on_bytes)
+            bound = FieldLimit(part.limit, 413, f"{name}_too_large", f"the {name[:40]} part is over the limit of {part.limit} bytes")
+        sink = _Sink(name, bound, part.spool(media_type, filename) if part is not None and part.spool else None, on_bytes)
         try:
             await _part_body(body, separator, sink)
         finally:
@@ -234,18 +244,19 @@ async def read_form(request: web.Request, spec: FormSpec, limits: BodyLimits = B
 class _Sink:
     """Where a part's bytes go, counted against its limit."""
 
-    def __init__(self, name: str, limit: int, code: str, path: Path | None,
+    def __init__(self, name: str, bound: FieldLimit, path: Path | None,
                  on_bytes: Callable[[int], None] | None = None) -> None:
-        self.name, self.limit, self.code, self.path, self.on_bytes = name, limit, code, path, on_bytes
+        self.name, self.bound, self.path, self.on_bytes = name, bound, path, on_bytes
         self.size = 0
         self._chunks: list[bytes] = []
         self._file = path.open("wb") if path is not None else None
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
-        if self.size > self.limit:
-            what = f"form field {self.name[:40]!r}" if self.code == "field_too_large" else f"the {self.name[:40]} part"
-            raise Refused(413, f"{what} is over the limit of {self.limit} bytes", CLOSE, code=self.code)
+        if self.size > self.bound.limit:
+            b = self.bound
+            raise Refused(b.status, b.reason or f"form field {self.name[:40]!r} is over the limit of {b.limit} bytes",
+                          CLOSE, code=b.code)
         if self._file is not None:
             self._file.write(chunk)   # to the page cache, 64 KiB at a time: a clip never sits in memory whole
         else:

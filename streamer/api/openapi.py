@@ -8,6 +8,10 @@ from typing import Any
 from engines.edit_vocabulary import EDIT_NAMES
 
 ERROR = {"$ref": "#/components/schemas/Error"}
+# a form part's name: plain ASCII (a name outside it may reach the server as bytes another name also
+# encodes to); each part is sent once
+FIELD_NAME = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
+ONCE = {"not": {"type": "array"}}   # a field the API does not read is ignored, but sent once like every other
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -16,9 +20,25 @@ def _error(description: str) -> dict[str, Any]:
 
 def _common_errors() -> dict[str, Any]:
     return {
-        "401": _error("no token, or one that is unknown, expired or revoked"),
-        "421": _error("the Host header names no name this server answers to"),
-        "429": _error("rate limit exceeded (Retry-After says when to try again)"),
+        "401": _error("no token, or one that is unknown, expired or revoked (code unauthorized)"),
+        "403": _error("the request's Origin is not one this server admits (code origin_not_allowed)"),
+        "421": _error("the Host header names no name this server answers to (code misdirected_request)"),
+        "429": _error("rate limit exceeded (code rate_limited; Retry-After says when to try again)"),
+    }
+
+
+def _upload_errors(files: str) -> dict[str, Any]:
+    """What the one multipart reader (streamer/multipart.py) and the upload counts answer on an upload route."""
+    return {
+        "400": _error("a malformed form: bad_multipart (no or a bad boundary, a part header over 8 KiB or more than 16 "
+                      "of them, a control byte or NUL in a header or filename, a body that ends before its closing "
+                      "boundary), incomplete_body (the client went away), repeated_part (a part sent twice), "
+                      "bad_field (a field that is not UTF-8), bad_request (a missing part, a bad strength or edits), "
+                      "prompt_too_long (over 500 characters)"),
+        "408": _error("the body stalled (read_timeout) or arrived under the minimum rate (too_slow); the connection closes"),
+        "413": _error(f"over a limit: {files}, field_too_large, too_many_parts, or too_large (the declared body); "
+                      "an image over the pixel limit is <part>_too_large too"),
+        "415": _error("not multipart/form-data, or a file part of another type (code unsupported_media_type)"),
     }
 
 
@@ -31,10 +51,13 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"multipart/form-data": {
                 "schema": {"$ref": "#/components/schemas/FuseForm"},
                 "encoding": {"source": {"contentType": "image/jpeg, image/png, image/webp"},
-                             "target": {"contentType": "image/jpeg, image/png, image/webp"}}}}},
+                             "target": {"contentType": "image/jpeg, image/png, image/webp"},
+                             "edits": {"contentType": "application/json"}}}}},
             "parameters": [{"name": "Accept", "in": "header", "required": False,
-                            "schema": {"type": "string", "default": "image/png"},
-                            "description": "image/png (the default) or image/jpeg"}],
+                            "schema": {"type": "string", "default": "image/png",
+                                       "enum": ["image/png", "image/jpeg", "image/*", "*/*"]},
+                            "description": "image/png (the default) or image/jpeg; a list with q-values is read as "
+                                           "HTTP says (e.g. `image/jpeg, image/png;q=0.5`)"}],
             "responses": {
                 "200": {"description": "the fused, watermarked photo",
                         "headers": {
@@ -46,16 +69,15 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                             "Server-Timing": {"description": "ms per step", "schema": {"type": "string"}}},
                         "content": {"image/png": {"schema": {"type": "string", "contentMediaType": "image/png"}},
                                     "image/jpeg": {"schema": {"type": "string", "contentMediaType": "image/jpeg"}}}},
-                "400": _error("a malformed form: a missing image part, a bad strength, edits or map value (bad_map), too many parts"),
+                **_upload_errors("source_too_large, target_too_large"),
                 **_common_errors(),
-                "406": _error("Accept names neither image/png nor image/jpeg"),
-                "413": _error("an image or the body is over its byte or pixel limit (code source_too_large / target_too_large)"),
-                "415": _error("not multipart/form-data, or an image part of another type"),
+                "406": _error("Accept names neither image/png nor image/jpeg (code not_acceptable)"),
                 "422": _error("refused: map_bad_index, source_no_consent, source_no_face, source_too_small, source_too_turned, "
                               "source_occluded, source_bad_image, source_protected_identity, target_no_face, "
                               "target_bad_image, prompt_refused (with its category)"),
                 "500": _error("a pipeline step failed (code <stage>_failed); no unmarked image is ever returned"),
-                "503": _error("busy: too many photos in progress (code busy) or the upload decoder's budget taken (source_busy), both with Retry-After; or prompt_unavailable"),
+                "503": _error("busy, with Retry-After: upload bodies in transfer (uploads_busy), photos in progress or the "
+                              "memory budget for images in flight (busy, source_busy, target_busy); or prompt_unavailable"),
             }}},
         "/v1/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This description",
@@ -70,12 +92,19 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "requestBody": {"required": True, "content": {"multipart/form-data": {
                 "schema": {"$ref": "#/components/schemas/JobForm"}}}},
             "responses": {"202": {"description": "accepted; poll Location or follow its events", "content": job,
-                                  "headers": {"Location": {"schema": {"type": "string"}}}},
-                          "400": _error("a malformed form"), **_common_errors(),
-                          "403": _error("target_url is not on this server's input allowlist (input_not_allowed)"),
-                          "413": _error("the clip or source is over its limit"), "415": _error("not multipart/form-data"),
-                          "422": _error("the source face or prompt is refused (codes as for /v1/fuse)"),
-                          "503": _error("the job queue is full (Retry-After)")}}}
+                                  "headers": {"Location": {"schema": {"type": "string"}}},
+                                  "links": {op: {"operationId": op, "parameters": {"job": "$response.body#/id"}}
+                                            for op in ("getJob", "cancelJob", "jobEvents", "jobResult")}},
+                          **_upload_errors("source_too_large, target_too_large (the clip's bytes, or its frames "
+                                           "over the photos' pixel limit)"),
+                          **_common_errors(),
+                          "403": _error("the request's Origin is not admitted (origin_not_allowed), or target_url is not "
+                                        "on this server's input allowlist (input_not_allowed)"),
+                          "422": _error("the source face or prompt is refused (codes as for /v1/fuse), or the clip is "
+                                        "not one this server reads (target_bad_clip)"),
+                          "503": _error("the job queue is full (queue_full) or unreachable (queue_unavailable), upload "
+                                        "bodies in transfer (uploads_busy) or the memory budget (busy, source_busy); "
+                                        "with Retry-After")}}}
         paths["/v1/jobs/{job}"] = {
             "get": {"operationId": "getJob", "summary": "A job's state and progress", "parameters": [job_id],
                     "responses": {"200": {"description": "the job", "content": job}, **_common_errors(),
@@ -108,28 +137,30 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                            "description": "a token from `livefuse tokens issue` (not needed on an open loopback server)"}},
             "schemas": {
-                "Error": {"type": "object", "required": ["error"],
+                "Error": {"type": "object", "required": ["error", "code"],
                           "properties": {"error": {"type": "string"}, "code": {"type": "string"},
                                          "category": {"type": "string"}}},
                 "Edits": {"type": "object", "additionalProperties": False,
+                          "description": "slider edits, the part's text a JSON object, e.g. {\"smile\": 0.4}",
                           "properties": {n: {"type": "number", "minimum": -1, "maximum": 1} for n in EDIT_NAMES}},
-                "FuseForm": {"type": "object", "required": ["source", "target", "consent"], "properties": {
+                "FuseForm": {"type": "object", "required": ["source", "target", "consent"], "propertyNames": FIELD_NAME, "additionalProperties": ONCE,
+                             "properties": {
                     "source": {"type": "string", "contentMediaType": "image/*", "description": "the face to fuse in"},
                     "target": {"type": "string", "contentMediaType": "image/*", "description": "the photo to fuse it into"},
                     "consent": {"type": "string", "enum": ["true", "1", "yes", "on"],
                                 "description": "you confirm you may use the source face (recorded)"},
                     "prompt": {"type": "string", "maxLength": 500, "description": "edits in words, e.g. 'a slight smile'"},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
-                    "edits": {"type": "string", "description": "a JSON object of slider edits, e.g. {\"smile\": 0.4}",
-                              "contentMediaType": "application/json", "contentSchema": {"$ref": "#/components/schemas/Edits"}},
+                    "edits": {"$ref": "#/components/schemas/Edits"},
                     "map": {"type": "string", "pattern": "^\\s*[0-9]{1,6}\\s*=\\s*(source|keep)\\s*(,\\s*[0-9]{1,6}\\s*=\\s*(source|keep)\\s*){0,15}$",
                             "description": "per-face choice by face index in reading order (0 = leftmost): "
                                            "'source' or 'keep' (left unchanged), e.g. 0=keep,1=source; faces not "
                                            "named get the source"}}},
-                "JobForm": {"type": "object", "required": ["source", "consent"], "properties": {
+                "JobForm": {"type": "object", "required": ["source", "consent"], "propertyNames": FIELD_NAME, "additionalProperties": ONCE,
+                            "oneOf": [{"required": ["target"]}, {"required": ["target_url"]}], "properties": {
                     "source": {"type": "string", "contentMediaType": "image/*"},
                     "target": {"type": "string", "contentMediaType": "video/*", "description": "the clip (mp4, mkv, mov, webm)"},
-                    "target_url": {"type": "string", "description": "instead of `target`: an s3:// or https:// URL the "
+                    "target_url": {"type": "string", "minLength": 1, "description": "instead of `target`: an s3:// or https:// URL the "
                                    "server reads, if its input allowlist admits it (redirects are not followed)"},
                     "consent": {"type": "string", "enum": ["true", "1", "yes", "on"]},
                     "prompt": {"type": "string", "maxLength": 500},

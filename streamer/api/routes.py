@@ -25,7 +25,7 @@ from streamer.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_
                                  source_refusal)
 from streamer.httpkit import BodyLimits, Refused, Slots
 from streamer.metrics import Metrics
-from streamer.multipart import FilePart, Form, FormSpec, read_form
+from streamer.multipart import FieldLimit, FilePart, Form, FormSpec, read_form
 from streamer.uploads import DecoderBusy, Lease, UploadDecoder
 from streamer.urls import SessionUrls
 
@@ -35,7 +35,9 @@ IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
 SSE_KEEPALIVE_S = 15.0
 PROMPT_MAX = 500                   # characters, as the WebSocket's set_prompt and the OpenAPI description say
-PROMPT_FIELD_BYTES = 4 * PROMPT_MAX   # the prompt part's byte limit: 500 characters of any script in UTF-8
+# the prompt part is read up to 4 bytes a character (500 characters of any script in UTF-8); past that it
+# is refused as too long, as a 501-character prompt is
+PROMPT_FIELD = FieldLimit(4 * PROMPT_MAX, 400, "prompt_too_long", f"prompt is longer than {PROMPT_MAX} characters")
 # what a photo holds of the memory budget, in decoded-image sizes: the target's decode, the pipeline's
 # working copies and the encoded result (`livefuse bench service --json`'s memory row measures it);
 # the source's decode and its registration crop
@@ -187,7 +189,7 @@ class ApiRoutes:
             raise Refused(503, "this server does not fuse photos", code="unavailable")
         limit = self.ctx.max_image_bytes
         spec = FormSpec({"source": FilePart(limit, IMAGE_TYPES), "target": FilePart(limit, IMAGE_TYPES)},
-                        required=("source", "target"), field_limits={"prompt": PROMPT_FIELD_BYTES})
+                        required=("source", "target"), fields={"prompt": PROMPT_FIELD})
         with self.ctx.uploads.budget.lease() as lease:   # everything this photo holds, given back at its end
             form = await read_upload(self.ctx, request, spec, lease)
             prompt, strength, edits = photo_fields(form.fields)
@@ -323,7 +325,7 @@ class ApiRoutes:
 
         spec = FormSpec({"source": FilePart(self.ctx.max_image_bytes, IMAGE_TYPES),
                          "target": FilePart(self.ctx.max_clip_bytes, tuple(CLIP_TYPES), spool=spool)},
-                        required=("source",), field_limits={"prompt": PROMPT_FIELD_BYTES})
+                        required=("source",), fields={"prompt": PROMPT_FIELD})
         form = await read_upload(self.ctx, request, spec, lease)
         upload = form.files.get("target")
         clip = upload.path if upload is not None else None

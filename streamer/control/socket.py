@@ -14,6 +14,7 @@ when its session ends."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,16 @@ class ControlSocket:
                 self._close_reason = "too slow"
                 self._flush_then_stop()
 
+    def _message_id(self, data: str | bytes) -> int | None:
+        """The `id` a refused message carries (so the client can tell which was refused), or None."""
+        if len(data) > self.limits.max_message_bytes:
+            return None
+        try:
+            mid = json.loads(data).get("id")
+        except (ValueError, AttributeError, RecursionError):
+            return None
+        return mid if isinstance(mid, int) and not isinstance(mid, bool) else None
+
     async def reply(self, msg: dict[str, Any]) -> None:
         """A reply to the client's own message: waits (holding the reading back) while the outbox holds
         `_reply_cap` messages, so the client's pace is set by how fast it reads, not cut off."""
@@ -142,7 +153,8 @@ class ControlSocket:
                 wait = bucket.take(loop.time())
                 if wait > 0:
                     await self.reply(protocol.error("rate_limited", f"more than {self.limits.rate_per_s:g} messages "
-                                                    f"a second; retry in {wait:.2f} s", retry_after_s=round(wait, 2)))
+                                                    f"a second; retry in {wait:.2f} s", retry_after_s=round(wait, 2),
+                                                    id=self._message_id(frame.data)))
                     continue
                 reply = await peer.handle(frame.data)
                 if reply is not None:

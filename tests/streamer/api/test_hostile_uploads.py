@@ -289,3 +289,16 @@ async def test_seeded_multipart_fuzz_gets_no_5xx(route, api_world, photos, caplo
         assert server.upload_slots.taken == 0 and server.uploads.pending_bytes == 0
     print(f"\n{route}: {dict(sorted(statuses.items()))}")
     assert not tracebacks(caplog), tracebacks(caplog)
+
+
+async def test_the_prompt_limit_is_500_characters_in_any_script(api_world, photos):
+    """As the OpenAPI description and the WebSocket's set_prompt say: 500 characters (1500 bytes of CJK)
+    pass the form; 501 characters, or 600 emoji (2400 bytes), are refused 400 prompt_too_long."""
+    async with route_server("fuse", api_world) as (host, port, path, auth, names, _):
+        for prompt, refused in (("微" * 500, False), ("a" * 501, True), ("😀" * 600, True)):
+            body = b"".join(good_parts(names, photos)) + field("prompt", prompt) + close()
+            status, _, reply = await send(host, port, request(path, auth, body))
+            if refused:
+                assert (status, reply["code"]) == (400, "prompt_too_long"), (len(prompt), status, reply)
+            else:   # read whole and handed to the prompt gate (which may still refuse or not understand it)
+                assert reply.get("code") not in ("prompt_too_long", "field_too_large"), reply

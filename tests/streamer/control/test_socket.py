@@ -192,6 +192,38 @@ async def test_bad_input_is_answered_and_the_stream_goes_on(token_server, astron
         await probe.close()
 
 
+async def test_a_client_that_sends_fast_and_reads_is_answered_rate_limited_and_never_closed(token_server, astronaut):
+    """300 messages back to back (the issue's reading client was closed 1008 "too slow" after 150): each
+    is answered, pong within the rate and `rate_limited` past it, the socket stays open, and a ping
+    after the burst is answered pong once the bucket refills."""
+    start, tokens, http = token_server
+    url, state = await start()
+    probe = await open_probe(astronaut, url, http)
+    auth = {"Authorization": f"Bearer {tokens['alice']}"}
+    n = 300
+    try:
+        async with connect(ws_url(url, probe.session_id), subprotocols=[CONTROL_SUBPROTOCOL], additional_headers=auth) as ws:
+            await next_message(ws, lambda m: m["type"] == "welcome")
+
+            async def burst() -> None:
+                for i in range(n):
+                    await ws.send(json.dumps({"type": "ping", "id": 1000 + i}))
+
+            sender = asyncio.ensure_future(burst())
+            replies = [await next_message(ws, lambda m: m.get("id", 0) >= 1000) for _ in range(n)]
+            await sender
+            assert sorted(m["id"] for m in replies) == list(range(1000, 1000 + n))   # every one answered
+            limited = [m for m in replies if m["type"] == "error"]
+            assert limited and all(m["code"] == "rate_limited" and m["retry_after_s"] > 0 for m in limited)
+            assert sum(m["type"] == "pong" for m in replies) >= state.socket_limits.burst
+            await asyncio.sleep(0.5)
+            await ws.send(json.dumps({"type": "ping", "id": 7}))
+            assert (await next_message(ws, lambda m: m.get("id") == 7))["type"] == "pong"
+            assert ws.close_code is None
+    finally:
+        await probe.close()
+
+
 async def test_only_the_owner_opens_the_socket_and_a_browser_token_never_reaches_the_log(token_server, astronaut, caplog):
     start, tokens, http = token_server
     url, state = await start()

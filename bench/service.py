@@ -1,11 +1,14 @@
 """The REST API end to end over loopback HTTP: photos/s and p50/p95 latency of POST /v1/fuse at several
 concurrencies, with dynamic batching on and off side by side (two products, one after the other, same
-photos), and the model batch sizes each run formed."""
+photos), and the model batch sizes each run formed; and the memory row: `livefuse serve` in a process
+of its own, its RSS sampled while many large photos arrive at once (the memory budget answers the
+excess 503 + Retry-After)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +21,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--window-ms", type=float, default=4.0, help="the batchers' wait for company")
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--clip-frames", type=int, default=48, help="frames of the clip job (640x480, 24 fps, audio); 0 skips it")
+    parser.add_argument("--memory-requests", type=int, default=16, help="photos sent at once for the memory row; 0 skips it")
+    parser.add_argument("--memory-size", type=int, default=4096, help="the memory row's target photos, N x N pixels")
+    parser.add_argument("--memory-only", action="store_true", help="only the memory row")
+    parser.add_argument("--memory-cold", action="store_true",
+                        help="warm up on a small photo only: the burst also builds the large size's watermark pattern")
 
 
 def _jpeg(img) -> bytes:
@@ -130,6 +138,125 @@ async def _clip_job(http, base: str, source: bytes, frames: int) -> dict:
             "submit_to_done_s": round(done - t0, 2), "results": "a local folder"}
 
 
+def _status_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _memory_row(args, source: bytes) -> dict:
+    """`livefuse serve --tokens` in a process of its own; once warm (a small photo, then one large photo
+    alone: the models, the batchers and the large size's watermark pattern are in place), its idle RSS;
+    then `--memory-requests` large photos at once, its RSS sampled every 5 ms (and the kernel's own
+    high-water mark, reset at the start where the kernel allows): peak over idle, and what each answer was."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    import aiohttp
+    import cv2
+    import numpy as np
+
+    from bench._product import grace_hopper
+    from streamer.config import ServerConfig
+    from streamer.safety.auth import TokenStore
+
+    n = args.memory_size
+    big = cv2.resize(grace_hopper(), (n, n), interpolation=cv2.INTER_CUBIC)
+    target = _jpeg(big)
+    scratch = Path(tempfile.mkdtemp(prefix="livefuse-bench-memory-"))
+    store = TokenStore()
+    token = store.issue("bench", rate_per_minute=1e6, burst=10_000)
+    store.save(scratch / "tokens.json")
+    port = _free_port()
+    env = {**os.environ, "LIVEFUSE_AUDIT_LOG": str(scratch / "audit.jsonl"), "LIVEFUSE_RESULTS": str(scratch / "results")}
+    log = (scratch / "serve.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--port", str(port),
+                             "--tokens", str(scratch / "tokens.json")], env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=600)) as http:
+            for _ in range(1800):
+                try:
+                    async with http.get(f"{base}/readyz") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    pass
+                if proc.poll() is not None:
+                    raise RuntimeError(f"livefuse serve exited: {(scratch / 'serve.log').read_text()[-2000:]}")
+                await asyncio.sleep(0.1)
+
+            async def one(photo: bytes) -> tuple[int, str | None, str | None]:
+                form = aiohttp.FormData()
+                form.add_field("source", source, filename="s.jpg", content_type="image/jpeg")
+                form.add_field("target", photo, filename="t.jpg", content_type="image/jpeg")
+                form.add_field("consent", "true")
+                async with http.post(f"{base}/v1/fuse", data=form) as r:
+                    body = await r.read()
+                    code = None if r.status == 200 else json.loads(body).get("code")
+                    return r.status, r.headers.get("Retry-After"), code
+
+            small = cv2.resize(big, (512, 512), interpolation=cv2.INTER_AREA)
+            warm = [await one(_jpeg(small))] + ([] if args.memory_cold else [await one(target)])
+            await asyncio.sleep(2.0)
+            idle = _status_kib(proc.pid, "VmRSS")
+            try:
+                Path(f"/proc/{proc.pid}/clear_refs").write_text("5")   # the high-water mark from here
+                hwm_reset = True
+            except OSError:
+                hwm_reset = False
+            peak, stop = [idle], threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    try:
+                        peak[0] = max(peak[0], _status_kib(proc.pid, "VmRSS"))
+                    except (OSError, KeyError):
+                        return
+                    stop.wait(0.005)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            t0 = time.perf_counter()
+            answers = await asyncio.gather(*(one(target) for _ in range(args.memory_requests)))
+            wall = time.perf_counter() - t0
+            stop.set()
+            sampler.join()
+            hwm = _status_kib(proc.pid, "VmHWM") if hwm_reset else None
+            top = max(peak[0], hwm or 0)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    statuses: dict[str, int] = {}
+    for status, _, code in answers:
+        key = str(status) if code is None else f"{status} {code}"
+        statuses[key] = statuses.get(key, 0) + 1
+    refused = [a for a in answers if a[0] == 503]
+    return {"requests_at_once": args.memory_requests, "target": f"{n}x{n}", "target_jpeg_bytes": len(target),
+            "large_size_warmed": not args.memory_cold,
+            "warm_up": [a[0] for a in warm], "memory_budget_mib": ServerConfig().memory_budget >> 20,
+            "idle_rss_mib": round(idle / 1024), "peak_rss_mib": round(top / 1024),
+            "peak_over_idle_mib": round((top - idle) / 1024), "within_1_gib": (top - idle) <= 1 << 20,
+            "peak_from": "VmRSS sampled every 5 ms" + (" and VmHWM reset at the start" if hwm_reset else ""),
+            "answers": statuses, "refused_with_retry_after": all(a[1] for a in refused), "wall_s": round(wall, 1)}
+
+
 def run(args) -> dict:
     import os
 
@@ -147,6 +274,9 @@ def run(args) -> dict:
     source = _jpeg(np.ascontiguousarray(skimage.data.astronaut()))
     result: dict = {"machine": {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)},
                     "target": f"{grace.shape[1]}x{grace.shape[0]}", "window_ms": args.window_ms, "max_batch": args.max_batch}
-    for batching in (True, False):
-        result["batching_on" if batching else "batching_off"] = asyncio.run(_run_mode(batching, args, source, targets, levels))
+    if not args.memory_only:
+        for batching in (True, False):
+            result["batching_on" if batching else "batching_off"] = asyncio.run(_run_mode(batching, args, source, targets, levels))
+    if args.memory_requests > 0:
+        result["memory"] = asyncio.run(_memory_row(args, source))
     return result

@@ -127,15 +127,40 @@ LUMA_SCALE = 219.0 / 255.0   # BT.601 limited range: one RGB level on every chan
 
 def pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Pattern:
     """Lay the payload's tile over a frame of `shape` (H, W) and round it to whole luma levels."""
-    pos, neg = _split(np.rint(_delta(key, shape, payload)).astype(np.int16))
-    rgb = lambda a: np.ascontiguousarray(np.repeat(a[:, :, None], 3, axis=2))  # noqa: E731
-    return Pattern(pos=rgb(pos), neg=rgb(neg), payload=payload)
+    return _pattern(key, shape, payload, 1.0, 3)
 
 
 def luma_pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Pattern:
     """The same mark for the Y plane of a yuv420p frame (H x W pos/neg): what `pattern_for` adds to each
     RGB channel is LUMA_SCALE of it in Y (chroma unchanged), so the decoded RGB carries the same mark."""
-    pos, neg = _split(np.rint(_delta(key, shape, payload) * np.float32(LUMA_SCALE)).astype(np.int16))
+    return _pattern(key, shape, payload, LUMA_SCALE, 1)
+
+
+STRIP_ROWS = 256   # a pattern is built this many rows at a time: its float maps never exist whole
+
+
+def _pattern(key: WatermarkKey, shape: tuple[int, int], payload: int, scale: float, channels: int) -> Pattern:
+    """pos/neg (H x W, or H x W x 3 with each channel the same) of the tile laid over `shape`, times
+    `scale`, rounded. Built in strips of rows, so what it holds beyond its result is a strip's float
+    maps (a 4096 x 4096 photo's pattern whole would hold about 300 MB of them)."""
+    h, w = int(shape[0]), int(shape[1])
+    tile = tile_for(key, payload)
+    xs, ys = _grid(key, (h, w))
+    mapx = np.ascontiguousarray(np.broadcast_to(xs[None, :], (min(h, STRIP_ROWS), w)))
+    out_shape = (h, w, 3) if channels == 3 else (h, w)
+    pos, neg = np.empty(out_shape, np.uint8), np.empty(out_shape, np.uint8)
+    for r0 in range(0, h, STRIP_ROWS):
+        r1 = min(h, r0 + STRIP_ROWS)
+        mapy = np.ascontiguousarray(np.broadcast_to(ys[r0:r1, None], (r1 - r0, w)))
+        d = cv2.remap(tile, mapx[: r1 - r0], mapy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
+        if scale != 1.0:
+            d *= np.float32(scale)
+        p, n_ = _split(np.rint(d).astype(np.int16))
+        if channels == 3:
+            pos[r0:r1] = p[:, :, None]
+            neg[r0:r1] = n_[:, :, None]
+        else:
+            pos[r0:r1], neg[r0:r1] = p, n_
     return Pattern(pos=pos, neg=neg, payload=payload)
 
 
@@ -143,13 +168,20 @@ def _split(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(d, 0, 255).astype(np.uint8), np.clip(-d, 0, 255).astype(np.uint8)
 
 
-def _delta(key: WatermarkKey, shape: tuple[int, int], payload: int) -> np.ndarray:
-    """The payload's tile laid over a frame of `shape` (H, W), float32 luma levels."""
+def _grid(key: WatermarkKey, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's and each row's place in the tile (float32), for a frame of `shape` (H, W)."""
     h, w = int(shape[0]), int(shape[1])
     n = key.config.tile
     step = n / tile_period((h, w), key.config)
     xs = ((np.arange(w, dtype=np.float32) + 0.5) * step - 0.5) % n
     ys = ((np.arange(h, dtype=np.float32) + 0.5) * step - 0.5) % n
+    return xs, ys
+
+
+def _delta(key: WatermarkKey, shape: tuple[int, int], payload: int) -> np.ndarray:
+    """The payload's tile laid over a frame of `shape` (H, W), float32 luma levels."""
+    h, w = int(shape[0]), int(shape[1])
+    xs, ys = _grid(key, (h, w))
     mapx = np.broadcast_to(xs[None, :], (h, w)).astype(np.float32)
     mapy = np.broadcast_to(ys[:, None], (h, w)).astype(np.float32)
     return cv2.remap(tile_for(key, payload), mapx, mapy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)

@@ -29,6 +29,21 @@ from streamer.storage.base import ResultStore, StoreError, media_type
 log = logging.getLogger(__name__)
 
 TERMINAL = ("done", "failed", "cancelled")
+# what a running job holds of the memory budget, in decoded frames: the decoded frame, the pipeline's
+# working copies and watermark pattern, the encoder's frame
+CLIP_FRAME_HOLD = 6.0
+
+
+def frame_pixels(clip: Path) -> int:
+    """Pixels in a frame of the clip's first video stream (0 when it has none or is unreadable)."""
+    import av
+
+    try:
+        with av.open(str(clip)) as container:
+            v = container.streams.video[0]
+            return int(v.codec_context.width or 0) * int(v.codec_context.height or 0)
+    except (av.error.FFmpegError, IndexError, OSError):
+        return 0
 STATES = ("queued", "running") + TERMINAL
 
 
@@ -187,6 +202,9 @@ class JobQueue:
         self._lock = threading.Lock()
         self._closed = False
         self._workers: list[threading.Thread] = []
+        # the server's memory budget (a streamer.uploads.MemoryBudget), set where the /v1 routes are mounted:
+        # a running job's frames count in it beside the photos; None: not counted (`livefuse process`, tests)
+        self.memory: Any = None
 
     @property
     def shared(self) -> bool:
@@ -349,6 +367,11 @@ class JobQueue:
         job = self.states.get(spec.id)
         if job is None or job.finished:
             return
+        share = self._frame_share(spec)
+        while share and not self.memory.wait_take(share, 1.0):   # its frames wait their turn (still queued)
+            job = self.states.get(spec.id)
+            if self._closed or spec.id in self._cancel or job is None or job.finished or job.cancel_requested:
+                return
         with self._lock:
             self._active.add(spec.id)
         try:
@@ -394,10 +417,19 @@ class JobQueue:
                 return
             self._finish(spec, "done", result_key=key, frames_total=int(summary.get("frames", 0)))
         finally:
+            if share:
+                self.memory.give(share)
             with self._lock:
                 self._active.discard(spec.id)
                 self._cancel.discard(spec.id)
                 self._client_cancel.discard(spec.id)
+
+    def _frame_share(self, spec: JobSpec) -> int:
+        """What a job holds of the server's memory budget while it runs (0 with none): one frame in flight
+        at a time, decoded, worked on and encoded (CLIP_FRAME_HOLD frames' worth), at most the budget."""
+        if self.memory is None:
+            return 0
+        return min(self.memory.total, int(frame_pixels(spec.clip) * 3 * CLIP_FRAME_HOLD))
 
     def _finish(self, spec: JobSpec, state: str, detail: str | None = None, **changes: Any) -> None:
         """`error` (in `changes`) is what the client reads: it names no path, bucket or endpoint; `detail`

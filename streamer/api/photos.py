@@ -46,7 +46,8 @@ class PhotoConfig:
     max_batch: int = 8             # items per model call at most
     window_ms: float = 4.0         # how long the first call of a batch waits for company
     jpeg_quality: int = 92
-    pattern_cache: int = 32        # watermark patterns kept, by (image size, payload)
+    pattern_cache: int = 32        # watermark patterns kept, by (image size, payload) ...
+    pattern_cache_bytes: int = 256 << 20   # ... and their bytes at most (a 4096 x 4096 pattern is 96 MiB)
     # (how many photos may be in progress at once is the server's: ServerConfig.max_photos)
 
 
@@ -262,10 +263,11 @@ class PatternWatermark:
 
     name = "watermark"
 
-    def __init__(self, policy: WatermarkPolicy, capacity: int = 32) -> None:
+    def __init__(self, policy: WatermarkPolicy, capacity: int = 32, max_bytes: int = 256 << 20) -> None:
         self.policy = policy
         self.key = np_wm.make_key(policy.config)
         self._capacity = max(1, capacity)
+        self._max_bytes = max_bytes
         self._patterns: OrderedDict[tuple[tuple[int, int], int], Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -283,11 +285,14 @@ class PatternWatermark:
             pattern = np_wm.pattern_for(self.key, shape, payload)
             with self._lock:
                 self._patterns[key] = pattern
-                while len(self._patterns) > self._capacity:
-                    self._patterns.popitem(last=False)
+                while len(self._patterns) > 1 and (len(self._patterns) > self._capacity or self._bytes() > self._max_bytes):
+                    self._patterns.popitem(last=False)   # the newest stays, whatever its size
         state.image = np_wm.embed(state.image, pattern)
         state.watermark = f"{payload:016x}"
         return state
+
+    def _bytes(self) -> int:
+        return sum(p.pos.nbytes + p.neg.nbytes for p in self._patterns.values())
 
 
 class _FoundFaces:
@@ -339,7 +344,7 @@ class PhotoFuser:
         with self._lock:
             if self._parts is None:
                 parts = self._get_parts()
-                self._watermark = PatternWatermark(parts.watermark, self.config.pattern_cache)
+                self._watermark = PatternWatermark(parts.watermark, self.config.pattern_cache, self.config.pattern_cache_bytes)
                 self._parts = parts
             return self._parts, self._watermark  # type: ignore[return-value]
 

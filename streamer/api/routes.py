@@ -419,6 +419,8 @@ def probe_clip(path: Path, max_pixels: int | None = None) -> int | None:
 def mount(app: web.Application, ctx: ApiContext, backend: ApiBackend) -> ApiRoutes:
     """Add the /v1 routes to `app` (the one app the server builds)."""
     routes = ApiRoutes(ctx, backend)
+    if backend.jobs is not None and hasattr(backend.jobs, "memory"):
+        backend.jobs.memory = ctx.uploads.budget   # clip frames in flight count beside the photos
     r = app.router
     r.add_get("/v1/openapi.json", routes.spec)
     r.add_post("/v1/fuse", routes.fuse)

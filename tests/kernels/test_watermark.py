@@ -135,3 +135,16 @@ def test_the_y_plane_pattern_is_the_rgb_one_in_luma_and_the_torch_twin_agrees(ke
     in_place = torch.from_numpy(plane.copy())                      # out= the plane: marked where it lies
     assert twm.embed_luma(in_place, twm.luma_pattern_for(key, (240, 320), 0x1234), out=in_place) is in_place
     assert np.array_equal(in_place.numpy(), t)
+
+
+@pytest.mark.parametrize("shape", [(700, 1000), (256, 256), (257, 90), (1, 5)])
+def test_a_pattern_built_in_strips_is_the_one_built_whole(key, shape):
+    """`pattern_for` builds its maps a strip of rows at a time (a 4096 x 4096 photo's maps whole are
+    about 300 MB); each pixel is the same as from the whole-frame remap."""
+    whole = np.rint(wm._delta(key, shape, PAYLOAD)).astype(np.int16)
+    pos, neg = wm._split(whole)
+    rgb = wm.pattern_for(key, shape, PAYLOAD)
+    assert (rgb.pos == pos[:, :, None]).all() and (rgb.neg == neg[:, :, None]).all() and rgb.pos.shape == (*shape, 3)
+    lpos, lneg = wm._split(np.rint(wm._delta(key, shape, PAYLOAD) * np.float32(wm.LUMA_SCALE)).astype(np.int16))
+    luma = wm.luma_pattern_for(key, shape, PAYLOAD)
+    assert (luma.pos == lpos).all() and (luma.neg == lneg).all()

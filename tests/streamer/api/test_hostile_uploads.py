@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ import pytest
 
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.config import ServerConfig
-from tests.streamer.api.conftest import encode, serve_product
+from tests.streamer.api.conftest import encode, fuse_form, serve_product
 
 # short clocks so the slow-client cases run in seconds: 1 s stall, and after 1 s at least 20 kB/s
 CONFIG = ServerConfig(read_timeout_s=1.0, body_grace_s=1.0, min_body_rate=20_000)
@@ -302,3 +303,27 @@ async def test_the_prompt_limit_is_500_characters_in_any_script(api_world, photo
                 assert (status, reply["code"]) == (400, "prompt_too_long"), (len(prompt), status, reply)
             else:   # read whole and handed to the prompt gate (which may still refuse or not understand it)
                 assert reply.get("code") not in ("prompt_too_long", "field_too_large"), reply
+
+
+async def test_photos_past_the_memory_budget_are_told_busy_and_served_once_it_is_back(api_world, photos):
+    """While the memory budget is held (as by photos in flight), a photo is refused at once, 503 busy with
+    Retry-After, its body's bytes given back; once the budget is back the same photo is served. A target
+    whose decode and working copies alone are over the whole budget is 413, not busy."""
+    async with route_server("fuse", api_world) as (host, port, path, auth, names, server):
+        budget = server.uploads.budget
+        assert api_world.product.jobs.memory is budget   # clip jobs' frames count in the same budget
+        body = b"".join(good_parts(names, photos)) + close()
+        held = budget.lease()
+        held.grow(budget.total - budget.used - 200_000)   # room for the bodies, not for a decode
+        status, headers, reply = await send(host, port, request(path, auth, body))
+        assert status == 503 and reply["code"] in ("busy", "source_busy", "target_busy") and headers["retry-after"], reply
+        assert budget.used == held.held
+        held.release()
+        status, _, reply = await send(host, port, request(path, auth, body))
+        assert status == 200, reply
+        assert budget.used == 0
+    small = dataclasses.replace(CONFIG, memory_budget=1 << 20)   # 1 MiB: under one 512 x 512 photo's share
+    async with serve_product(api_world.product, small) as (url, http, _):
+        async with http.post(url + "/v1/fuse", data=fuse_form(*photos, consent="true"), headers=api_world.headers()) as r:
+            reply = await r.json()
+            assert r.status == 413 and reply["code"] in ("source_too_large", "target_too_large"), reply

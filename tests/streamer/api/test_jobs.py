@@ -287,3 +287,52 @@ async def test_a_job_survives_its_client_leaving(api, api_world, astronaut, clip
             break
         await asyncio.sleep(0.1)
     assert job["state"] == "done" and job["frames_done"] == FRAMES
+
+
+async def test_clip_frames_over_the_photo_pixel_limit_are_refused_413(api_world, astronaut, clip_bytes):
+    """A clip's frames are held to the pixel limit a photo is (ServerConfig.max_source_pixels): the 320 x
+    240 clip against a limit one pixel under it is refused before it is queued."""
+    import numpy as np
+
+    from streamer.config import ServerConfig
+
+    source = encode(np.ascontiguousarray(astronaut[:256, 128:384]))   # the face, itself under the limit
+    async with serve_product(api_world.product, ServerConfig(max_source_pixels=320 * 240 - 1)) as (url, http, _):
+        async with http.post(f"{url}/v1/jobs", data=job_form(source, clip_bytes, consent="true"),
+                             headers=api_world.headers()) as r:
+            body = await r.json()
+            assert (r.status, body["code"]) == (413, "target_too_large") and "320x240" in body["error"], body
+    async with serve_product(api_world.product, ServerConfig(max_source_pixels=320 * 240)) as (url, http, _):
+        async with http.post(f"{url}/v1/jobs", data=job_form(source, clip_bytes, consent="true"),
+                             headers=api_world.headers()) as r:
+            assert r.status == 202, await r.text()
+
+
+def test_a_jobs_frames_wait_for_the_memory_budget(api_world, astronaut, clip_bytes, tmp_path):
+    """A running job holds a frame's share of the server's memory budget (the queue's `memory`, set where
+    the routes are mounted); while photos hold all of it, the next job stays queued, and runs once they
+    give it back."""
+    from streamer.api.jobs import JobSpec
+    from streamer.storage.local import LocalStore
+    from streamer.uploads import MemoryBudget
+
+    product = api_world.product
+    queue = JobQueue(JobConfig(progress_every_s=0.0), product._run_clip, LocalStore(str(tmp_path / "results")))
+    queue.memory = budget = MemoryBudget(64 << 20)
+    held = budget.lease()
+    held.grow(budget.total)   # every byte taken, as by photos in flight
+    try:
+        job_id = queue.new_id()
+        clip = queue.spool_path(job_id, ".mp4")
+        clip.write_bytes(clip_bytes)
+        queue.submit(JobSpec(id=job_id, owner="alice", clip=clip, source=astronaut, consent="true"))
+        time.sleep(2.0)
+        assert queue.get(job_id, "alice").state == "queued"
+        held.release()
+        deadline = time.monotonic() + 120
+        while not queue.get(job_id, "alice").finished and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert queue.get(job_id, "alice").state == "done", queue.get(job_id, "alice")
+        assert budget.used == 0
+    finally:
+        queue.close()

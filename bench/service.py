@@ -167,6 +167,7 @@ async def _memory_row(args, source: bytes) -> dict:
     import cv2
     import numpy as np
 
+    from bench._churn import until_ready
     from bench._product import grace_hopper
     from streamer.config import ServerConfig
     from streamer.safety.auth import TokenStore
@@ -187,16 +188,7 @@ async def _memory_row(args, source: bytes) -> dict:
     headers = {"Authorization": f"Bearer {token}"}
     try:
         async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=600)) as http:
-            for _ in range(1800):
-                try:
-                    async with http.get(f"{base}/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
-                if proc.poll() is not None:
-                    raise RuntimeError(f"livefuse serve exited: {(scratch / 'serve.log').read_text()[-2000:]}")
-                await asyncio.sleep(0.1)
+            await until_ready(http, base, proc)
 
             async def one(photo: bytes) -> tuple[int, str | None, str | None]:
                 form = aiohttp.FormData()

@@ -132,14 +132,6 @@ def _close(step: Any) -> None:
         close()
 
 
-async def in_time(step: Any, stall_s: float, what: str) -> Any:
-    """One read of a request, or 408 (and the connection closed) when nothing arrives for `stall_s`."""
-    try:
-        return await asyncio.wait_for(step, stall_s)
-    except TimeoutError:
-        raise Refused(408, f"{what} stalled: nothing arrived for {stall_s:g} s", CLOSE, code="read_timeout") from None
-
-
 async def read_limited(request: web.Request, limit: int, limits: BodyLimits | float = BodyLimits(),
                        code: str = "too_large") -> bytes:
     """The whole body, or 413 as soon as it passes `limit` bytes (before reading it all), or 408/400 as

@@ -300,8 +300,7 @@ class LiveFuseServer:
                 raise Refused(503, str(exc), {"Retry-After": "1"}, code=exc.as_event()["code"]) from None
             except SourceRefused as exc:
                 self.metrics.refused.labels("source").inc()
-                status = 413 if exc.reason == "too_large" else 422
-                raise Refused(status, str(exc), code=exc.as_event()["code"]) from None
+                raise Refused(422, str(exc), code=exc.as_event()["code"]) from None   # the page reads 422 + code
         peer.send({"type": "source", **result})
         return web.json_response(result)
 

@@ -367,8 +367,8 @@ class JobQueue:
         job = self.states.get(spec.id)
         if job is None or job.finished:
             return
-        share = self._frame_share(spec)
-        while share and not self.memory.wait_take(share, 1.0):   # its frames wait their turn (still queued)
+        memory, share = self.memory, self._frame_share(spec)   # given back to the budget it came from
+        while share and not memory.wait_take(share, 1.0):   # its frames wait their turn (still queued)
             job = self.states.get(spec.id)
             if self._closed or spec.id in self._cancel or job is None or job.finished or job.cancel_requested:
                 return
@@ -418,7 +418,7 @@ class JobQueue:
             self._finish(spec, "done", result_key=key, frames_total=int(summary.get("frames", 0)))
         finally:
             if share:
-                self.memory.give(share)
+                memory.give(share)
             with self._lock:
                 self._active.discard(spec.id)
                 self._cancel.discard(spec.id)

@@ -13,7 +13,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -68,7 +68,7 @@ class ApiContext:
     max_clip_bytes: int = 256 << 20
     urls: SessionUrls = SessionUrls()              # a job this replica holds is answered on its public URL
     body: BodyLimits = BodyLimits()                # stall timer and minimum rate of every upload body
-    upload_slots: Slots = Slots(32, "upload bodies are being received", "uploads_busy")   # the server's, shared
+    upload_slots: Slots = field(default_factory=lambda: Slots(32, "upload bodies are being received", "uploads_busy"))  # the server's
     max_photos: int = 64                           # photos read and decoded, waiting for or in the pipeline
 
 

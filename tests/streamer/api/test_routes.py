@@ -116,7 +116,7 @@ async def test_size_type_and_token_refusals(api, api_world, astronaut, grace_hop
     async with http.post(f"{url}/v1/fuse", data=fuse_form(encode(astronaut), encode(grace_hopper), consent="true"),
                          headers={"Authorization": "Bearer not-a-token"}) as r:
         assert r.status == 401
-    async with http.get(f"{url}/metrics") as r:
+    async with http.get(f"{url}/metrics", headers=api_world.headers()) as r:   # /metrics asks for a token too
         text = await r.text()
     assert 'livefuse_api_requests_total{route="fuse",status="413"}' in text
 

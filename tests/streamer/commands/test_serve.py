@@ -60,6 +60,35 @@ def test_public_host_reaches_the_access_policy_and_every_address_needs_one(tmp_p
         main(["serve", "--host", "0.0.0.0", "--port", "8099", "--tokens", str(tokens)])
 
 
+def test_open_loopback_and_the_upload_limits_reach_their_settings(monkeypatch, tmp_path):
+    """--open-loopback (or LIVEFUSE_OPEN_LOOPBACK) reaches the safety settings, and only on loopback; the
+    upload limits' flags are ServerConfig fields like the rest."""
+    import pytest
+
+    from streamer.cli import main
+
+    monkeypatch.delenv("LIVEFUSE_OPEN_LOOPBACK", raising=False)
+    assert product_config(_args(), "127.0.0.1").safety.open_loopback is False
+    assert product_config(_args("--open-loopback"), "127.0.0.1").safety.open_loopback is True
+    monkeypatch.setenv("LIVEFUSE_OPEN_LOOPBACK", "1")
+    assert product_config(_args(), "127.0.0.1").safety.open_loopback is True
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tokens": []}')
+    with pytest.raises(SystemExit, match="loopback bind only"):
+        main(["serve", "--host", "0.0.0.0", "--public-host", "cam.example", "--port", "8099", "--tokens", str(tokens)])
+    args = _args("--min-body-rate", "1000", "--body-grace", "3", "--max-uploads", "4", "--max-photos", "2",
+                 "--memory-budget", "1048576")
+    assert (args.min_body_rate, args.body_grace_s, args.max_uploads, args.max_photos, args.memory_budget) == \
+        (1000.0, 3.0, 4, 2, 1048576)
+    from streamer.config import ServerConfig
+
+    env = ServerConfig.from_env({"LIVEFUSE_MAX_UPLOADS": "5", "LIVEFUSE_MEMORY_BUDGET": "2097152",
+                                 "LIVEFUSE_MIN_BODY_RATE": "0"})
+    assert (env.max_uploads, env.memory_budget, env.min_body_rate) == (5, 2097152, 0.0)
+    with pytest.raises(ValueError, match="max_photos"):
+        ServerConfig(max_photos=0)
+
+
 def test_swapper_options_and_environment_reach_the_product_config(monkeypatch, tmp_path):
     import pytest
 

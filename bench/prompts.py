@@ -143,6 +143,7 @@ def measure(encoder: str, per_language: int, switches: int, repeats: int = 3) ->
         everything.append(min(runs))
         cpu.append(min(cpu_runs))
     rss_encoded = _rss_mb()
+    policy = policy_cost(model, texts, repeats)
     return {
         "encoder": model.encoder.id,
         "load_s": round(load_s, 2),
@@ -153,7 +154,45 @@ def measure(encoder: str, per_language: int, switches: int, repeats: int = 3) ->
         "encode_cpu_per_prompt": _stats(cpu),      # process CPU time (all torch threads): less moved by neighbours
         "encode_per_prompt_by_language": {lang: _stats(ms) for lang, ms in per_lang.items()},
         "set_prompt_to_frame": set_prompt_to_frame(model, switches),
+        "policy": policy,
     }
+
+
+def policy_cost(model, texts: list[tuple[str, str]], repeats: int) -> dict:
+    """What the prompt policy adds to a prompt: the intent head's read of the prompt's rows (inside
+    `PromptModel.encode`) plus `PromptFilter.check` on the reading (terms, patterns, thresholds).
+    Uncached: encode + policy, a prompt never seen; cached: the prompt cache's lookup + policy."""
+    from streamer.prompts import PromptCache
+    from streamer.safety.filters import PromptFilter
+
+    flt = PromptFilter(None, model)
+    cache = PromptCache(model)
+    intent_ms, check_ms, uncached_ms, cached_ms = [], [], [], []
+    try:
+        for _, text in texts:
+            ir, cr, ur, kr = [], [], [], []
+            for k in range(max(1, repeats)):
+                variant = text + "!" * (k + 1)          # never seen: the cache cannot answer it
+                t = time.perf_counter()
+                cond = cache.wait(variant, 30.0)
+                flt.check(variant, cond)
+                ur.append((time.perf_counter() - t) * 1000.0)
+                t = time.perf_counter()
+                model.intent.read(cond.embeddings)
+                ir.append((time.perf_counter() - t) * 1000.0)
+                t = time.perf_counter()
+                flt.check(variant, cond)
+                cr.append((time.perf_counter() - t) * 1000.0)
+                t = time.perf_counter()
+                flt.check(variant, cache.get(variant))
+                kr.append((time.perf_counter() - t) * 1000.0)
+            intent_ms.append(min(ir)); check_ms.append(min(cr)); uncached_ms.append(min(ur)); cached_ms.append(min(kr))
+    finally:
+        cache.close()
+    added = [a + b for a, b in zip(intent_ms, check_ms)]
+    return {"intent_head_read": _stats(intent_ms), "filter_check": _stats(check_ms), "policy_added": _stats(added),
+            "uncached_encode_and_policy": _stats(uncached_ms), "cached_lookup_and_policy": _stats(cached_ms),
+            "policy_added_p95_within_2ms": bool(np.percentile(added, 95) <= 2.0)}
 
 
 def _child(args: tuple[str, int, int, int]) -> dict:

@@ -17,7 +17,7 @@ import torch
 
 from engines import glossary as zh_glossary
 from engines.edit_vocabulary import EDIT_NAMES
-from engines.text import (NEGATION_FLOOR, ArtifactMeta, ConditionProjector, EditHead, PromptModel, TextEncoder, clauses,
+from engines.text import (DEADZONE, NEGATION_FLOOR, latin_only, ArtifactMeta, ConditionProjector, EditHead, PromptModel, TextEncoder, clauses,
                           negation_stem, normalise_prompt, save_artifact)
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
@@ -26,7 +26,7 @@ ZERO_LIMIT = 0.2   # an edit whose target is 0 must stay below this
 
 @dataclass(frozen=True, slots=True)
 class CalibrationConfig:
-    steps: int = 400
+    steps: int = 600
     lr: float = 3e-3
     weight_decay: float = 1e-2
     head_hidden: int = 256
@@ -35,6 +35,7 @@ class CalibrationConfig:
     glossary: bool | None = None   # translate Chinese before encoding; None: the encoder's own default (EncoderSpec)
     dropout: float = 0.3     # on the condition while fitting: the held-out zeros stay near zero
     noise: float = 0.0       # Gaussian noise on the standardised embedding while fitting
+    zero_weight: float = 1.0  # loss weight of a zero target against a named edit's 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +142,20 @@ def _forward(projector: ConditionProjector, head: EditHead, f: Features, xt: tor
         s = e_all[torch.from_numpy(f.stems[f.stems >= 0])].detach()
         same = (torch.sign(e[neg]) == torch.sign(s)) & (s.abs() > NEGATION_FLOOR)
         e = e.index_put((neg,), torch.where(same, torch.zeros_like(e[neg]), e[neg]))
-    out = torch.zeros(f.n, e.shape[1]).index_add_(0, torch.from_numpy(f.owner), e)
-    return out.clamp(-1.0, 1.0)
+    return torch.zeros(f.n, e.shape[1]).index_add_(0, torch.from_numpy(f.owner), e).clamp(-1.0, 1.0)
+
+
+def _deadzone(out: torch.Tensor) -> torch.Tensor:
+    """The live rule (engines.text.deadzone): what stays within DEADZONE of zero is no edit."""
+    return torch.sign(out) * torch.clamp(out.abs() - DEADZONE, min=0.0) / (1.0 - DEADZONE)
+
+
+def _fit_view(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """What the loss compares with the targets: the dead zone where the target is 0 (a small leak costs
+    nothing), and where it is not, the same rescaling without the flat zone, so an edit stuck near zero
+    still has a gradient toward its target's side."""
+    linear = (out - DEADZONE * torch.sign(y)) / (1.0 - DEADZONE)
+    return torch.where(y == 0, _deadzone(out), linear)
 
 
 def score(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -156,6 +169,8 @@ def score(pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
         "zero_max_abs": round(float(z.max()) if z.size else 0.0, 4),
         "prompts_all_zero_ok": round(float((np.where(nz, 0.0, np.abs(pred)) <= ZERO_LIMIT).all(axis=1).mean()), 4),
         "mae": round(float(np.abs(pred - y).mean()), 4),
+        # mean |value| of the edits a prompt does not name: what it changes that nobody asked for
+        "leakage": round(float(z.mean()) if z.size else 0.0, 4),
         "n": int(len(y)),
     }
 
@@ -168,7 +183,9 @@ def fit(f: Features, y: np.ndarray, config: CalibrationConfig = CalibrationConfi
     projector.mean.copy_(torch.from_numpy(x.mean(0)))
     projector.scale.copy_(torch.from_numpy((1.0 / (x.std(0) + 1e-6)).astype(np.float32)))
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    weight = 1.0 + 2.0 * (yt == 0).float()  # zeros are most entries; they still must stay small: weigh them up
+    # zero targets are most entries; the dead zone already lets them leak a little for free, so they weigh
+    # `zero_weight` against a named edit's 1
+    weight = torch.where(yt == 0, torch.tensor(config.zero_weight), torch.tensor(1.0))
     params = list(projector.parameters()) + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.steps)
@@ -178,7 +195,7 @@ def fit(f: Features, y: np.ndarray, config: CalibrationConfig = CalibrationConfi
         xin = xt
         if config.noise > 0:
             xin = xin + torch.randn_like(xin) * (config.noise / projector.scale)
-        pred = _forward(projector, head, f, xin, config.dropout)
+        pred = _fit_view(_forward(projector, head, f, xin, config.dropout), yt)
         loss = (weight * (pred - yt) ** 2).mean()
         loss.backward()
         opt.step()
@@ -188,7 +205,7 @@ def fit(f: Features, y: np.ndarray, config: CalibrationConfig = CalibrationConfi
 
 def predict(projector: ConditionProjector, head: EditHead, f: Features) -> np.ndarray:
     with torch.inference_mode():
-        return _forward(projector, head, f, torch.from_numpy(f.x)).numpy()
+        return _deadzone(_forward(projector, head, f, torch.from_numpy(f.x))).numpy()
 
 
 def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str | Path | None = None,
@@ -198,6 +215,10 @@ def calibrate(encoder: TextEncoder, corpus: str | Path = CORPUS_DIR, output: str
     train, held, digest = load_corpus(corpus)
     if config.glossary is None:
         config = replace(config, glossary=default_glossary(encoder))
+    if config.glossary:
+        # an English-only encoder reads Latin script (and Chinese through the glossary): kana and hangul
+        # would reach it as unknown tokens, teaching its head noise
+        train = [e for e, text in zip(train, encoder_inputs(train, True)) if latin_only(text)]
     t0 = time.perf_counter()
     cache: dict[str, np.ndarray] = {}
     x_train = features(encoder, encoder_inputs(train, config.glossary), config.batch, cache)

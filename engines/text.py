@@ -26,20 +26,23 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from engines import glossary as zh_glossary
+from engines.artifacts import ASSETS, CalibrationError, check_pinned, pin, read_artifact, write_artifact  # noqa: F401
 from engines.cards import E5_SMALL_Q4, MINILM_L6, ModelCard
 from engines.edit_vocabulary import EDIT_NAMES  # the head's outputs, one per edit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.intent import IntentModel, Intents
 
 log = logging.getLogger(__name__)
 
 CONDITION_DIM = 512
 ARTIFACT_FORMAT = "livefuse-prompt-head/1"
-ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_ARTIFACT = ASSETS / "prompt_head_e5.safetensors"     # made by `livefuse calibrate` (encoder e5)
 MINILM_ARTIFACT = ASSETS / "prompt_head_minilm.safetensors"   # made by `livefuse calibrate --encoder minilm`
 MAX_PROMPT_CHARS = 2000   # characters kept before tokenising; the token limit cuts again after
@@ -47,10 +50,6 @@ MAX_PROMPT_CHARS = 2000   # characters kept before tokenising; the token limit c
 
 class EncoderError(RuntimeError):
     """The encoder folder is missing or not a transformers model."""
-
-
-class CalibrationError(RuntimeError):
-    """No usable projector/head artifact for this encoder; the message names the command that makes one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +97,11 @@ def _e5_parts(device: str):
 
     pack = e5pack.load_pack(E5_SMALL_Q4)
     return e5pack.build_tokenizer(pack), e5pack.build_model(pack).to(device), threading.Lock(), pack.path
+
+
+def latin_only(s: str) -> bool:
+    """Every letter is Latin script: what an English-only encoder has a vocabulary for."""
+    return all(not ch.isalpha() or ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") for ch in s)
 
 
 def normalise_prompt(text: str) -> str:
@@ -281,38 +285,20 @@ class ArtifactMeta:
 
 
 def save_artifact(path: str | os.PathLike, projector: ConditionProjector, head: EditHead, meta: ArtifactMeta) -> Path:
-    from safetensors.torch import save_file
-
     tensors = {f"projector.{k}": v.detach().float().contiguous().cpu() for k, v in projector.state_dict().items()}
     tensors.update({f"head.{k}": v.detach().float().contiguous().cpu() for k, v in head.state_dict().items()})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_file(tensors, str(tmp), metadata=meta.to_strings())
-    os.replace(tmp, path)  # a half-written artifact must never be loaded by a running server
-    return path
+    return write_artifact(path, tensors, meta.to_strings())
 
 
 def load_artifact(path: str | os.PathLike) -> tuple[ConditionProjector, EditHead, ArtifactMeta]:
-    from safetensors import safe_open
-
-    path = Path(path)
-    if not path.is_file():
-        raise CalibrationError(f"no calibration artifact at {path}; make one: livefuse calibrate --encoder PATH")
+    raw, tensors = read_artifact(path, ARTIFACT_FORMAT, "calibration artifact")
     try:
-        with safe_open(str(path), framework="pt") as f:
-            raw = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-        if raw.get("format") != ARTIFACT_FORMAT:
-            raise ValueError(f"format {raw.get('format')!r}, expected {ARTIFACT_FORMAT!r}")
         meta = ArtifactMeta.from_strings(raw)
         projector = ConditionProjector(meta.hidden_size)
         projector.load_state_dict({k[len("projector."):]: v for k, v in tensors.items() if k.startswith("projector.")})
         head = EditHead(meta.edit_names, hidden=meta.head_hidden)
         head.load_state_dict({k[len("head."):]: v for k, v in tensors.items() if k.startswith("head.")})
-    except CalibrationError:
-        raise
-    except Exception as exc:
+    except Exception as exc:   # missing keys, wrong shapes, bad metadata: one message
         raise CalibrationError(f"{path} is not a usable LiveFuse calibration artifact ({exc}); "
                                f"make a new one: livefuse calibrate --encoder PATH") from exc
     return projector.eval(), head.eval(), meta
@@ -346,10 +332,22 @@ class Condition:
     clauses: tuple[str, ...] = ()   # the wishes the encoder saw, one by one (see `clauses`)
     # pooled encoder embeddings [len(clauses) (+1: the whole prompt, when it has several clauses), H]
     embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32), repr=False)
+    # the intent head's reading of the same rows (engines/intent.py); None for a model without one
+    intents: "Intents | None" = field(default=None, repr=False)
+    ignored: tuple[str, ...] = ()   # clauses read as asking for nothing a face filter does: no edits from them
 
     @property
     def norm(self) -> float:
         return float(np.linalg.norm(self.vector))
+
+    @property
+    def understood(self) -> bool:
+        """False when no clause asks for anything a face filter does (gibberish, chat): no edits apply."""
+        return not self.clauses or len(self.ignored) < len(self.clauses)
+
+    def row_texts(self) -> tuple[str, ...]:
+        """The text of each row of `embeddings` (and of `intents`): the clauses, then the whole prompt."""
+        return self.clauses + ((self.encoder_text,) if len(self.clauses) > 1 else ())
 
     def summary(self, threshold: float = 0.05) -> dict[str, float]:
         """The edits worth telling a user about, strongest first."""
@@ -364,14 +362,21 @@ def empty_condition(encoder_id: str, names: Sequence[str] = EDIT_NAMES) -> Condi
 
 
 class PromptModel:
-    """Encoder + its calibrated projector and head. `encode(texts)` -> one Condition per text."""
+    """Encoder + its calibrated projector and head (+ the intent head: what each clause asks for).
+    `encode(texts)` -> one Condition per text."""
 
-    def __init__(self, encoder: TextEncoder, projector: ConditionProjector, head: EditHead, meta: ArtifactMeta) -> None:
+    def __init__(self, encoder: TextEncoder, projector: ConditionProjector, head: EditHead, meta: ArtifactMeta,
+                 intent: "IntentModel | None" = None) -> None:
         if meta.encoder_id != encoder.id or meta.hidden_size != encoder.hidden_size:
             raise CalibrationError(
                 f"the calibration artifact was made for encoder {meta.encoder_id} (hidden {meta.hidden_size}), "
                 f"not {encoder.id} (hidden {encoder.hidden_size}); recalibrate: livefuse calibrate --encoder {encoder.name}")
+        if intent is not None and (intent.meta.encoder_id != encoder.id or intent.meta.hidden_size != encoder.hidden_size):
+            raise CalibrationError(
+                f"the intent head was made for encoder {intent.meta.encoder_id}, not {encoder.id}; "
+                f"recalibrate: livefuse calibrate --encoder {encoder.name}")
         self.encoder, self.projector, self.head, self.meta = encoder, projector, head, meta
+        self.intent = intent
         self.id = encoder.id
         self.edit_names = meta.edit_names
 
@@ -410,25 +415,46 @@ class PromptModel:
                 out.append(empty_condition(self.id, self.edit_names))
                 continue
             rows = [index[c] for c in p]
-            per = [gate_negated(e_np[index[c]], e_np[index[stems[c]]]) if stems[c] else e_np[index[c]] for c in p]
-            edits = np.clip(np.sum(per, axis=0), -1.0, 1.0)
             embedded = rows + ([index[enc_text]] if len(p) > 1 else [])
+            intents = self.intent.read(pooled[embedded]) if self.intent is not None else None
+            ignored = tuple(c for i, c in enumerate(p) if intents is not None and intents.unrelated(i))
+            per = [gate_negated(e_np[index[c]], e_np[index[stems[c]]]) if stems[c] else e_np[index[c]]
+                   for c in p if c not in ignored]
+            edits = deadzone(np.clip(np.sum(per, axis=0), -1.0, 1.0)) if per else np.zeros(len(self.edit_names))
             out.append(Condition(
                 text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
                 edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
                 truncated=any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
                 unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length,
-                clauses=tuple(p), embeddings=pooled[embedded]))
+                clauses=tuple(p), embeddings=pooled[embedded], intents=intents, ignored=ignored))
         return out
 
 
-# Negation words in the languages whose negation is a word before what it negates: English, Spanish,
-# Portuguese, French, German, Chinese (a prefix, so no word boundary; 别 not inside 特别 "especially").
-# Japanese and Korean negate with verb endings, which have no stem to cut out: those rely on the encoder.
+DEADZONE = 0.08
+
+
+def deadzone(edits: np.ndarray, width: float = DEADZONE) -> np.ndarray:
+    """Edits within `width` of zero are none; the rest are rescaled so the full range stays reachable.
+    A mean-pooled embedding carries a little of every edit; without this, a prompt naming one edit nudges
+    all the others a few hundredths each (leakage). The fit sees the same rule (engines/calibration.py)."""
+    return np.sign(edits) * np.maximum(np.abs(edits) - width, 0.0) / (1.0 - width)
+
+
+# Negation words: before what they negate in English, Spanish, Portuguese, French, German and Chinese (a
+# prefix, so no word boundary; 别 not inside 特别 "especially"), after it in the endings Japanese and Korean
+# requests use (なし not inside おとなしい) and in German's "... lieber nicht". The stem is the clause without them.
 _NEGATION = re.compile(
-    r"(?:\b(?:don't want|do not want|don't|do not|not|no|without|never|sin|nada de|não|sem|nunca|sans|pas de|pas|"
-    r"jamais|keine|keinen|kein|nicht|ohne)\b|不想要|不要|(?<!特)别|没有)\s*")
+    r"(?:\b(?:don't want|do not want|don't|do not|stop|quit|no more|not|no|without|never|sin|nada de|deja de|dejá de|"
+    r"não|sem|nunca|pare de|para de|chega de|sans|pas de|pas|arrête de|arrêtez de|arrête|jamais|keine|keinen|kein|"
+    r"nicht|ohne|hör auf mit|hör auf zu|hör auf|brauche ich nicht|lieber nicht|will ich nicht)\b|不想要|不想|不要|(?<!特)别|没有|停止|"
+    r"なし(?!い)|はいらない|いらない|じゃなくていい|はやめて|やめて|없이|말고|빼고|싫어)\s*")
 NEGATION_FLOOR = 0.05
+
+
+def negation_before(clause: str, index: int) -> bool:
+    """A negation word ends at or before `index` in `clause`: "no nudity", "不想看起来像小孩子"."""
+    m = _NEGATION.search(clause)
+    return m is not None and m.start() < index
 
 
 def negation_stem(clause: str) -> str | None:
@@ -469,9 +495,12 @@ def clauses(text: str) -> list[str]:
     return found
 
 
-def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, artifact: str | os.PathLike | None = None) -> PromptModel:
+def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, artifact: str | os.PathLike | None = None,
+                      intent: bool = True) -> PromptModel:
     """The default encoder (e5) with its committed artifact; `minilm` with its own; any other local
-    encoder with the artifact `livefuse calibrate --encoder PATH` made for it. Errors name that command."""
+    encoder with the artifact `livefuse calibrate --encoder PATH` made for it. Errors name that command.
+    `intent`: load the intent head that lives beside the artifact (the prompt policy's classifier and the
+    "not understood" answer need it; `intent=False` is for tools that read edits only)."""
     enc = encoder if isinstance(encoder, TextEncoder) else TextEncoder(encoder)
     if artifact is None:
         candidates = [artifact_path_for(enc.id), *sorted(ASSETS.glob("prompt_head_*.safetensors"))]
@@ -479,7 +508,12 @@ def load_prompt_model(encoder: str | os.PathLike | TextEncoder | None = None, ar
         if artifact is None:
             raise CalibrationError(f"encoder {enc.name} ({enc.id}) is not calibrated; run: livefuse calibrate --encoder {enc.name}")
     projector, head, meta = load_artifact(artifact)
-    return PromptModel(enc, projector, head, meta)
+    intent_model = None
+    if intent:
+        from engines.intent import intent_artifact_for, load_intent_head
+
+        intent_model = load_intent_head(intent_artifact_for(Path(artifact)))
+    return PromptModel(enc, projector, head, meta, intent_model)
 
 
 def _artifact_encoder(path: Path) -> str | None:

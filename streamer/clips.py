@@ -53,6 +53,8 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
         decision = services.set_prompt(session, prompt)
         if decision.get("allowed") is False:
             raise ValueError(f"prompt refused: {decision.get('reason')}")
+        if decision.get("understood") is False:
+            raise ValueError(f"prompt not understood: {decision.get('reason')}")
     pipeline = services.make_pipeline(session)
     try:
         container = av.open(str(src))

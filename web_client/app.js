@@ -119,7 +119,8 @@ async function start() {
     conn.addEventListener("bye", (e) => { notice(`The server ended the session: ${e.detail.reason}`); stop(false); });
     conn.addEventListener("message", () => { state.messages += 1; });
     conn.addEventListener("prompt", (e) => showUnderstood(e.detail));
-    conn.addEventListener("prompt_refused", (e) => showRefused(e.detail.reason));
+    conn.addEventListener("prompt_refused", (e) => showRefused(e.detail));
+    conn.addEventListener("prompt_not_understood", (e) => showNotUnderstood(e.detail));
     const body = await conn.connect();
     state.session = body.session;
     if (body.watch) showWatchLink(body.watch);
@@ -531,14 +532,26 @@ function showUnderstood(ev) {
   const notes = [];
   if (ev.translated) notes.push(`read as “${ev.translated}”`);
   if (ev.unknown) notes.push(`not understood: “${ev.unknown}”`);
+  if (ev.ignored && ev.ignored.length) notes.push(`not a face edit, left out: ${ev.ignored.map((c) => `“${c}”`).join(", ")}`);
   if (ev.truncated) notes.push(ev.message || "the prompt was cut to the encoder's limit");
   if (typeof ev.encode_ms === "number") notes.push(ev.cached ? "from cache" : `encoded in ${ev.encode_ms.toFixed(0)} ms`);
   $("understood-notes").textContent = notes.join(" · ");
 }
 
-function showRefused(reason) {
-  state.promptRefused = reason || "refused by the server's policy";
-  $("prompt-status").textContent = `Refused: ${state.promptRefused}. The previous prompt stays in effect.`;
+// A refusal says what LiveFuse doesn't make and which part of the prompt read that way, never that the
+// user did something wrong; the previous look stays.
+const DECIDED_BY = { term: "a word on the policy list", pattern: "a phrase on the policy list", classifier: "the safety classifier", length: "its length" };
+function showRefused(r) {
+  r = r || {};
+  state.promptRefused = r.reason || "LiveFuse can't apply this prompt.";
+  const part = r.clause ? ` (the part “${r.clause}”${r.method ? `, read by ${DECIDED_BY[r.method] || r.method}` : ""})` : "";
+  $("prompt-status").textContent = `Not applied${part}: ${state.promptRefused} The previous look stays.`;
+  $("prompt-status").className = "small bad";
+}
+
+// Nothing in the prompt asks for a face edit (gibberish, a question): the server applies nothing.
+function showNotUnderstood(r) {
+  $("prompt-status").textContent = `${(r && r.reason) || "Not understood: nothing was applied."} The previous look stays.`;
   $("prompt-status").className = "small bad";
 }
 
@@ -563,7 +576,8 @@ async function sendPrompts(list, how) {
   const reply = await conn.call({ type: "set_prompt", text });
   const result = (reply && reply.result) || {};
   if (!reply) { $("prompt-status").textContent = "Not applied: no answer from the server."; return false; }
-  if (reply.type === "ack" && result.allowed === false) { showRefused(result.reason); return false; }
+  if (reply.type === "ack" && result.allowed === false) { showRefused(result); return false; }
+  if (reply.type === "ack" && result.understood === false) { showNotUnderstood(result); return false; }
   if (reply.type !== "ack") { $("prompt-status").textContent = `Not applied: ${reply.message}`; $("prompt-status").className = "small bad"; return false; }
   state.prompts = list;
   renderPrompts();

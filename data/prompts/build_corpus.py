@@ -1,9 +1,14 @@
 """Writes the phrase corpus (train.jsonl, heldout.jsonl) from the hand-written atoms below.
 
-Each atom is one idea a streamer might type, in English and Chinese, with the edit vector it should
-produce. Prompts are built from atoms with intensities ("slightly", "很"), negations ("no ...", "不要..."),
-request frames ("make me ...", "让我...") and combinations of two or three atoms. The held-out split is
-decided by a hash of the prompt, so it is stable when atoms are added. Deterministic: same file every run.
+Each atom is one idea a streamer might type, with the edit vector it should produce: its English and
+Chinese phrases are here, its Japanese, Korean, Spanish, French, German and Portuguese phrases in
+lexicon/<lang>.json, each language with its own templates for intensity ("slightly", "很", "少しだけ{}"),
+negation ("no ...", "不要...", "{}なし", "sin {}"), request frames ("make me ...", "让我...") and joins.
+Prompts are built from atoms with those templates and as combinations of two or three atoms. The held-out
+split is decided by a hash of the prompt; English and Chinese keep their own generator and every other
+language has one of its own, so adding a language moves no existing prompt. The hand-written
+zero_shot.jsonl prompts are never generated (a generated prompt equal to one is skipped), so they stay
+held out. Deterministic: same file every run.
 
     python data/prompts/build_corpus.py
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -110,31 +116,60 @@ ZH_FRAME = ["{}", "{}", "让我{}", "给我{}", "我想要{}", "请{}"]
 EN_JOIN = [", ", " and ", " with ", ", plus "]
 ZH_JOIN = ["，", "和", "、", "加上"]
 LOW, HIGH = 0.5, 1.4
+# Languages beyond English and Chinese: lexicon/<lang>.json holds each atom's phrases in that language and
+# its own templates ({} is the phrase) for intensity, negation, request frames and joins.
+LEXICON = HERE / "lexicon"
+ZERO_SHOT = HERE / "zero_shot.jsonl"   # hand-written held-out prompts (build_zero_shot.py)
+COMBOS = {"en": 320, "zh": 260}
+COMBOS_OTHER = 160
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str
+    phrases: dict[str, list[str]]   # atom name -> phrases
+    low: list[str]                  # templates, "{}" is the phrase
+    high: list[str]
+    neg: list[str]
+    frame: list[str]
+    join: list[str]
+
+
+def languages() -> list[Language]:
+    en = Language("en", {k: a[0] for k, a in ATOMS.items()}, [w + " {}" for w in EN_LOW], [w + " {}" for w in EN_HIGH],
+                  EN_NEG, EN_FRAME, EN_JOIN)
+    zh = Language("zh", {k: a[1] for k, a in ATOMS.items()}, [w + "{}" for w in ZH_LOW], [w + "{}" for w in ZH_HIGH],
+                  ZH_NEG, ZH_FRAME, ZH_JOIN)
+    out = [en, zh]
+    for path in sorted(LEXICON.glob("*.json")):
+        lex = json.loads(path.read_text(encoding="utf-8"))
+        missing = set(ATOMS) - set(lex["atoms"])
+        if missing:
+            raise SystemExit(f"{path}: atoms missing: {sorted(missing)}")
+        out.append(Language(lex["lang"], {k: list(lex["atoms"][k]) for k in ATOMS}, lex["low"], lex["high"], lex["neg"],
+                            lex["frame"], lex["join"]))
+    return out
 
 
 def _scaled(target: dict[str, float], k: float) -> dict[str, float]:
     return {n: round(max(-1.0, min(1.0, v * k)), 3) for n, v in target.items()}
 
 
-def _variants(lang: str, rng: random.Random) -> list[tuple[str, dict[str, float], str]]:
+def _variants(lang: Language, rng: random.Random) -> list[tuple[str, dict[str, float], str]]:
     """Single-atom prompts: (text, target, kind)."""
     out = []
-    low, high, neg = (EN_LOW, EN_HIGH, EN_NEG) if lang == "en" else (ZH_LOW, ZH_HIGH, ZH_NEG)
-    sep = " " if lang == "en" else ""
-    for name, (en, zh, target, gradable, negated) in ATOMS.items():
-        phrases = en if lang == "en" else zh
-        for p in phrases:
+    for name, (_, _, target, gradable, negated) in ATOMS.items():
+        for p in lang.phrases[name]:
             out.append((p, dict(target), "base"))
             if gradable:
-                out.append((rng.choice(low) + sep + p, _scaled(target, LOW), "intensity"))
-                out.append((rng.choice(high) + sep + p, _scaled(target, HIGH), "intensity"))
+                out.append((rng.choice(lang.low).format(p), _scaled(target, LOW), "intensity"))
+                out.append((rng.choice(lang.high).format(p), _scaled(target, HIGH), "intensity"))
             if negated is not None:  # every negation form: "no", "without", "not" must all switch an idea off
-                out.extend((form.format(p), dict(negated), "negation") for form in neg)
+                out.extend((form.format(p), dict(negated), "negation") for form in lang.neg)
     return out
 
 
-def _combos(lang: str, singles: list[tuple[str, dict[str, float], str]], n: int, rng: random.Random):
-    join = EN_JOIN if lang == "en" else ZH_JOIN
+def _combos(lang: Language, singles: list[tuple[str, dict[str, float], str]], n: int, rng: random.Random):
     out = []
     while len(out) < n:
         k = 2 if rng.random() < 0.7 else 3
@@ -144,7 +179,7 @@ def _combos(lang: str, singles: list[tuple[str, dict[str, float], str]], n: int,
             continue  # two atoms on one edit would sum to an ambiguous target
         text = parts[0][0]
         for p in parts[1:]:
-            text += rng.choice(join) + p[0]
+            text += rng.choice(lang.join) + p[0]
         target: dict[str, float] = {}
         for _, t, _ in parts:
             target.update(t)
@@ -152,39 +187,45 @@ def _combos(lang: str, singles: list[tuple[str, dict[str, float], str]], n: int,
     return out
 
 
+def _row(text: str, lang: str, kind: str, target: dict[str, float]) -> dict:
+    split = "heldout" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT else "train"
+    return {"text": text, "lang": lang, "kind": kind, "split": split,
+            "target": {k: v for k, v in sorted(target.items()) if v != 0}}
+
+
 def build() -> list[dict]:
-    rng = random.Random(SEED)
-    rows, seen = [], set()
-    for lang in ("en", "zh"):
-        frame = EN_FRAME if lang == "en" else ZH_FRAME
-        singles = _variants(lang, rng)
-        combos = _combos(lang, [s for s in singles if s[2] != "negation" or rng.random() < 0.5], 320 if lang == "en" else 260, rng)
+    langs = languages()
+    rows = []
+    # the hand-written zero-shot prompts stay held out: a generated prompt that happens to equal one is skipped
+    seen = {json.loads(line)["text"] for line in ZERO_SHOT.read_text(encoding="utf-8").splitlines() if line.strip()}
+    rng = random.Random(SEED)   # English and Chinese share one generator (their prompts predate the others')
+    for lang in langs:
+        r = rng if lang.code in ("en", "zh") else random.Random(f"{SEED}-{lang.code}")
+        singles = _variants(lang, r)
+        combos = _combos(lang, [s for s in singles if s[2] != "negation" or r.random() < 0.5],
+                         COMBOS.get(lang.code, COMBOS_OTHER), r)
         for text, target, kind in singles + combos:
-            text = rng.choice(frame).format(text) if kind != "negation" else text
+            text = r.choice(lang.frame).format(text) if kind != "negation" else text
             if text in seen:
                 continue
             seen.add(text)
-            split = "heldout" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT else "train"
-            rows.append({"text": text, "lang": lang, "kind": kind, "split": split,
-                         "target": {k: v for k, v in sorted(target.items()) if v != 0}})
+            rows.append(_row(text, lang.code, kind, target))
     # Negations inside a request frame ("give me without self-assured", "我想要不要笑"): without these the
     # frame words were only ever seen around wishes, and a framed negated mood leaked its edits. Drawn with
     # their own generator after everything above, so the earlier prompts (and their split) do not change.
     extra = random.Random(SEED + 1)
-    for lang in ("en", "zh"):
-        frames = [f for f in (EN_FRAME if lang == "en" else ZH_FRAME) if f != "{}"]
-        neg = EN_NEG if lang == "en" else ZH_NEG
-        for name, (en, zh, _, _, negated) in ATOMS.items():
+    for lang in langs:
+        r = extra if lang.code in ("en", "zh") else random.Random(f"{SEED + 1}-{lang.code}")
+        frames = [f for f in lang.frame if f != "{}"]
+        for name, (_, _, _, _, negated) in ATOMS.items():
             if negated is None:
                 continue
-            for p in en if lang == "en" else zh:
-                text = extra.choice(frames).format(extra.choice(neg).format(p))
+            for p in lang.phrases[name]:
+                text = r.choice(frames).format(r.choice(lang.neg).format(p))
                 if text in seen:
                     continue
                 seen.add(text)
-                split = "heldout" if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT else "train"
-                rows.append({"text": text, "lang": lang, "kind": "negation", "split": split,
-                             "target": {k: v for k, v in sorted(negated.items()) if v != 0}})
+                rows.append(_row(text, lang.code, "negation", negated))
     return rows
 
 

@@ -74,7 +74,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                 "406": _error("Accept names neither image/png nor image/jpeg (code not_acceptable)"),
                 "422": _error("refused: map_bad_index, source_no_consent, source_no_face, source_too_small, source_too_turned, "
                               "source_occluded, source_bad_image, source_protected_identity, target_no_face, "
-                              "target_bad_image, prompt_refused (with its category)"),
+                              "target_bad_image, prompt_refused (with its category, the clause that decided and method: term, pattern or classifier), prompt_not_understood"),
                 "500": _error("a pipeline step failed (code <stage>_failed); no unmarked image is ever returned"),
                 "503": _error("busy, with Retry-After: upload bodies in transfer (uploads_busy), photos in progress or the "
                               "memory budget for images in flight (busy, source_busy, target_busy); or prompt_unavailable"),

@@ -365,8 +365,11 @@ class PhotoFuser:
             decision = parts.prompts.set_prompt(session, prompt)
             if decision.get("allowed") is False:
                 parts.audit("api_fuse_refused", **base, code="prompt_refused", category=decision.get("category"))
-                raise FuseRefused(422, "prompt_refused", f"prompt refused: {decision.get('reason')}",
-                                  extra={"category": decision.get("category")})
+                raise FuseRefused(422, "prompt_refused", str(decision.get("reason")),
+                                  extra={k: decision.get(k) for k in ("category", "clause", "method")})
+            if decision.get("understood") is False:
+                parts.audit("api_fuse_refused", **base, code="prompt_not_understood")
+                raise FuseRefused(422, "prompt_not_understood", str(decision.get("reason")))
         return reply
 
     def fuse(self, req: PhotoRequest) -> PhotoResult:

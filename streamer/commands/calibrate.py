@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-HELP = "fit the prompt -> edits head for a text encoder from the phrase corpus and save the artifact"
+HELP = ("fit the prompt -> edits head (phrase corpus) and the intent head (policy corpus) for a text encoder "
+        "and save both artifacts")
 
 
 def add_arguments(parser) -> None:
@@ -16,7 +17,9 @@ def add_arguments(parser) -> None:
                    help="feed Chinese to the encoder as is (the default for e5)")
     g.add_argument("--glossary", dest="glossary", action="store_true",
                    help="translate Chinese with engines/glossary.py first (the default for minilm and local folders)")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default 400)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps of the edit head (default 600)")
+    parser.add_argument("--only", choices=("edits", "intent"), help="fit one head only (default: both)")
+    parser.add_argument("--policy-corpus", help="labelled policy corpus folder (default: data/policy/corpus)")
     parser.add_argument("--device", default="cpu", help="device for the encoder (cpu, cuda)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (the default)")
 
@@ -25,9 +28,12 @@ def run(args) -> int:
     import json
     import sys
     from dataclasses import replace
+    from pathlib import Path
 
     from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate
-    from engines.text import EncoderError, TextEncoder, artifact_path_for
+    from engines.intent import intent_artifact_for
+    from engines.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent
+    from engines.text import EncoderError, TextEncoder, artifact_path_for, pin
 
     try:
         encoder = TextEncoder(args.encoder, device=args.device)
@@ -38,9 +44,18 @@ def run(args) -> int:
     if args.steps:
         config = replace(config, steps=args.steps)
     named = encoder.spec.artifact if encoder.spec is not None else None
-    output = args.output or named or artifact_path_for(encoder.id)
+    output = Path(args.output or named or artifact_path_for(encoder.id))
+    report: dict = {}
     try:
-        _, report = calibrate(encoder, args.corpus or CORPUS_DIR, output, config)
+        if args.only != "intent":
+            _, report["edits"] = calibrate(encoder, args.corpus or CORPUS_DIR, output, config)
+            pin(output)
+        if args.only != "edits":
+            intent_out = intent_artifact_for(output)
+            _, report["intent"] = calibrate_intent(encoder, intent_out, IntentConfig(),
+                                                   policy_corpus=args.policy_corpus or POLICY_CORPUS,
+                                                   prompt_corpus=args.corpus or CORPUS_DIR)
+            pin(intent_out)
     except (FileNotFoundError, ValueError) as exc:
         sys.stderr.write(f"livefuse calibrate: {exc}\n")
         return 2

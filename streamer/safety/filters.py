@@ -1,36 +1,40 @@
-"""Prompt policy: refuse prompts in the categories of a replaceable policy file (impersonating real or
-public people, sexual content, minors, hate), by terms and patterns per language (en, zh, ja, ko, es, fr,
-de, pt) and by sentence-embedding similarity to each category's examples.
+"""Prompt policy: refuse prompts in the categories of an editable policy file (impersonating a real
+person, sexual content, minors, hate) by terms and patterns per language (en, zh, ja, ko, es, fr, de, pt)
+as a fast first pass, then by the intent classifier (engines/intent.py), a head fitted per encoder on the
+labelled corpus in data/policy/ with thresholds chosen for the benign pass rate first.
 
-An embedding match must beat both the threshold and the nearest *allowed* example by a margin, so
-near-misses such as "professional look" or "look a bit younger" pass. Threshold and margin belong to the
-encoder (`Similarity`, per encoder name in the policy file): MiniLM's similarities spread over 0.25-0.85,
-e5's sit in a narrow band (0.8-0.95), so one number cannot serve both. The filter reads no prompt itself:
-it takes the prompt's one reading (`engines.text.Condition`: normalised text, clauses, their pooled
-embeddings) that the prompt cache also keeps for the edits stage, so a prompt is encoded once. With an
-English-only encoder (its calibration translates Chinese through the glossary), clauses in a script it
-cannot read are matched by terms and patterns only.
+The filter reads no prompt itself: it takes the prompt's one reading (`engines.text.Condition`: clauses,
+their embeddings and the intent head's probabilities for each) that the prompt cache also keeps for the
+edits stage, so a prompt is encoded once. A refusal names its category, the clause that triggered it and
+what decided (a term, a pattern or the classifier), in words that describe what LiveFuse doesn't make
+rather than what the user did. With an English-only encoder (its calibration translates Chinese through
+the glossary), clauses in a script it cannot read are judged by terms and patterns only.
+
+The policy file is re-read when it changes (checked at most once a second), so an operator extends the
+policy without code or a restart; a malformed edit is logged and the previous policy stays in force.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-import unicodedata
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import numpy as np
-
-from engines.text import normalise_prompt
+from engines.text import clauses, latin_only, negation_before, normalise_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.text import Condition, PromptModel
 
+log = logging.getLogger(__name__)
+
 DEFAULT_POLICY = Path(__file__).with_name("policy.json")
+RELOAD_INTERVAL_S = 1.0
 
 
 class PolicyError(ValueError):
@@ -45,31 +49,19 @@ SUBSTRING_LANGS = frozenset({"zh", "ja", "ko"})
 @dataclass(frozen=True, slots=True)
 class Category:
     name: str
-    reason: str
+    message: str                       # what the user reads when a prompt is refused in this category
     words: tuple[str, ...] = ()        # terms_<lang> of spaced languages: whole-word matches
     substrings: tuple[str, ...] = ()   # terms_zh / _ja / _ko: substring matches (spaces ignored)
     patterns: tuple[str, ...] = ()     # patterns_<lang>, all languages
-    examples: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Similarity:
-    """When an embedding match refuses: similarity >= threshold and >= the nearest allowed example's + margin."""
-    threshold: float = 0.58
-    margin: float = 0.05
+    threshold: float | None = None     # overrides the classifier's threshold for this category
 
 
 @dataclass(frozen=True, slots=True)
 class PromptPolicy:
     categories: tuple[Category, ...]
-    allowed_examples: tuple[str, ...] = ()
-    allow_terms: tuple[str, ...] = ()
-    # per encoder name (engines.text.ENCODERS); "default" for any other encoder
-    similarity: Mapping[str, Similarity] = field(default_factory=lambda: MappingProxyType({"default": Similarity()}))
+    allow_terms: tuple[str, ...] = ()      # blanked before terms and patterns: "nude lipstick"
+    allow_patterns: tuple[str, ...] = ()   # likewise, as regular expressions: "5 years younger"
     source: str = ""
-
-    def similarity_for(self, encoder: str) -> Similarity:
-        return self.similarity.get(encoder) or self.similarity.get("default") or Similarity()
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> "PromptPolicy":
@@ -77,23 +69,16 @@ class PromptPolicy:
         try:
             raw = json.loads(p.read_text(encoding="utf-8"))
             cats = tuple(_category(c) for c in raw["categories"])
-            for c in cats:
-                for pat in c.patterns:
-                    re.compile(pat)
-            sim = raw.get("similarity", {})
-            if "threshold" in sim or "margin" in sim:     # one setting for every encoder
-                sim = {"default": sim}
-            return cls(
-                categories=cats,
-                allowed_examples=tuple(raw.get("allowed_examples", ())),
-                allow_terms=tuple(normalise_prompt(t) for t in raw.get("allow_terms", ())),
-                similarity=MappingProxyType({str(name): Similarity(float(v.get("threshold", 0.58)), float(v.get("margin", 0.05)))
-                                             for name, v in sim.items()}),
-                source=str(p),
-            )
+            allow_patterns = raw.get("allow_patterns", {})
+            if isinstance(allow_patterns, Mapping):
+                allow_patterns = [pat for pats in allow_patterns.values() for pat in pats]
+            for pat in [pt for c in cats for pt in c.patterns] + list(allow_patterns):
+                re.compile(pat)
+            return cls(categories=cats, allow_terms=tuple(normalise_prompt(t) for t in raw.get("allow_terms", ())),
+                       allow_patterns=tuple(str(pt) for pt in allow_patterns), source=str(p))
         except FileNotFoundError:
             raise PolicyError(f"prompt policy file {p} not found") from None
-        except (KeyError, TypeError, ValueError, re.error) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:
             raise PolicyError(f"prompt policy file {p} is malformed: {exc}") from None
 
 
@@ -102,13 +87,14 @@ def _category(c: Mapping[str, Any]) -> Category:
         return [(k[len(prefix):], list(v)) for k, v in c.items() if k.startswith(prefix)]
 
     terms = keyed("terms_")
+    threshold = c.get("threshold")
     return Category(
         name=str(c["name"]),
-        reason=str(c.get("reason") or f"{c['name']} is not allowed"),
+        message=str(c.get("message") or c.get("reason") or f"LiveFuse doesn't make {c['name']} content."),
         words=tuple(normalise_prompt(t) for lang, ts in terms if lang not in SUBSTRING_LANGS for t in ts),
         substrings=tuple(normalise_prompt(t).replace(" ", "") for lang, ts in terms if lang in SUBSTRING_LANGS for t in ts),
         patterns=tuple(str(p) for _, ps in keyed("patterns_") for p in ps),
-        examples=tuple(str(e) for e in c.get("examples", ())),
+        threshold=float(threshold) if threshold is not None else None,
     )
 
 
@@ -116,120 +102,165 @@ def _category(c: Mapping[str, Any]) -> Category:
 class PromptDecision:
     allowed: bool
     category: str | None = None
-    reason: str = ""
-    method: str | None = None        # "term", "pattern" or "embedding"
-    matched: str | None = None       # the term, or the nearest example
-    score: float = 0.0               # embedding similarity of the best refused category
+    reason: str = ""                 # what the user reads (the category's message)
+    method: str | None = None        # "term", "pattern", "classifier" or "length"
+    matched: str | None = None       # the term or the text the pattern matched
+    clause: str | None = None        # the part of the prompt that decided
+    score: float = 0.0               # the classifier's probability for the category
+    understood: bool = True          # False: nothing in the prompt asks for a face edit
+    ignored: tuple[str, ...] = ()    # clauses read as asking for nothing a face filter does
 
     def as_dict(self) -> dict[str, Any]:
         return {"allowed": self.allowed, "category": self.category, "reason": self.reason, "method": self.method,
-                "matched": self.matched, "score": round(self.score, 3)}
+                "matched": self.matched, "clause": self.clause, "score": round(self.score, 3),
+                "understood": self.understood, "ignored": list(self.ignored)}
 
 
-def _latin_only(s: str) -> bool:
-    """Every letter is Latin script (what an English-only encoder has a vocabulary for)."""
-    return all(not ch.isalpha() or ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") for ch in s)
+NOT_UNDERSTOOD = ("Not understood: this doesn't describe a change to a face, so nothing was applied. "
+                  "Try words like \"a slight smile\", \"warmer skin\" or \"red lipstick\".")
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    policy: PromptPolicy
+    terms: tuple[tuple[Category, tuple[tuple[str, re.Pattern], ...]], ...]
+    patterns: tuple[tuple[Category, tuple[re.Pattern, ...]], ...]
+    allow: tuple[re.Pattern, ...]
+
+    @classmethod
+    def of(cls, policy: PromptPolicy) -> "_Compiled":
+        return cls(
+            policy,
+            tuple((c, tuple((t, re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)")) for t in c.words))
+                  for c in policy.categories),
+            tuple((c, tuple(re.compile(p, re.IGNORECASE) for p in c.patterns)) for c in policy.categories),
+            tuple(re.compile(p, re.IGNORECASE) for p in policy.allow_patterns))
 
 
 class PromptFilter:
-    """`check(text, reading)` -> PromptDecision. `model` (an `engines.text.PromptModel`) is optional:
-    without it only terms and patterns are matched. Its encoder embeds the policy's examples once."""
+    """`check(text, reading)` -> PromptDecision. `model` (an `engines.text.PromptModel`, with its intent
+    head) is optional: without it only terms and patterns are matched. `policy` is a path (re-read when
+    the file changes) or a loaded PromptPolicy (fixed)."""
 
-    def __init__(self, policy: PromptPolicy | None = None, model: "PromptModel | None" = None) -> None:
-        self.policy = policy or PromptPolicy.load()
+    def __init__(self, policy: PromptPolicy | str | os.PathLike | None = None, model: "PromptModel | None" = None) -> None:
+        self._path = None if isinstance(policy, PromptPolicy) else Path(policy or DEFAULT_POLICY)
+        loaded = policy if isinstance(policy, PromptPolicy) else PromptPolicy.load(self._path)
+        self._compiled = _Compiled.of(loaded)
+        self._stamp = self._file_stamp()
+        self._checked = time.monotonic()
+        self._reload_lock = threading.Lock()
+        self.reloads = 0
+        self.reload_errors = 0
         self.model = model
         self.encoder = model.encoder if model is not None else None
-        self.similarity = self.policy.similarity_for(model.encoder.name) if model is not None else Similarity()
+        self.classifier = model is not None and getattr(model, "intent", None) is not None
         # an encoder calibrated through the glossary is English-only: it reads Latin script only
         self.latin_only = bool(model is not None and model.meta.glossary)
-        self._term_res = [
-            (c, [(t, re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)")) for t in c.words])
-            for c in self.policy.categories
-        ]
-        self._patterns = [(c, [re.compile(p, re.IGNORECASE) for p in c.patterns]) for c in self.policy.categories]
-        self._examples: list[tuple[Category, np.ndarray, tuple[str, ...]]] = []
-        self._allowed: np.ndarray | None = None
-        if self.encoder is not None:
-            readable = (lambda texts: tuple(t for t in texts if _latin_only(t))) if self.latin_only else tuple
-            for c in self.policy.categories:
-                examples = readable(c.examples)
-                if examples:
-                    self._examples.append((c, self._embed(examples), examples))
-            anchors = readable(self.policy.allowed_examples)
-            if anchors:
-                self._allowed = self._embed(anchors)
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        return _unit(np.asarray(self.encoder.encode(list(texts)).pooled, np.float32))  # type: ignore[union-attr]
+    @property
+    def policy(self) -> PromptPolicy:
+        return self._compiled.policy
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        if self._path is None:
+            return None
+        try:
+            st = self._path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def refresh(self, force: bool = False) -> bool:
+        """Re-read the policy file if it changed (at most once a second unless `force`). True on a reload."""
+        if self._path is None:
+            return False
+        now = time.monotonic()
+        if not force and now - self._checked < RELOAD_INTERVAL_S:
+            return False
+        with self._reload_lock:
+            self._checked = now
+            stamp = self._file_stamp()
+            if stamp == self._stamp:
+                return False
+            self._stamp = stamp
+            try:
+                self._compiled = _Compiled.of(PromptPolicy.load(self._path))
+            except PolicyError as exc:
+                self.reload_errors += 1
+                log.error("%s; the previous prompt policy stays in force", exc)
+                return False
+            self.reloads += 1
+            log.info("prompt policy re-read from %s", self._path)
+            return True
 
     def check(self, text: str, reading: "Condition | None" = None) -> PromptDecision:
         """`reading` is the prompt's Condition (from the prompt cache); without one the filter's model
         reads the prompt here (the CLI and tests)."""
+        self.refresh()
+        compiled = self._compiled
         norm = normalise_prompt(text)
-        for allow in self.policy.allow_terms:
-            norm = norm.replace(allow, " ")
-        compact = norm.replace(" ", "")
-        for cat, terms in self._term_res:
+        screened = norm
+        for allow in compiled.policy.allow_terms:
+            screened = screened.replace(allow, " ")
+        for rx in compiled.allow:
+            screened = rx.sub(" ", screened)
+        compact = screened.replace(" ", "")
+        for cat, terms in compiled.terms:
             for term, rx in terms:
-                if rx.search(norm):
-                    return PromptDecision(False, cat.name, cat.reason, "term", term)
+                if rx.search(screened) and not _negated(norm, term):
+                    return self._refuse(cat, "term", term, _clause_with(norm, term))
             for term in cat.substrings:
-                if term in compact:
-                    return PromptDecision(False, cat.name, cat.reason, "term", term)
-        for cat, pats in self._patterns:
+                if term in compact and not _negated(norm, term):
+                    return self._refuse(cat, "term", term, _clause_with(norm, term))
+        for cat, pats in compiled.patterns:
             for rx in pats:
-                m = rx.search(norm) or rx.search(compact)
-                if m:
-                    return PromptDecision(False, cat.name, cat.reason, "pattern", m.group(0))
-        if not self._examples or not norm.strip():
+                m = rx.search(screened) or rx.search(compact)
+                if m and not _negated(norm, m.group(0)):
+                    return self._refuse(cat, "pattern", m.group(0), _clause_with(norm, m.group(0)))
+        if not norm:
             return PromptDecision(True)
+        if reading is None and self.model is not None:
+            reading = self.model.encode([text])[0]
         if reading is None:
-            reading = self.model.encode([text])[0]  # type: ignore[union-attr]
-        best: PromptDecision | None = None
-        for cat, name, s, allow in self._matches(reading):
-            if s >= self.similarity.threshold and s >= allow + self.similarity.margin and (best is None or s > best.score):
-                best = PromptDecision(False, cat.name, cat.reason, "embedding", name, s)
-        return best or PromptDecision(True)
+            return PromptDecision(True)
+        if self.classifier and reading.intents is not None:
+            texts = reading.row_texts()
+            best: tuple[Category, float, str] | None = None
+            for i, row_text in enumerate(texts[: len(reading.intents.probs)]):
+                if self.latin_only and not latin_only(row_text):
+                    continue
+                for cat in compiled.policy.categories:
+                    p = reading.intents.prob(i, cat.name)
+                    t = cat.threshold if cat.threshold is not None else reading.intents.thresholds.get(cat.name)
+                    if t is not None and p >= t and (best is None or p > best[1]):
+                        best = (cat, p, row_text)
+            if best is not None:
+                cat, p, row_text = best
+                return self._refuse(cat, "classifier", None, row_text, p)
+        return PromptDecision(True, understood=reading.understood, ignored=tuple(reading.ignored))
 
-    def _matches(self, reading: "Condition") -> list[tuple[Category, str, float, float]]:
-        """Per category: its nearest example, the similarity and, for the clause that matched it, the
-        nearest allowed example's similarity."""
-        e = _readable_embeddings(reading, self.latin_only)
-        if not len(e) or not self._examples:
-            return []
-        e = _unit(e)
-        allow = (e @ self._allowed.T).max(axis=1) if self._allowed is not None else np.zeros(len(e))
-        out = []
-        for cat, ex, names in self._examples:
-            sims = e @ ex.T
-            i, j = np.unravel_index(int(np.argmax(sims)), sims.shape)
-            out.append((cat, names[j], float(sims[i, j]), float(allow[i])))
-        return out
-
-
-def nearest(flt: PromptFilter, reading: "Condition") -> tuple[float, float, str | None]:
-    """(best similarity to a refused example, the allowed similarity of that clause, its category): what
-    bench/policy_margins.py reports to choose an encoder's threshold and margin."""
-    matches = flt._matches(reading)
-    if not matches:
-        return 0.0, 0.0, None
-    cat, _, s, allow = max(matches, key=lambda m: m[2])
-    return s, allow, cat.name
+    @staticmethod
+    def _refuse(cat: Category, method: str, matched: str | None, clause: str, score: float = 0.0) -> PromptDecision:
+        return PromptDecision(False, cat.name, cat.message, method, matched, clause, score)
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
+def _negated(norm: str, needle: str) -> bool:
+    """The clause holding `needle` negates before it ("no nudity", "not like a child", "别把我弄得像个孩子"):
+    a term there is no refusal by itself; the classifier reads the whole clause."""
+    clause = _clause_with(norm, needle)
+    at = clause.find(needle)
+    if at < 0:
+        at = clause.replace(" ", "").find(needle.replace(" ", ""))
+    return at >= 0 and negation_before(clause, at)
 
 
-def _readable_embeddings(reading: "Condition", latin_only: bool) -> np.ndarray:
-    """The rows of the reading's embeddings (its clauses, then the whole prompt) whose text the encoder
-    could read: Chinese the glossary left untranslated, kana or hangul say nothing to an English encoder."""
-    rows = np.asarray(reading.embeddings, np.float32)
-    if not latin_only:
-        return rows
-    texts = list(reading.clauses) + ([reading.encoder_text] if len(reading.clauses) > 1 else [])
-    keep = [i for i, t in enumerate(texts[: len(rows)]) if _latin_only(t)]
-    return rows[keep]
+def _clause_with(norm: str, needle: str) -> str:
+    """The clause of the prompt that holds `needle` (spaces ignored, as substring terms are matched)."""
+    bare = needle.replace(" ", "")
+    for c in clauses(norm):
+        if needle in c or bare in c.replace(" ", ""):
+            return c
+    return norm
 
 
 Understand = Callable[[str], "Condition | None"]   # prompt text -> its reading (None: none could be made)
@@ -252,20 +283,33 @@ class PromptGate:
         self.understand = understand
 
     def set_prompt(self, session: Any, text: str) -> dict[str, Any]:
+        """Refused: the stream keeps its prompt, the client reads why (category, the clause, what decided).
+        Not understood (no clause asks for a face edit): the stream keeps its prompt too, and the client
+        is told so rather than shown edits nobody asked for. Otherwise applied; clauses that asked for
+        nothing a face filter does are listed as `ignored`."""
         if len(text) > self.max_length:
-            decision = PromptDecision(False, "length", f"prompt is longer than {self.max_length} characters")
+            decision = PromptDecision(False, "length", f"The prompt is longer than {self.max_length} characters; "
+                                                       f"shorten it.", "length")
         else:
             reading = self.understand(text) if self.understand is not None else None
             decision = self.filter.check(text, reading)
         if self.audit is not None:
             self.audit("prompt", session=session.id, text=text[: self.max_length], **decision.as_dict())
         if not decision.allowed:
-            session.notify({"type": "prompt_refused", "reason": decision.reason, "category": decision.category})
-            return {"allowed": False, "reason": decision.reason, "category": decision.category, "prompt": session.controls.prompt}
+            refusal = {"reason": decision.reason, "category": decision.category, "clause": decision.clause,
+                       "method": decision.method}
+            session.notify({"type": "prompt_refused", "text": text[: self.max_length], **refusal})
+            return {"allowed": False, **refusal, "prompt": session.controls.prompt}
+        if not decision.understood:
+            session.notify({"type": "prompt_not_understood", "text": text[: self.max_length], "reason": NOT_UNDERSTOOD})
+            return {"allowed": True, "understood": False, "reason": NOT_UNDERSTOOD, "prompt": session.controls.prompt}
         if self.apply is not None:
             out = dict(self.apply(session, text))
         else:
             session.update(prompt=text)
             out = {"prompt": text}
         out["allowed"] = True
+        out["understood"] = True
+        if decision.ignored:
+            out["ignored"] = list(decision.ignored)
         return out

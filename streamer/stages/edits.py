@@ -109,6 +109,8 @@ class EditsStage:
             event["message"] = f"prompt cut to the encoder's limit of {cond.token_limit} tokens"
         if cond.unknown:
             event["unknown"] = "".join(dict.fromkeys(cond.unknown))[:100]
+        if cond.ignored:   # clauses that ask for nothing a face filter does: they move no edit
+            event["ignored"] = [c[:200] for c in cond.ignored]
         context.notify(event)
 
     def current(self) -> dict[str, float]:

@@ -196,10 +196,10 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                 if SCREENSHOT:
                     await page.screenshot(path=SCREENSHOT, full_page=True)
 
-                # a refused prompt: the reason is shown and the previous prompt stays
+                # a refused prompt: the part that decided and why are shown, the previous prompt stays
                 await page.fill("#prompt", "make me look like Tom Cruise")
                 await page.click("#prompt-form button")
-                await page.wait_for_function("document.getElementById('prompt-status').textContent.startsWith('Refused')",
+                await page.wait_for_function("document.getElementById('prompt-status').textContent.startsWith('Not applied')",
                                              timeout=10_000)
                 refused_text = await page.inner_text("#prompt-status")
                 prompt_after_refusal = peer.session.controls.prompt
@@ -247,7 +247,8 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
     # (c) the page says what the prompt was understood as
     assert understood["text"] == PROMPT and understood["understood"].get("smile", 0) > 0.1
     assert "Understood as:" in understood_text and "smile +" in understood_text
-    assert "Refused:" in refused_text and "impersonat" in refused_text and prompt_after_refusal == PROMPT
+    assert "“make me look like tom cruise”" in refused_text and "specific real person" in refused_text
+    assert "previous look stays" in refused_text and prompt_after_refusal == PROMPT
 
     # (d) the frames the browser received carry this session's watermark
     det, _ = wm.extract_many(frames, wm.make_key(wm.WatermarkConfig()))

@@ -13,12 +13,12 @@ import pytest
 from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate, load_corpus, score, targets
 from engines.text import DEFAULT_ARTIFACT, EDIT_NAMES, MINILM_ARTIFACT, TextEncoder, load_artifact, load_prompt_model
 
-ZERO_SHOT_LANGS = ("ja", "ko", "es", "fr", "de", "pt")
-# Zero-shot sign agreement goal per language: the head never saw these languages, so a blind guess scores
-# 0.5 and the English-only MiniLM measures 0.48-0.63 on the same prompts (its committed artifact's
-# held-out scores); 0.7 is above everything an encoder without cross-lingual alignment reaches, and
-# below e5's worst language (Korean, 0.73; the others 0.85-1.0, docs/prompts.md).
-ZERO_SHOT_GOAL = 0.7
+LANGS = ("en", "zh", "ja", "ko", "es", "fr", "de", "pt")
+SIGN_GOAL = 0.9      # the product's goal: sign accuracy per language on the held-out split (heldout + zero_shot)
+LEAKAGE_GOAL = 0.08  # mean |value| of the edits a held-out prompt does not name
+# Japanese and Korean do not reach the goal yet (committed e5 head: 0.899 and 0.879, docs/prompts.md); their
+# floors are those figures less a margin, so a fit that reads them worse fails here.
+SIGN_FLOOR = {"ja": 0.88, "ko": 0.86}
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +39,15 @@ def small_corpus(tmp_path):
     return out
 
 
-def test_corpus_is_big_bilingual_split_and_covers_the_kinds():
+def test_corpus_covers_eight_languages_split_and_the_kinds():
     train, held, _ = load_corpus()
     rows = train + held
-    assert len(rows) >= 600
-    assert {r.lang for r in train} == {"en", "zh"}
-    assert {r.lang for r in held} == {"en", "zh", *ZERO_SHOT_LANGS} and len(held) >= 0.15 * len(rows)
-    for lang in ZERO_SHOT_LANGS:
-        assert sum(r.lang == lang for r in held) >= 20
-    for lang in ("en", "zh"):
+    assert len(rows) >= 6000
+    assert {r.lang for r in train} == set(LANGS) and {r.lang for r in held} == set(LANGS)
+    assert len(held) >= 0.15 * len(rows)
+    for lang in LANGS:
+        assert sum(r.lang == lang for r in held) >= 40
+        assert sum(r.lang == lang and r.kind == "negation" for r in held) >= 10, lang
         kinds = {r.kind for r in rows if r.lang == lang}
         assert {"base", "intensity", "negation", "combination"} <= kinds
     assert not {r.text for r in train} & {r.text for r in held}
@@ -94,44 +94,49 @@ def test_committed_artifacts_match_the_corpus_and_meet_the_goals():
         assert meta.encoder_id == TextEncoder(name).id and meta.hidden_size == 384
         assert meta.glossary is (name == "minilm")
         for lang in ("en", "zh"):
-            assert meta.heldout[lang]["sign_agreement"] >= 0.9
-            assert meta.heldout[lang]["zero_within_0.2"] >= 0.99
+            assert meta.heldout[lang]["sign_agreement"] >= SIGN_GOAL
+            assert meta.heldout[lang]["leakage"] <= LEAKAGE_GOAL
     _, _, e5 = load_artifact(DEFAULT_ARTIFACT)
-    for lang in ZERO_SHOT_LANGS:   # held out, never trained on: the encoder carries them
-        assert e5.heldout[lang]["sign_agreement"] >= ZERO_SHOT_GOAL, (lang, e5.heldout[lang])
-    _, _, minilm = load_artifact(MINILM_ARTIFACT)
-    assert minilm.heldout["en"]["zero_max_abs"] <= 0.2
+    for lang in LANGS:
+        assert e5.heldout[lang]["sign_agreement"] >= SIGN_FLOOR.get(lang, SIGN_GOAL), (lang, e5.heldout[lang])
+        assert e5.heldout[lang]["leakage"] <= LEAKAGE_GOAL, (lang, e5.heldout[lang])
 
 
-def test_zero_shot_languages_work_on_the_live_path(capsys):
-    """The same held-out prompts through PromptModel.encode (clauses, gate, head) as a user types them;
-    the per-language figures are printed (pytest -s) and each must reach the goal."""
+def test_every_language_works_on_the_live_path(capsys):
+    """The held-out prompts through PromptModel.encode (clauses, negation gate, intent head, head,
+    dead zone) as a user types them; per-language figures printed (pytest -s), each must reach the goal."""
     _, held, _ = load_corpus()
     model = load_prompt_model()
     report = {}
-    for lang in ZERO_SHOT_LANGS:
+    for lang in LANGS:
         rows = [r for r in held if r.lang == lang]
         pred = np.array([[c.edits[n] for n in EDIT_NAMES] for c in model.encode([r.text for r in rows])])
         report[lang] = {"n": len(rows), **score(pred, targets(rows))}
     with capsys.disabled():
-        print("\nzero-shot sign agreement (e5, live path): " +
-              ", ".join(f"{lang} {r['sign_agreement']:.3f} (n={r['n']})" for lang, r in report.items()))
+        print("\nheld-out sign accuracy / leakage (e5, live path): " +
+              ", ".join(f"{lang} {r['sign_agreement']:.3f}/{r['leakage']:.3f} (n={r['n']})" for lang, r in report.items()))
     for lang, r in report.items():
-        assert r["n"] >= 20 and r["sign_agreement"] >= ZERO_SHOT_GOAL, (lang, r)
+        assert r["sign_agreement"] >= SIGN_FLOOR.get(lang, SIGN_GOAL) and r["leakage"] <= LEAKAGE_GOAL, (lang, r)
 
 
-def test_e5_reads_every_zero_shot_language_better_than_minilm():
-    _, _, e5 = load_artifact(DEFAULT_ARTIFACT)
-    _, _, minilm = load_artifact(MINILM_ARTIFACT)
-    for lang in ZERO_SHOT_LANGS:
-        assert e5.heldout[lang]["sign_agreement"] > minilm.heldout[lang]["sign_agreement"] + 0.1, lang
-        assert minilm.heldout[lang]["sign_agreement"] < ZERO_SHOT_GOAL     # the goal needs a multilingual encoder
+def test_the_issue_prompts_have_the_right_sign():
+    """"glattere Haut" smooths (it sharpened), "arrête de sourire" / "没有笑容" / "ohne Lächeln" / "笑わないで"
+    turn the smile down, and nothing else moves much."""
+    model = load_prompt_model()
+    cases = {"glattere Haut": ("skin_smooth", 1), "arrête de sourire": ("smile", -1), "don't smile": ("smile", -1),
+             "没有笑容": ("smile", -1), "ohne Lächeln": ("smile", -1), "a big smile": ("smile", 1),
+             "bigger eyes": ("eye_size", 1), "笑わないで": ("smile", -1), "sonrisa amplia": ("smile", 1)}
+    for (text, (edit, sign)), cond in zip(cases.items(), model.encode(list(cases))):
+        assert np.sign(cond.edits[edit]) == sign, (text, cond.summary())
+        others = [abs(v) for k, v in cond.edits.items() if k != edit]
+        assert max(others) <= 0.25, (text, cond.summary())
 
 
 def test_score_counts_signs_and_zero_leaks():
     y = np.array([[0.5, 0.0], [-0.5, 0.0]], np.float32)
     s = score(np.array([[0.1, 0.3], [0.2, 0.0]], np.float32), y)
     assert s["sign_agreement"] == 0.5 and s["zero_within_0.2"] == 0.5 and s["zero_max_abs"] == pytest.approx(0.3)
+    assert s["leakage"] == pytest.approx(0.15)
 
 
 def test_calibrating_a_decoder_llm_end_to_end(tiny_decoder, small_corpus, tmp_path, monkeypatch):
@@ -143,11 +148,11 @@ def test_calibrating_a_decoder_llm_end_to_end(tiny_decoder, small_corpus, tmp_pa
     out = artifact_path_for(enc.id)
     model, report = calibrate(enc, small_corpus, out, cfg)
     assert Path(report["artifact"]) == out and out.is_file()
-    assert set(report["heldout"]) == {"all", "en", "zh"}
+    assert set(report["heldout"]) == {"all"} | {r.lang for r in load_corpus(small_corpus)[1]}
     _, _, meta = load_artifact(out)
     assert meta.encoder_id == enc.id and meta.hidden_size == 32 and meta.corpus_sha256 == load_corpus(small_corpus)[2]
-    # the server's loader now finds it for this encoder
-    loaded = load_prompt_model(tiny_decoder)
+    # the server's loader now finds it for this encoder (its intent head is another fit: test_intent.py)
+    loaded = load_prompt_model(tiny_decoder, intent=False)
     (a,) = loaded.encode(["a big grin"])
     (b,) = model.encode(["a big grin"])
     assert a.vector.shape == (512,) and np.allclose(a.vector, b.vector, atol=1e-5)
@@ -173,8 +178,13 @@ def test_calibrate_command(tiny_decoder, small_corpus, tmp_path, capsys):
     rc = main(["calibrate", "--encoder", str(tiny_decoder), "--corpus", str(small_corpus), "-o", str(out), "--steps", "10", "--no-glossary"])
     assert rc == 0 and out.is_file()
     report = json.loads(capsys.readouterr().out)
-    assert report["encoder"] == TextEncoder(tiny_decoder).id and report["artifact"] == str(out)
+    assert report["edits"]["encoder"] == TextEncoder(tiny_decoder).id and report["edits"]["artifact"] == str(out)
     assert load_artifact(out)[2].glossary is False
+    # the intent head beside it, fitted in the same run, for the same encoder
+    from engines.intent import intent_artifact_for, load_intent_head
+
+    intent = intent_artifact_for(out)
+    assert report["intent"]["artifact"] == str(intent) and load_intent_head(intent).meta.encoder_id == report["edits"]["encoder"]
     assert main(["calibrate", "--encoder", str(tmp_path / "missing")]) == 2
     assert "no config.json" in capsys.readouterr().err
 

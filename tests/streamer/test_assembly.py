@@ -19,14 +19,6 @@ from streamer.session import Session
 from tests.watermark_clips import moving_clip
 
 
-@pytest.fixture(scope="module")
-def product(tmp_path_factory):
-    audit = tmp_path_factory.mktemp("audit") / "audit.jsonl"
-    p = Product(ProductConfig(safety=SafetyConfig(audit_path=str(audit))))
-    yield p
-    p.close()
-
-
 def run_clip(product, session, frames):
     pipeline = product.make_pipeline(session)
     try:

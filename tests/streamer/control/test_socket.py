@@ -76,16 +76,6 @@ async def open_probe(astronaut, url: str, http) -> ProbeClient:
     return probe
 
 
-@pytest.fixture(scope="module")
-def product(tmp_path_factory):
-    from streamer.assembly import Product, ProductConfig
-    from streamer.safety.kit import SafetyConfig
-
-    p = Product(ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path_factory.mktemp("audit") / "a.jsonl"))))
-    yield p
-    p.close()
-
-
 async def test_a_prompt_over_the_socket_reaches_the_products_edits_and_stats_arrive(product, grace_hopper):
     app = create_app(ServerConfig(stats_interval_s=0.3), product.services())
     server = TestServer(app, host="127.0.0.1", port=0)

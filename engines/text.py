@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from engines import glossary as zh_glossary
-from engines.artifacts import ASSETS, CalibrationError, check_pinned, pin, read_artifact, write_artifact  # noqa: F401
+from engines.artifacts import ASSETS, CalibrationError, read_artifact, write_artifact  # noqa: F401  (CalibrationError re-exported)
 from engines.cards import E5_SMALL_Q4, MINILM_L6, ModelCard
 from engines.edit_vocabulary import EDIT_NAMES  # the head's outputs, one per edit
 

@@ -33,7 +33,8 @@ def run(args) -> int:
     from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate
     from engines.intent import intent_artifact_for
     from engines.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent
-    from engines.text import EncoderError, TextEncoder, artifact_path_for, pin
+    from engines.artifacts import pin
+    from engines.text import EncoderError, TextEncoder, artifact_path_for
 
     try:
         encoder = TextEncoder(args.encoder, device=args.device)

@@ -13,8 +13,8 @@ import pytest
 
 from engines.intent import INTENTS, REFUSED, UNRELATED, intent_artifact_for, load_intent_head
 from engines.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent, load_policy_corpus, split_of
-from engines.text import (ASSETS, DEFAULT_ARTIFACT, MINILM_ARTIFACT, CalibrationError, TextEncoder, check_pinned,
-                          normalise_prompt)
+from engines.artifacts import ASSETS, CalibrationError, check_pinned
+from engines.text import DEFAULT_ARTIFACT, MINILM_ARTIFACT, TextEncoder, normalise_prompt
 
 LANGS = {"en", "zh", "ja", "ko", "es", "fr", "de", "pt"}
 

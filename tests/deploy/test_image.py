@@ -157,8 +157,15 @@ def test_the_container_runs_the_charts_pod_spec(image, tmp_path):
     if helm is None:
         pytest.fail("helm is needed to render the chart: make helm")
     port = free_port()
+    # the tokens file as an operator gives it to the chart: /metrics asks the scraper for its token
+    from streamer.safety.auth import TokenStore
+
+    store = TokenStore()
+    scraper = store.issue("prometheus")
+    store.save(tmp_path / "tokens.json")
     r = subprocess.run([helm, "template", "lf", str(CHART), "--set", f"server.port={port}",
-                        "--set", "server.drainTimeout=20"], capture_output=True, text=True, timeout=60)
+                        "--set", "server.drainTimeout=20", "--set-file", f"secrets.tokensJson={tmp_path / 'tokens.json'}"],
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     (dep,) = [d for d in docs if d["kind"] == "Deployment"]
@@ -210,6 +217,10 @@ def test_the_container_runs_the_charts_pod_spec(image, tmp_path):
         req = urllib.request.Request(f"http://127.0.0.1:{port}{c['livenessProbe']['httpGet']['path']}", headers=host)
         assert urllib.request.urlopen(req, timeout=2).status == 200
         req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=host)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=2)
+        assert refused.value.code == 401
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={**host, "Authorization": f"Bearer {scraper}"})
         assert "livefuse_load_ratio" in urllib.request.urlopen(req, timeout=2).read().decode()
         # a Host the pod does not answer to is refused (the chart's names only)
         req = urllib.request.Request(f"http://127.0.0.1:{port}/healthz", headers={"Host": "evil.example"})

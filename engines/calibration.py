@@ -90,12 +90,14 @@ def targets(examples: Sequence[Example], names: Sequence[str] = EDIT_NAMES) -> n
     return y
 
 
+def encoder_input(text: str, glossary: bool) -> str:
+    """What the encoder reads of a prompt, as the live path prepares it (PromptModel.prepare)."""
+    norm = normalise_prompt(text)
+    return zh_glossary.translate(norm)[0] if glossary else norm
+
+
 def encoder_inputs(examples: Iterable[Example], glossary: bool) -> list[str]:
-    out = []
-    for ex in examples:
-        text = normalise_prompt(ex.text)
-        out.append(zh_glossary.translate(text)[0] if glossary else text)
-    return out
+    return [encoder_input(ex.text, glossary) for ex in examples]
 
 
 def pool(encoder: TextEncoder, texts: Sequence[str], batch: int) -> np.ndarray:

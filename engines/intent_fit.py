@@ -26,8 +26,7 @@ import numpy as np
 import torch
 
 from engines.intent import ALLOWED, INTENTS, REFUSED, UNRELATED, IntentHead, IntentMeta, IntentModel, save_intent_head
-from engines import glossary as zh_glossary
-from engines.calibration import default_glossary
+from engines.calibration import default_glossary, encoder_input
 from engines.text import TextEncoder, clauses, latin_only, normalise_prompt
 
 POLICY_CORPUS = Path(__file__).resolve().parent.parent / "data" / "policy" / "corpus"
@@ -114,12 +113,7 @@ def readable(examples: Sequence[Labelled], glossary: bool) -> list[Labelled]:
     after the glossary; the live filter leaves the rest to terms and patterns."""
     if not glossary:
         return list(examples)
-    return [e for e in examples if latin_only(encoder_text(e.text, True))]
-
-
-def encoder_text(text: str, glossary: bool) -> str:
-    norm = normalise_prompt(text)
-    return zh_glossary.translate(norm)[0] if glossary else norm
+    return [e for e in examples if latin_only(encoder_input(e.text, True))]
 
 
 def rows_of(encoder: TextEncoder, examples: Sequence[Labelled], batch: int, cache: dict[str, np.ndarray],
@@ -127,7 +121,7 @@ def rows_of(encoder: TextEncoder, examples: Sequence[Labelled], batch: int, cach
     """The live path's rows for each prompt: its clauses, then (when it has several) the whole prompt."""
     texts, owner, whole = [], [], []
     for i, ex in enumerate(examples):
-        norm = encoder_text(ex.text, glossary)
+        norm = encoder_input(ex.text, glossary)
         parts = clauses(norm) or [norm]
         if len(parts) == 1:
             texts.append(parts[0]); owner.append(i); whole.append(True)

@@ -1,6 +1,7 @@
 """The page as a user sees it, at desktop and at phone width, and the watch page before a stream starts:
 `python -m tests.e2e.page_screenshots [DIR]` (`make screenshots`: DIR = docs/img) writes page_desktop.png,
-page_phone.png and watch_waiting.png.
+page_phone.png, watch_waiting.png, and the prompt box after a refused prompt (prompt_refused.png) and
+after one that asks for no face edit (prompt_not_understood.png).
 
 The real product on loopback and Debian's headless Chromium with a fake camera showing a real face (the
 Grace Hopper photo), as in the browser tests: the demo face ticked, the prompt "a slight smile" added,
@@ -39,6 +40,14 @@ async def _live_page(page, url: str) -> None:
                                  " && window.livefuse.faces.some(f => f.source_id)", timeout=60_000)
     await page.wait_for_function("document.getElementById('now-fusion').textContent.startsWith('Fusion: on')", timeout=30_000)
     await asyncio.sleep(1.5)   # the prompt's blend is over and the video shows recent frames
+
+
+async def _prompt_box(page) -> dict:
+    """The page region from the prompt field to the list of what is active."""
+    top = await page.locator("#prompt-form").bounding_box()
+    bottom = await page.locator(".active-prompts").bounding_box()
+    return {"x": top["x"] - 8, "y": top["y"] - 40, "width": top["width"] + 16,
+            "height": bottom["y"] + bottom["height"] - top["y"] + 56}
 
 
 async def shoot(out: Path) -> list[Path]:
@@ -85,6 +94,15 @@ async def shoot(out: Path) -> list[Path]:
                             await watch.close()
                         await page.screenshot(path=str(out / name), full_page=True)
                         written.append(out / name)
+                        if name == "page_desktop.png":   # what the policy and "not understood" say, in the prompt box
+                            for shot, text, start in (("prompt_refused.png", "a slight smile, take off all her clothes", "Not applied"),
+                                                      ("prompt_not_understood.png", "asdf qwerty", "Not understood")):
+                                await page.fill("#prompt", text)
+                                await page.click("#prompt-replace")
+                                await page.wait_for_function(f"document.getElementById('prompt-status').textContent.startsWith({start!r})",
+                                                             timeout=30_000)
+                                await page.screenshot(path=str(out / shot), clip=await _prompt_box(page), full_page=True)
+                                written.append(out / shot)
                         await page.click("#stop")
                         await ctx.close()
                 finally:

@@ -215,8 +215,8 @@ MEMBER_CARDS: dict[str, MemberCard] = {
 
 
 # Models unpacked from a wheel at install time (`make setup`), never installed as a package: mediapipe
-# 0.10.21 carries the full-range face detector and the hand models (Apache-2.0), but pins numpy<2, so its
-# wheel is downloaded and only these files are kept (`python -m engines.model_files unpack WHEEL`).
+# 0.10.21 carries the full-range face detector, the hand models and the person segmentation models (Apache-2.0),
+# but pins numpy<2, so its wheel is downloaded and only these files are kept (`python -m engines.model_files unpack WHEEL`).
 MODEL_DIR_ENV = "LIVEFUSE_MODEL_DIR"
 
 
@@ -309,4 +309,27 @@ HAND_LANDMARKS = WheelFileCard(
     outputs="21 x (x, y, z) crop pixels, hand presence, handedness, 21 world landmarks",
 )
 
-WHEEL_FILE_CARDS: dict[str, WheelFileCard] = {c.name: c for c in (FACE_DETECTOR_FULL_RANGE, PALM_DETECTOR, HAND_LANDMARKS)}
+SELFIE_SEGMENTATION_LANDSCAPE = WheelFileCard(
+    name="selfie_segmentation_landscape",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/selfie_segmentation/selfie_segmentation_landscape.tflite",
+    sha256="a77d03f4659b9f6b6c1f5106947bf40e99d7655094b6527f214ea7d451106edd",
+    input_size=(256, 144),
+    normalisation="RGB float32 in [0, 1], the whole frame stretched to 256x144",
+    outputs="segment_back [1, 144, 256, 1]: person probability per pixel",
+)
+
+SELFIE_SEGMENTATION = WheelFileCard(
+    name="selfie_segmentation",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+    sha256="9ee168ec7c8f2a16c56fe8e1cfbc514974cbbb7e434051b455635f1bd1462f5c",
+    input_size=(256, 256),
+    normalisation="RGB float32 in [0, 1], the whole image stretched to 256x256",
+    outputs="activation_10 [1, 256, 256, 1]: person probability per pixel",
+)
+
+WHEEL_FILE_CARDS: dict[str, WheelFileCard] = {
+    c.name: c for c in (FACE_DETECTOR_FULL_RANGE, PALM_DETECTOR, HAND_LANDMARKS, SELFIE_SEGMENTATION_LANDSCAPE,
+                        SELFIE_SEGMENTATION)
+}

@@ -1,0 +1,149 @@
+"""Background pixel maths: the person mask from the network's size to the frame's (fast guided filter with
+the frame as guide, so the mask's edge follows hair and shoulders instead of the network's 5x coarser
+grid), steadied over time, and the frame composed over a blurred, coloured or pictured background.
+
+Planes are 2-D (one I420 plane, or a grey image) or H x W x C; masks are float32 in [0, 1]. Everything
+that runs per frame touches the full-resolution frame a few times only: the filter's coefficients live
+at the mask's size and are upsampled once, the blur runs at 1/`factor` of the frame.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from kernels.numpy.color import gaussian_kernel, i420_to_rgb
+
+_BORDER = cv2.BORDER_REFLECT_101
+
+
+def i420_thumbnail(y: np.ndarray, u: np.ndarray, v: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 RGB (h, w, 3) thumbnail of an I420 frame at `size` = (w, h), both even: each plane averaged
+    down (area), then converted; the frame itself is never converted whole."""
+    w, h = size
+    ys = cv2.resize(y, (w, h), interpolation=cv2.INTER_AREA)
+    us = cv2.resize(u, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+    vs = cv2.resize(v, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+    return i420_to_rgb(ys, us, vs)
+
+
+def rgb_thumbnail(rgb: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 RGB thumbnail at `size` = (w, h), averaged down (area)."""
+    return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
+
+
+def thumbnail_guide(thumbnail: np.ndarray) -> np.ndarray:
+    """float32 grey in [0, 1] of an RGB thumbnail (BT.601 weights): the guided filter's and the motion
+    test's view of the frame at the mask's size."""
+    t = thumbnail.astype(np.float32)
+    return (t[..., 0] * 0.299 + t[..., 1] * 0.587 + t[..., 2] * 0.114) * np.float32(1.0 / 255.0)
+
+
+def _box(x: np.ndarray, radius: int) -> np.ndarray:
+    return cv2.boxFilter(x, -1, (2 * radius + 1, 2 * radius + 1), borderType=_BORDER)
+
+
+def steady(prev_mask: np.ndarray | None, mask: np.ndarray, prev_guide: np.ndarray | None, guide: np.ndarray,
+           still_weight: float = 0.25, motion_level: float = 0.05, noise: float = 0.01, radius: int = 2) -> np.ndarray:
+    """The mask over time, at the mask's size: where the picture stands still (grey change, averaged over
+    a (2 radius + 1)^2 window, under `noise`: a camera's sensor noise) the new mask is only `still_weight`
+    of the result, so the network's flicker on a still person fades; where the picture moved (by
+    `noise` + `motion_level` or more) it is taken whole, so a moving person leaves no trail; between, in
+    proportion. No history (or a new size): the new mask."""
+    if prev_mask is None or prev_guide is None or prev_mask.shape != mask.shape or prev_guide.shape != guide.shape:
+        return mask.astype(np.float32, copy=True)
+    motion = _box(np.abs(guide - prev_guide), radius)
+    w = np.clip((motion - np.float32(noise)) * np.float32(1.0 / motion_level), 0.0, 1.0)
+    w = w * np.float32(1.0 - still_weight) + np.float32(still_weight)
+    return prev_mask + w * (mask - prev_mask)
+
+
+def guided_coefficients(mask: np.ndarray, guide: np.ndarray, radius: int = 3, eps: float = 1e-3,
+                        low: float = 0.25, high: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
+    """The guided filter's per-pixel linear model alpha = A * grey + B at the mask's size (He and Sun's
+    fast guided filter), with the contrast curve (low -> 0, high -> 1) folded in, so that inside the
+    person alpha is exactly 1 and far from it exactly 0. `guide` is grey in [0, 1] at the mask's size; A is
+    returned per grey level 0..255 (to multiply the frame's uint8 luma directly)."""
+    p = mask.astype(np.float32, copy=False)
+    i = guide.astype(np.float32, copy=False)
+    mean_i, mean_p = _box(i, radius), _box(p, radius)
+    var_i = _box(i * i, radius) - mean_i * mean_i
+    cov = _box(i * p, radius) - mean_i * mean_p
+    a = cov / (var_i + np.float32(eps))
+    b = mean_p - a * mean_i
+    gain = np.float32(1.0 / (high - low))
+    a_m, b_m = _box(a, radius), _box(b, radius)
+    return a_m * (gain / np.float32(255.0)), (b_m - np.float32(low)) * gain
+
+
+def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray) -> np.ndarray:
+    """float32 alpha at `luma`'s size (uint8 H x W, the frame's grey or Y plane): the coefficients
+    upsampled (bilinear, half-pixel centres) and applied to every pixel, clipped to [0, 1]."""
+    h, w = luma.shape
+    a = cv2.resize(coef[0], (w, h), interpolation=cv2.INTER_LINEAR)
+    b = cv2.resize(coef[1], (w, h), interpolation=cv2.INTER_LINEAR)
+    a *= luma
+    a += b
+    return np.clip(a, 0.0, 1.0, out=a)
+
+
+def half_alpha(alpha: np.ndarray) -> np.ndarray:
+    """alpha for the chroma planes: the 2 x 2 block means of an even-sized alpha."""
+    h, w = alpha.shape
+    return cv2.resize(alpha, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+
+
+def composite(fg: np.ndarray, bg: np.ndarray | float | tuple, alpha: np.ndarray) -> np.ndarray:
+    """uint8 fg over bg by alpha, rounded: bg + alpha (fg - bg). `bg` is a plane like fg (uint8 or float),
+    or one value per channel (a colour). Where alpha is 1 the result is fg exactly, where 0 it is bg."""
+    out = fg.astype(np.float32)
+    b = np.asarray(bg, np.float32)
+    a = alpha[..., None] if fg.ndim == 3 else alpha
+    out -= b
+    out *= a
+    out += b
+    out += np.float32(0.5)
+    np.clip(out, 0.0, 255.0, out=out)
+    return out.astype(np.uint8)
+
+
+def blur_sigma(strength: float, height: int, factor: int) -> float:
+    """The Gaussian's sigma at 1/`factor` size for a blur `strength` in [0, 1]: up to 4 % of the frame's
+    height (29 px on a 720p frame), a soft lens blur."""
+    return max(0.5, float(strength) * 0.04 * height / factor)
+
+
+def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: int = 4) -> np.ndarray:
+    """float32 plane (H x W, or H x W x C) of the background blurred with the person left out: normalised
+    convolution at 1/`factor` size, weighted by 1 - alpha, so the person's colours do not bleed into the
+    blurred room around them; upsampled back (bilinear). Under the person, where no background is seen
+    nearby, the frame's own blur fills in (it is covered by the person there)."""
+    h, w = plane.shape[:2]
+    sw, sh = max(1, w // factor), max(1, h // factor)
+    small = cv2.resize(plane, (sw, sh), interpolation=cv2.INTER_AREA).astype(np.float32)
+    weight = 1.0 - cv2.resize(alpha, (sw, sh), interpolation=cv2.INTER_AREA)
+    k = gaussian_kernel(sigma)
+    if small.ndim == 3:
+        wk = weight[..., None]
+    else:
+        wk = weight
+    num = cv2.sepFilter2D(small * wk, -1, k, k, borderType=_BORDER)
+    den = cv2.sepFilter2D(weight, -1, k, k, borderType=_BORDER)
+    plain = cv2.sepFilter2D(small, -1, k, k, borderType=_BORDER)
+    d = den[..., None] if small.ndim == 3 else den
+    t = np.clip(d * np.float32(20.0), 0.0, 1.0)           # trust the weighted mean where some background is seen
+    blurred = t * (num / np.maximum(d, np.float32(1e-4))) + (1.0 - t) * plain
+    return cv2.resize(blurred, (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 image scaled to cover `size` = (w, h) (aspect kept, area-averaged when shrinking, bilinear
+    when growing), then cropped to it around the centre."""
+    h, w = image.shape[:2]
+    tw, th = size
+    s = max(tw / w, th / h)
+    nw, nh = max(tw, int(round(w * s))), max(th, int(round(h * s)))
+    interp = cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR
+    scaled = cv2.resize(image, (nw, nh), interpolation=interp)
+    x0, y0 = (nw - tw) // 2, (nh - th) // 2
+    return np.ascontiguousarray(scaled[y0:y0 + th, x0:x0 + tw])

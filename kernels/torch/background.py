@@ -1,0 +1,132 @@
+"""torch twin of kernels.numpy.background: the same guided upsampling, steadying, blur and compositing on
+any device (reflect-101 borders, bilinear with half-pixel centres, area means), for planes that live there."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels.numpy.background import blur_sigma  # noqa: F401  (the same strength -> sigma rule)
+from kernels.numpy.color import gaussian_kernel
+from kernels.torch.color import i420_to_rgb
+
+
+def _area(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Area mean of a 2-D or H x W x C tensor down to size = (w, h), float32."""
+    w, h = size
+    t = x.float()
+    if t.ndim == 2:
+        return F.interpolate(t[None, None], size=(h, w), mode="area")[0, 0]
+    return F.interpolate(t.permute(2, 0, 1)[None], size=(h, w), mode="area")[0].permute(1, 2, 0)
+
+
+def _linear(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    w, h = size
+    if x.ndim == 2:
+        return F.interpolate(x[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+    return F.interpolate(x.permute(2, 0, 1)[None], size=(h, w), mode="bilinear", align_corners=False)[0].permute(1, 2, 0)
+
+
+def _u8(x: torch.Tensor) -> torch.Tensor:
+    return (x + 0.5).clamp_(0, 255).to(torch.uint8)
+
+
+def i420_thumbnail(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """See kernels.numpy.background.i420_thumbnail."""
+    w, h = size
+    return i420_to_rgb(_u8(_area(y, (w, h))), _u8(_area(u, (w // 2, h // 2))), _u8(_area(v, (w // 2, h // 2))))
+
+
+def rgb_thumbnail(rgb: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    return _u8(_area(rgb, size))
+
+
+def thumbnail_guide(thumbnail: torch.Tensor) -> torch.Tensor:
+    t = thumbnail.float()
+    return (t[..., 0] * 0.299 + t[..., 1] * 0.587 + t[..., 2] * 0.114) * (1.0 / 255.0)
+
+
+def _box(x: torch.Tensor, radius: int) -> torch.Tensor:
+    k = 2 * radius + 1
+    y = F.pad(x[None, None], (radius, radius, radius, radius), mode="reflect")
+    return F.avg_pool2d(y, k, stride=1)[0, 0]
+
+
+def steady(prev_mask: torch.Tensor | None, mask: torch.Tensor, prev_guide: torch.Tensor | None, guide: torch.Tensor,
+           still_weight: float = 0.25, motion_level: float = 0.05, noise: float = 0.01, radius: int = 2) -> torch.Tensor:
+    """See kernels.numpy.background.steady."""
+    if prev_mask is None or prev_guide is None or prev_mask.shape != mask.shape or prev_guide.shape != guide.shape:
+        return mask.float().clone()
+    motion = _box((guide - prev_guide).abs(), radius)
+    w = ((motion - noise) * (1.0 / motion_level)).clamp(0.0, 1.0) * (1.0 - still_weight) + still_weight
+    return prev_mask + w * (mask - prev_mask)
+
+
+def guided_coefficients(mask: torch.Tensor, guide: torch.Tensor, radius: int = 3, eps: float = 1e-3,
+                        low: float = 0.25, high: float = 0.75) -> tuple[torch.Tensor, torch.Tensor]:
+    """See kernels.numpy.background.guided_coefficients."""
+    p, i = mask.float(), guide.float()
+    mean_i, mean_p = _box(i, radius), _box(p, radius)
+    var_i = _box(i * i, radius) - mean_i * mean_i
+    cov = _box(i * p, radius) - mean_i * mean_p
+    a = cov / (var_i + eps)
+    b = mean_p - a * mean_i
+    gain = 1.0 / (high - low)
+    return _box(a, radius) * (gain / 255.0), (_box(b, radius) - low) * gain
+
+
+def guided_alpha(coef: tuple[torch.Tensor, torch.Tensor], luma: torch.Tensor) -> torch.Tensor:
+    """See kernels.numpy.background.guided_alpha."""
+    h, w = luma.shape
+    return (_linear(coef[0], (w, h)) * luma.float() + _linear(coef[1], (w, h))).clamp_(0.0, 1.0)
+
+
+def half_alpha(alpha: torch.Tensor) -> torch.Tensor:
+    return F.avg_pool2d(alpha[None, None], 2)[0, 0]
+
+
+def composite(fg: torch.Tensor, bg, alpha: torch.Tensor) -> torch.Tensor:
+    """See kernels.numpy.background.composite; `bg` a tensor like fg or one value per channel."""
+    f = fg.float()
+    b = bg.float() if isinstance(bg, torch.Tensor) else torch.tensor(bg, dtype=torch.float32, device=fg.device)
+    a = alpha[..., None] if fg.ndim == 3 else alpha
+    return _u8(b + (f - b) * a)
+
+
+def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """2-D (H x W) or C x H x W, separable filter with reflect-101 borders."""
+    t = x[None, None] if x.ndim == 2 else x[:, None]
+    r = k.numel() // 2
+    t = F.pad(t, (r, r, r, r), mode="reflect")
+    t = F.conv2d(t, k.view(1, 1, 1, -1))
+    t = F.conv2d(t, k.view(1, 1, -1, 1))
+    return t[0, 0] if x.ndim == 2 else t[:, 0]
+
+
+def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, factor: int = 4) -> torch.Tensor:
+    """See kernels.numpy.background.background_blur."""
+    h, w = plane.shape[:2]
+    sw, sh = max(1, w // factor), max(1, h // factor)
+    small = _area(plane, (sw, sh))
+    weight = 1.0 - _area(alpha, (sw, sh))
+    k = torch.from_numpy(gaussian_kernel(sigma)).to(plane.device)
+    chw = small.permute(2, 0, 1) if small.ndim == 3 else small
+    num = _sep(chw * weight, k)
+    den = _sep(weight, k)
+    plain = _sep(chw, k)
+    t = (den * 20.0).clamp(0.0, 1.0)
+    blurred = t * (num / den.clamp(min=1e-4)) + (1.0 - t) * plain
+    if small.ndim == 3:
+        blurred = blurred.permute(1, 2, 0)
+    return _linear(blurred.contiguous(), (w, h))
+
+
+def cover(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """See kernels.numpy.background.cover."""
+    h, w = image.shape[:2]
+    tw, th = size
+    s = max(tw / w, th / h)
+    nw, nh = max(tw, int(round(w * s))), max(th, int(round(h * s)))
+    scaled = _area(image, (nw, nh)) if s < 1 else _linear(image.float(), (nw, nh))
+    x0, y0 = (nw - tw) // 2, (nh - th) // 2
+    return _u8(scaled[y0:y0 + th, x0:x0 + tw]).contiguous()

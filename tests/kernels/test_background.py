@@ -1,0 +1,131 @@
+"""Background kernels: the guided upsampling puts the mask's edge on the frame's edge, the steadying damps
+a still mask and follows a moving one, compositing keeps the person's pixels exactly, the blur keeps the
+person's colours out of the room, and the torch twins agree with the NumPy ones."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from kernels.numpy import background as nb
+from kernels.numpy.color import rgb_to_i420
+from kernels.torch import background as tb
+
+
+@pytest.fixture()
+def frame(grace_hopper):
+    """A 1280x720 frame: the portrait on the right of a real room photo."""
+    import skimage.data
+
+    room = nb.cover(skimage.data.coffee(), (1280, 720))
+    room[120:720, 700:1212] = grace_hopper
+    return room
+
+
+def _t(x):
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def test_guided_alpha_puts_the_edge_where_the_frame_has_it():
+    h, w = 144, 256
+    luma = np.full((720, 1280), 40, np.uint8)
+    luma[:, 643:] = 200                                  # the person's bright side starts at x = 643
+    guide = nb.thumbnail_guide(np.repeat(cv2.resize(luma, (w, h), interpolation=cv2.INTER_AREA)[..., None], 3, 2))
+    mask = np.zeros((h, w), np.float32)
+    mask[:, 129:] = 1.0
+    mask = cv2.GaussianBlur(mask, (0, 0), 2.0)           # the network's soft, coarse edge
+    alpha = nb.guided_alpha(nb.guided_coefficients(mask, guide), luma)
+    row = alpha[360]
+    assert row[:630].max() == 0.0 and row[656:].min() == 1.0
+    naive = cv2.resize(mask, (1280, 720), interpolation=cv2.INTER_LINEAR)[360]
+    soft = lambda r: int(((r > 0.02) & (r < 0.98)).sum())   # noqa: E731
+    assert soft(row) <= 4 < soft(naive)                  # a hard edge, on the frame's
+
+
+def test_composite_keeps_the_person_exactly(frame):
+    alpha = np.zeros(frame.shape[:2], np.float32)
+    alpha[200:500, 800:1000] = 1.0
+    alpha[100:150] = 0.5
+    out = nb.composite(frame, (0, 255, 0), alpha)
+    assert np.array_equal(out[200:500, 800:1000], frame[200:500, 800:1000])
+    assert (out[600:] == np.array([0, 255, 0], np.uint8)).all()
+    np.testing.assert_allclose(out[120].astype(int), (frame[120].astype(int) + np.array([0, 255, 0])) / 2, atol=1)
+
+
+def test_blur_keeps_the_person_out_of_the_room():
+    plane = np.full((720, 1280), 30, np.uint8)
+    plane[200:720, 500:800] = 230                        # a bright person in a dark room
+    alpha = (plane > 100).astype(np.float32)
+    bl = nb.background_blur(plane, alpha, nb.blur_sigma(1.0, 720, 4))
+    assert np.abs(bl[400, 400:495] - 30).max() < 3       # right beside the person the room stays dark
+    plain = cv2.GaussianBlur(plane.astype(np.float32), (0, 0), 28)
+    assert plain[400, 480] > 60                          # where a plain blur smears the person out
+    rng = np.random.default_rng(1)
+    room = rng.integers(0, 256, (720, 1280), np.uint8)
+    assert nb.background_blur(room, np.zeros_like(alpha), 6.0).std() < 0.2 * room.std()
+
+
+def test_steady_damps_a_still_mask_and_follows_a_moving_one():
+    rng = np.random.default_rng(0)
+    guide = rng.random((144, 256)).astype(np.float32)
+    prev = np.zeros((144, 256), np.float32)
+    flicker = prev.copy()
+    flicker[50:60, 50:60] = 1.0
+    still = nb.steady(prev, flicker, guide, guide + 0.002)
+    assert still[55, 55] == pytest.approx(0.25)
+    moved = guide.copy()
+    moved[40:70, 40:70] = 1.0 - moved[40:70, 40:70]
+    assert nb.steady(prev, flicker, guide, moved)[55, 55] == pytest.approx(1.0)
+    assert np.array_equal(nb.steady(None, flicker, None, guide), flicker)
+
+
+def test_cover_fills_and_keeps_aspect(astronaut, grace_hopper):
+    out = nb.cover(grace_hopper, (1280, 720))
+    assert out.shape == (720, 1280, 3)
+    small = nb.cover(astronaut, (64, 36))
+    assert small.shape == (36, 64, 3)
+    # a square scaled to cover 16:9 keeps its middle band: the centre row of the photo stays in the centre
+    np.testing.assert_allclose(nb.cover(astronaut, (512, 288))[144].astype(float),
+                               astronaut[256].astype(float), atol=40)
+
+
+def test_torch_twins_agree(frame):
+    y, u, v = rgb_to_i420(frame)
+    th_n = nb.i420_thumbnail(y, u, v, (256, 144))
+    th_t = tb.i420_thumbnail(_t(y), _t(u), _t(v), (256, 144)).numpy()
+    assert np.abs(th_n.astype(int) - th_t).max() <= 2
+    assert np.array_equal(nb.rgb_thumbnail(frame, (256, 144)).shape, tb.rgb_thumbnail(_t(frame), (256, 144)).shape)
+    g_n = nb.thumbnail_guide(th_n)
+    np.testing.assert_allclose(tb.thumbnail_guide(_t(th_n)).numpy(), g_n, atol=1e-5)
+
+    rng = np.random.default_rng(0)
+    mask = cv2.GaussianBlur((rng.random((144, 256)) > 0.5).astype(np.float32), (0, 0), 3)
+    prev = cv2.GaussianBlur((rng.random((144, 256)) > 0.5).astype(np.float32), (0, 0), 3)
+    g2 = np.clip(g_n + rng.normal(0, 0.05, g_n.shape).astype(np.float32), 0, 1)
+    np.testing.assert_allclose(tb.steady(_t(prev), _t(mask), _t(g_n), _t(g2)).numpy(),
+                               nb.steady(prev, mask, g_n, g2), atol=1e-5)
+
+    c_n = nb.guided_coefficients(mask, g_n)
+    c_t = tb.guided_coefficients(_t(mask), _t(g_n))
+    for a, b in zip(c_n, c_t):
+        np.testing.assert_allclose(b.numpy(), a, atol=1e-3)
+    a_n = nb.guided_alpha(c_n, y)
+    a_t = tb.guided_alpha(c_t, _t(y)).numpy()
+    np.testing.assert_allclose(a_t, a_n, atol=2e-3)
+    np.testing.assert_allclose(tb.half_alpha(_t(a_n)).numpy(), nb.half_alpha(a_n), atol=1e-5)
+
+    comp_n = nb.composite(frame, (0, 177, 64), a_n)
+    comp_t = tb.composite(_t(frame), (0, 177, 64), _t(a_n)).numpy()
+    assert np.abs(comp_n.astype(int) - comp_t).max() <= 1
+    assert np.abs(nb.composite(y, 16.0, a_n).astype(int) - tb.composite(_t(y), 16.0, _t(a_n)).numpy()).max() <= 1
+
+    for plane in (y, frame):
+        bl_n = nb.background_blur(plane, a_n, 5.0)
+        bl_t = tb.background_blur(_t(plane), _t(a_n), 5.0).numpy()
+        np.testing.assert_allclose(bl_t, bl_n, atol=0.5)   # cv2 rounds its uint8 area means
+
+    cv_n = nb.cover(frame, (640, 480))
+    cv_t = tb.cover(_t(frame), (640, 480)).numpy()
+    assert cv_n.shape == cv_t.shape and np.abs(cv_n.astype(int) - cv_t).mean() < 2.0

@@ -75,3 +75,35 @@ def face_size(landmarks: np.ndarray) -> float:
     lo = landmarks[:, :2].min(axis=0)
     hi = landmarks[:, :2].max(axis=0)
     return float(np.hypot(*(hi - lo)))
+
+
+class OneEuroValues:
+    """The classic One-Euro filter over a vector of scalars (blendshape scores, angles, a position), each
+    component with its own speed: a still value stays steady, a fast one (a blink) opens the cutoff at
+    once and is followed with little lag. One instance per stream of vectors."""
+
+    def __init__(self, min_cutoff: float, beta: float, d_cutoff: float = 2.0, max_gap_s: float = 0.5) -> None:
+        """min_cutoff (Hz) when still; beta (Hz per unit/s) how fast the cutoff rises with speed."""
+        self.min_cutoff, self.beta, self.d_cutoff, self.max_gap_s = min_cutoff, beta, d_cutoff, max_gap_s
+        self._x: np.ndarray | None = None
+        self._dx: np.ndarray | None = None
+        self._t = 0.0
+
+    def reset(self) -> None:
+        self._x = self._dx = None
+
+    def __call__(self, values: np.ndarray, t: float) -> np.ndarray:
+        """Filtered copy of `values` observed at time `t` (seconds)."""
+        x = np.asarray(values, dtype=np.float64)
+        dt = t - self._t
+        if self._x is None or self._x.shape != x.shape or dt <= 0 or dt > self.max_gap_s:
+            self._x, self._dx, self._t = x.copy(), np.zeros_like(x), t
+            return x.copy()
+        a_d = _alpha(self.d_cutoff, dt)
+        self._dx = a_d * ((x - self._x) / dt) + (1.0 - a_d) * self._dx
+        cutoff = self.min_cutoff + self.beta * np.abs(self._dx)
+        tau = 1.0 / (2.0 * math.pi * cutoff)
+        a = 1.0 / (1.0 + tau / dt)
+        self._x = a * x + (1.0 - a) * self._x
+        self._t = t
+        return self._x.copy()

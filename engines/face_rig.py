@@ -1,0 +1,388 @@
+"""The tracked face as avatar apps and digital-human backends read it: ARKit's 52 blendshapes, head rotation
+and position, and eye gaze from the iris, relative to a per-user neutral face and smoothed.
+
+Blendshapes come from the face landmarker's own blendshapes network (MediaPipe's, trained on ARKit's names:
+it reads 146 of the 478 mesh points), run on the raw landmarks of the one face that drives the rig;
+`tongueOut`, which that network lacks, stays 0. Rotation and position come from the face transform
+(MediaPipe's geometry pipeline: the canonical face fitted to the mesh, centimetres in the camera's frame).
+Gaze is the iris centre's offset inside the eye, read along the line through both eyes' outer corners.
+
+Frames are in the person's own terms, never mirrored: x is the person's left (the image's right in a camera
+that does not mirror), y up, z toward the camera. Yaw > 0 turns the face toward the person's left, pitch > 0
+tips the chin down, roll > 0 lifts the person's left side; gaze yaw > 0 looks toward the person's left, gaze
+pitch > 0 looks up. The outputs (VMC, VTube Studio) mirror at their end when asked.
+
+Neutral calibration: `calibrate()` collects the next `neutral_seconds` of frames (hold a relaxed face
+toward the camera); their medians become the neutral, which every later frame is measured against: a score
+s becomes (s - n) / (1 - n), the rotation is taken relative to the neutral head's, position and gaze are
+offsets from it. Without a neutral the rotation is relative to facing the camera and the position to the
+first frame's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from engines.faces import Face
+from engines.landmarks.geometry import face_transform
+from engines.smoothing import OneEuroValues
+
+# Apple's ARFaceAnchor.BlendShapeLocation names, in Apple's order (MediaPipe's face blendshapes are these
+# less tongueOut, plus `_neutral`)
+ARKIT_NAMES: tuple[str, ...] = (
+    "eyeBlinkLeft", "eyeLookDownLeft", "eyeLookInLeft", "eyeLookOutLeft", "eyeLookUpLeft", "eyeSquintLeft",
+    "eyeWideLeft", "eyeBlinkRight", "eyeLookDownRight", "eyeLookInRight", "eyeLookOutRight", "eyeLookUpRight",
+    "eyeSquintRight", "eyeWideRight", "jawForward", "jawLeft", "jawRight", "jawOpen", "mouthClose", "mouthFunnel",
+    "mouthPucker", "mouthLeft", "mouthRight", "mouthSmileLeft", "mouthSmileRight", "mouthFrownLeft",
+    "mouthFrownRight", "mouthDimpleLeft", "mouthDimpleRight", "mouthStretchLeft", "mouthStretchRight",
+    "mouthRollLower", "mouthRollUpper", "mouthShrugLower", "mouthShrugUpper", "mouthPressLeft", "mouthPressRight",
+    "mouthLowerDownLeft", "mouthLowerDownRight", "mouthUpperUpLeft", "mouthUpperUpRight", "browDownLeft",
+    "browDownRight", "browInnerUp", "browOuterUpLeft", "browOuterUpRight", "cheekPuff", "cheekSquintLeft",
+    "cheekSquintRight", "noseSneerLeft", "noseSneerRight", "tongueOut",
+)
+INDEX: Mapping[str, int] = {n: i for i, n in enumerate(ARKIT_NAMES)}
+
+
+def mirrored_name(name: str) -> str:
+    """The name for the other side (eyeBlinkLeft <-> eyeBlinkRight, mouthLeft <-> mouthRight)."""
+    if name.endswith("Left"):
+        return name[:-4] + "Right"
+    if name.endswith("Right"):
+        return name[:-5] + "Left"
+    return name
+
+
+# where each of the 52 lands when the rig is mirrored (left and right swapped; mouthLeft/jawLeft too)
+MIRROR_ORDER: np.ndarray = np.array([INDEX[mirrored_name(n)] for n in ARKIT_NAMES])
+
+# mesh points of the eyes: outer corner, inner corner, iris centre (the person's right eye, then left)
+RIGHT_EYE = (33, 133, 468)
+LEFT_EYE = (263, 362, 473)
+# eye model for gaze angles: an eyeball of radius ~12 mm behind an eye opening ~30 mm wide, so the iris
+# offset over the half opening g gives sin(angle) = g * 15 / 12 (approximate: eyes and faces vary; the
+# neutral removes each person's resting offset)
+EYE_HALF_OVER_RADIUS = 1.25
+
+
+@dataclass(frozen=True, slots=True)
+class RigConfig:
+    """neutral_seconds: how long `calibrate()` collects. Smoothing is One-Euro per value: min_cutoff (Hz)
+    when still, beta (Hz per unit per second) how fast it opens: scores open fully for a blink (about 10/s),
+    angles (degrees) and position (metres) for a quick head turn."""
+
+    neutral_seconds: float = 2.0
+    smoothing: bool = True
+    score_cutoff: tuple[float, float] = (2.0, 3.0)
+    angle_cutoff: tuple[float, float] = (1.0, 0.08)
+    position_cutoff: tuple[float, float] = (1.0, 40.0)
+    gaze_cutoff: tuple[float, float] = (1.5, 0.1)
+
+    def __post_init__(self) -> None:
+        if not (0.1 <= self.neutral_seconds <= 30.0):
+            raise ValueError(f"neutral_seconds must be within 0.1..30, got {self.neutral_seconds}")
+
+
+@dataclass(frozen=True, slots=True)
+class Neutral:
+    """One person's relaxed face: what every frame is measured against. JSON round trip for the page to
+    keep it (a user calibrates once) and hand it back to the next session."""
+
+    scores: tuple[float, ...]                          # 52, ARKIT_NAMES order
+    rotation: tuple[float, float, float, float]        # quaternion x, y, z, w (camera frame)
+    position: tuple[float, float, float]               # metres, camera frame
+    gaze: tuple[float, float, float, float]            # iris offsets: left x, y, right x, y
+
+    def as_json(self) -> dict[str, Any]:
+        return {"blendshapes": {n: round(v, 4) for n, v in zip(ARKIT_NAMES, self.scores)},
+                "rotation": [round(v, 6) for v in self.rotation], "position": [round(v, 5) for v in self.position],
+                "gaze": [round(v, 5) for v in self.gaze]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Neutral":
+        """A neutral from `as_json`'s shape; a clear ValueError for anything else."""
+        if not isinstance(data, dict):
+            raise ValueError("neutral must be an object with blendshapes, rotation, position, gaze")
+        shapes = data.get("blendshapes")
+        if not isinstance(shapes, dict) or any(not isinstance(v, (int, float)) for v in shapes.values()):
+            raise ValueError("neutral.blendshapes must map ARKit names to numbers")
+        unknown = sorted(set(shapes) - set(ARKIT_NAMES))
+        if unknown:
+            raise ValueError(f"neutral.blendshapes has unknown names: {', '.join(unknown[:5])}")
+
+        def numbers(key: str, n: int) -> tuple[float, ...]:
+            v = data.get(key)
+            if not isinstance(v, list) or len(v) != n or any(not isinstance(x, (int, float)) or not math.isfinite(x) for x in v):
+                raise ValueError(f"neutral.{key} must be a list of {n} finite numbers")
+            return tuple(float(x) for x in v)
+
+        rot = np.array(numbers("rotation", 4))
+        if not (0.5 < float(np.linalg.norm(rot)) < 2.0):
+            raise ValueError("neutral.rotation must be a unit quaternion (x, y, z, w)")
+        scores = tuple(min(0.95, max(0.0, float(shapes.get(n, 0.0)))) for n in ARKIT_NAMES)
+        return cls(scores, tuple(float(x) for x in rot / np.linalg.norm(rot)), numbers("position", 3),  # type: ignore[arg-type]
+                   numbers("gaze", 4))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class FaceFrame:
+    """One frame of the rig: what every output encodes. `found` False: no face this frame (the values are
+    the last ones seen, or neutral ones)."""
+
+    t: float
+    found: bool
+    track_id: int
+    scores: np.ndarray                                  # (52,) float in [0, 1], ARKIT_NAMES order
+    yaw: float                                          # degrees, relative to the neutral head
+    pitch: float
+    roll: float
+    quaternion: tuple[float, float, float, float]       # the same rotation: x, y, z, w (camera frame)
+    position: tuple[float, float, float]                # metres, offset from the neutral head
+    gaze: tuple[float, float, float, float]             # degrees: left eye yaw, pitch; right eye yaw, pitch
+    calibrated: bool = False
+    frame_size: tuple[int, int] = (0, 0)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def blendshapes(self) -> dict[str, float]:
+        return {n: float(v) for n, v in zip(ARKIT_NAMES, self.scores)}
+
+    def as_json(self) -> dict[str, Any]:
+        """The `face` event's body (docs/api.md, Face events)."""
+        return {"t": round(self.t, 4), "found": self.found, "track_id": self.track_id,
+                "calibrated": self.calibrated,
+                "blendshapes": {n: round(float(v), 4) for n, v in zip(ARKIT_NAMES, self.scores)},
+                "head": {"yaw": round(self.yaw, 2), "pitch": round(self.pitch, 2), "roll": round(self.roll, 2),
+                         "quaternion": [round(v, 5) for v in self.quaternion],
+                         "position": [round(v, 4) for v in self.position]},
+                "gaze": {"left": {"yaw": round(self.gaze[0], 2), "pitch": round(self.gaze[1], 2)},
+                         "right": {"yaw": round(self.gaze[2], 2), "pitch": round(self.gaze[3], 2)}},
+                **dict(self.extra)}
+
+
+BlendshapeRunner = Callable[[np.ndarray], Mapping[str, float]]
+
+
+def open_blendshapes() -> BlendshapeRunner:
+    """The blendshapes network on the CPU: LiteRT's interpreter when it is installed (the leanest, ~1 ms a
+    face on one core), else the exact torch port of the same network."""
+    from engines.landmarks.networks import BLENDSHAPES_MEMBER, BlendshapeNet
+
+    try:
+        from engines.backends.interpreter import InterpreterBackend
+        from engines.backends.base import BackendSettings
+
+        graph = InterpreterBackend(BackendSettings(preference=("interpreter",), device="cpu")).network(BLENDSHAPES_MEMBER)
+    except Exception:   # not installed here: the torch port runs the same network
+        graph = None
+    return BlendshapeNet("cpu", graph=graph)
+
+
+def iris_offsets(landmarks: np.ndarray) -> np.ndarray:
+    """(4,) each iris centre's offset from its eye's centre over half the eye's width: left x, y, right x,
+    y; x toward the person's left, y up, along and across the line through both outer corners."""
+    p = np.asarray(landmarks, np.float64)
+    ex = p[LEFT_EYE[0], :2] - p[RIGHT_EYE[0], :2]
+    ex /= max(float(np.hypot(*ex)), 1e-9)
+    ey = np.array([ex[1], -ex[0]])          # image y runs down: up is ex turned a quarter back
+    out = np.empty(4)
+    for k, (outer, inner, iris) in enumerate((LEFT_EYE, RIGHT_EYE)):
+        mid = (p[outer, :2] + p[inner, :2]) * 0.5
+        half = max(float(np.hypot(*(p[outer, :2] - p[inner, :2]))) * 0.5, 1e-9)
+        d = p[iris, :2] - mid
+        out[2 * k], out[2 * k + 1] = float(d @ ex) / half, float(d @ ey) / half
+    return out
+
+
+def gaze_degrees(offsets: np.ndarray) -> np.ndarray:
+    """Iris offsets (iris_offsets, less the neutral's) -> eye rotation in degrees, by the eye model above."""
+    return np.degrees(np.arcsin(np.clip(np.asarray(offsets) * EYE_HALF_OVER_RADIUS, -1.0, 1.0)))
+
+
+def quaternion_of(r: np.ndarray) -> np.ndarray:
+    """Unit quaternion (x, y, z, w) of a 3x3 rotation matrix."""
+    m = np.asarray(r, np.float64)
+    tr = m[0, 0] + m[1, 1] + m[2, 2]
+    if tr > 0:
+        s = math.sqrt(tr + 1.0) * 2
+        q = ((m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, 0.25 * s)
+    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
+        s = math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2]) * 2
+        q = (0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s, (m[2, 1] - m[1, 2]) / s)
+    elif m[1, 1] > m[2, 2]:
+        s = math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2]) * 2
+        q = ((m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s, (m[0, 2] - m[2, 0]) / s)
+    else:
+        s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
+        q = ((m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s, (m[1, 0] - m[0, 1]) / s)
+    out = np.array(q)
+    out /= np.linalg.norm(out)
+    return out if out[3] >= 0 else -out
+
+
+def matrix_of(q: np.ndarray) -> np.ndarray:
+    x, y, z, w = (float(v) for v in q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def angles_of(r: np.ndarray) -> tuple[float, float, float]:
+    """Yaw, pitch, roll in degrees of R = Rz(roll) Ry(yaw) Rx(pitch), signs as the module says (pitch > 0:
+    chin down, the rotation about x that takes up toward the camera)."""
+    yaw = math.degrees(math.asin(max(-1.0, min(1.0, -r[2, 0]))))
+    pitch = math.degrees(math.atan2(r[2, 1], r[2, 2]))
+    roll = math.degrees(math.atan2(r[1, 0], r[0, 0]))
+    return yaw, pitch, roll
+
+
+class FaceRig:
+    """One session's rig: face in, FaceFrame out. Not thread-safe: one caller (the session's frame thread);
+    `calibrate` and `set_neutral` may come from another thread (they swap one attribute)."""
+
+    def __init__(self, config: RigConfig = RigConfig(), blendshapes: BlendshapeRunner | None = None,
+                 neutral: Neutral | None = None) -> None:
+        """`blendshapes` runs the network (default: `open_blendshapes()`, made on the first face that
+        carries no scores of its own)."""
+        self.config = config
+        self._net = blendshapes
+        self.neutral = neutral
+        self._collect_until: float | None = None
+        self._calibrate_request: float | None = None
+        self._samples: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._origin: np.ndarray | None = None
+        c = config
+        self._f_scores = OneEuroValues(*c.score_cutoff)
+        self._f_angles = OneEuroValues(*c.angle_cutoff)
+        self._f_position = OneEuroValues(*c.position_cutoff)
+        self._f_gaze = OneEuroValues(*c.gaze_cutoff)
+        self._last: FaceFrame | None = None
+        self.calibrated_at: float | None = None     # stream time the last calibration ended
+
+    # --- calibration -----------------------------------------------------------------------------------
+
+    def calibrate(self, seconds: float | None = None) -> None:
+        """Collect a neutral from the next `seconds` (default config.neutral_seconds) of frames with a face."""
+        s = self.config.neutral_seconds if seconds is None else float(seconds)
+        if not (0.1 <= s <= 30.0):
+            raise ValueError(f"calibration seconds must be within 0.1..30, got {seconds}")
+        self._calibrate_request = s
+
+    @property
+    def calibrating(self) -> bool:
+        return self._calibrate_request is not None or self._collect_until is not None
+
+    def set_neutral(self, neutral: Neutral | None) -> None:
+        self.neutral = neutral
+
+    def _collect(self, t: float, scores: np.ndarray, r: np.ndarray, pos: np.ndarray, iris: np.ndarray) -> None:
+        if self._calibrate_request is not None:
+            self._collect_until, self._calibrate_request, self._samples = t + self._calibrate_request, None, []
+        if self._collect_until is None:
+            return
+        self._samples.append((scores, r, pos, iris))
+        if t < self._collect_until or len(self._samples) < 3:
+            return
+        s = np.array([x[0] for x in self._samples])
+        mean_r = np.mean([x[1] for x in self._samples], axis=0)
+        u, _, vt = np.linalg.svd(mean_r)        # the nearest rotation to the mean of the rotations
+        rot = u @ vt
+        if np.linalg.det(rot) < 0:
+            u[:, 2] *= -1
+            rot = u @ vt
+        self.neutral = Neutral(tuple(float(v) for v in np.clip(np.median(s, axis=0), 0.0, 0.95)),
+                               tuple(float(v) for v in quaternion_of(rot)),  # type: ignore[arg-type]
+                               tuple(float(v) for v in np.median([x[2] for x in self._samples], axis=0)),  # type: ignore[arg-type]
+                               tuple(float(v) for v in np.median([x[3] for x in self._samples], axis=0)))  # type: ignore[arg-type]
+        self._collect_until, self._samples = None, []
+        self.calibrated_at = t
+        for f in (self._f_scores, self._f_angles, self._f_position, self._f_gaze):
+            f.reset()
+
+    # --- frames ----------------------------------------------------------------------------------------
+
+    def __call__(self, face: Face | None, t: float, frame_size: tuple[int, int],
+                 raw_landmarks: np.ndarray | None = None) -> FaceFrame:
+        """The rig's frame for `face` (None: no face this frame) at stream time `t` (seconds) in a frame of
+        `frame_size` (width, height). `raw_landmarks`: the face's unsmoothed landmarks, which the
+        blendshapes network reads when given (a blink is over in a few frames; the scores are smoothed after)."""
+        if face is None:
+            return self._lost(t, frame_size)
+        pts = face.landmarks if raw_landmarks is None else raw_landmarks
+        if face.blendshapes:
+            shapes = face.blendshapes
+        else:
+            if self._net is None:
+                self._net = open_blendshapes()
+            shapes = self._net(pts)
+        scores = np.fromiter((shapes.get(n, 0.0) for n in ARKIT_NAMES), np.float64, len(ARKIT_NAMES))
+        m = face.transform if face.transform is not None else face_transform(pts, frame_size)
+        m = np.asarray(m, np.float64)
+        scale = float(np.linalg.norm(m[:3, 0]))
+        r = m[:3, :3] / max(scale, 1e-9)
+        pos = m[:3, 3] / 100.0                  # the geometry pipeline's centimetres
+        iris = iris_offsets(pts)
+        self._collect(t, scores, r, pos, iris)
+        n = self.neutral
+        if n is not None:
+            base = np.asarray(n.scores)
+            scores = (scores - base) / (1.0 - base)
+            r = r @ matrix_of(np.asarray(n.rotation)).T
+            pos = pos - np.asarray(n.position)
+            iris = iris - np.asarray(n.gaze)
+        else:
+            if self._origin is None:
+                self._origin = pos.copy()
+            pos = pos - self._origin
+        scores = np.clip(scores, 0.0, 1.0)
+        angles = np.array(angles_of(r))
+        gaze = gaze_degrees(iris)
+        if self.config.smoothing:
+            scores = np.clip(self._f_scores(scores, t), 0.0, 1.0)
+            angles = self._f_angles(angles, t)
+            pos = self._f_position(pos, t)
+            gaze = self._f_gaze(gaze, t)
+            r = _rotation(*angles)
+        frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=scores,
+                          yaw=float(angles[0]), pitch=float(angles[1]), roll=float(angles[2]),
+                          quaternion=tuple(float(v) for v in quaternion_of(r)),  # type: ignore[arg-type]
+                          position=(float(pos[0]), float(pos[1]), float(pos[2])),
+                          gaze=(float(gaze[0]), float(gaze[1]), float(gaze[2]), float(gaze[3])),
+                          calibrated=n is not None, frame_size=(int(frame_size[0]), int(frame_size[1])))
+        self._last = frame
+        return frame
+
+    def _lost(self, t: float, frame_size: tuple[int, int]) -> FaceFrame:
+        last = self._last
+        if last is None:
+            return FaceFrame(t=t, found=False, track_id=-1, scores=np.zeros(len(ARKIT_NAMES)), yaw=0.0, pitch=0.0,
+                             roll=0.0, quaternion=(0.0, 0.0, 0.0, 1.0), position=(0.0, 0.0, 0.0),
+                             gaze=(0.0, 0.0, 0.0, 0.0), calibrated=self.neutral is not None,
+                             frame_size=(int(frame_size[0]), int(frame_size[1])))
+        return FaceFrame(t=t, found=False, track_id=last.track_id, scores=last.scores, yaw=last.yaw, pitch=last.pitch,
+                         roll=last.roll, quaternion=last.quaternion, position=last.position, gaze=last.gaze,
+                         calibrated=last.calibrated, frame_size=last.frame_size)
+
+
+def _rotation(yaw: float, pitch: float, roll: float) -> np.ndarray:
+    """R = Rz(roll) Ry(yaw) Rx(pitch) from degrees (angles_of's inverse)."""
+    y, p, r = (math.radians(v) for v in (yaw, pitch, roll))
+    cy, sy, cp, sp, cr, sr = math.cos(y), math.sin(y), math.cos(p), math.sin(p), math.cos(r), math.sin(r)
+    rz = np.array([[cr, -sr, 0], [sr, cr, 0], [0, 0, 1.0]])
+    ry = np.array([[cy, 0, sy], [0, 1.0, 0], [-sy, 0, cy]])
+    rx = np.array([[1.0, 0, 0], [0, cp, -sp], [0, sp, cp]])
+    return rz @ ry @ rx
+
+
+def pick_face(faces: list[Face], track_id: int | None = None) -> Face | None:
+    """The face that drives the rig: the one with `track_id` when given and present, else the largest."""
+    if not faces:
+        return None
+    if track_id is not None:
+        for f in faces:
+            if f.track_id == track_id:
+                return f
+    return max(faces, key=lambda f: (f.bbox[2] - f.bbox[0]) * (f.bbox[3] - f.bbox[1]))

@@ -60,10 +60,11 @@ GST_PKGS = gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-goo
 	gir1.2-gst-plugins-base-1.0 gir1.2-gstreamer-1.0 gir1.2-nice-0.1
 
 # Browser tests drive Debian's Chromium (never a downloaded one); the cluster tests (tests/cluster) run
-# Debian's HAProxy and Prometheus; the chart tests (tests/deploy) Debian's coturn, and npm fetches their helm.
+# Debian's HAProxy and Prometheus; the chart tests (tests/deploy) Debian's coturn, and npm fetches their helm;
+# the results edge's tests (tests/deploy/test_varnish_edge.py) Debian's Varnish (varnishd in /usr/sbin).
 # As root, install what is missing with one apt-get update; otherwise those tests skip with a note
 # (LIVEFUSE_REQUIRE_BROWSER=1 / LIVEFUSE_REQUIRE_CLUSTER=1 turn that into a failure; the browser flag covers
-# the GStreamer client too).
+# the GStreamer client too, the cluster flag Varnish).
 debian-tools:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
@@ -73,6 +74,7 @@ debian-tools:
 	command -v radosgw >/dev/null 2>&1 || missing="$$missing ceph-mon ceph-osd radosgw ceph-common"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	command -v turnserver >/dev/null 2>&1 || missing="$$missing coturn"; \
+	{ command -v varnishd >/dev/null 2>&1 || test -x /usr/sbin/varnishd; } || missing="$$missing varnish"; \
 	{ command -v gst-inspect-1.0 >/dev/null 2>&1 && gst-inspect-1.0 webrtcbin nicesrc x264enc avdec_h264 >/dev/null 2>&1 \
 	  && /usr/bin/python3 -c "import gi; gi.require_version('GstWebRTC', '1.0'); gi.require_version('Nice', '0.1')" 2>/dev/null; } \
 	  || missing="$$missing $(GST_PKGS)"; \

@@ -24,10 +24,19 @@ from engines.cards import file_sha256
 _ARCFACE_112_V1 = ((39.7300, 51.1380), (72.2700, 51.1380), (56.0000, 68.4930), (42.4630, 87.0100), (69.5370, 87.0100))
 _ARCFACE_112_V2 = tuple((float(x), float(y)) for x, y in ARCFACE_112.points)
 _ARCFACE_128 = tuple((x + 8.0, y) for x, y in _ARCFACE_112_V2)   # InsightFace's norm_crop at 128: v2 shifted 8 px
+# ffhq_512: the face-restoration crop (facexlib's FaceRestoreHelper template at 512, which GFPGAN, CodeFormer,
+# RestoreFormer++ and GPEN-512 are trained on: the whole face and some hair); dfl_whole_face: DeepFaceLab's
+# whole-face crop (XSeg), as FaceFusion writes it in units of the crop side
+_FFHQ_512 = ((192.98138, 239.94708), (318.90277, 240.19360), (256.63416, 314.01935), (201.26117, 371.41043),
+             (313.08905, 371.15118))
+_DFL_WHOLE_FACE = ((0.35342266, 0.39285716), (0.62797622, 0.39285716), (0.48660713, 0.54017860),
+                   (0.38839287, 0.68750011), (0.59821427, 0.68750011))
 LAYOUTS: dict[str, tuple[tuple[tuple[float, float], ...], float]] = {
     "arcface_112_v1": (_ARCFACE_112_V1, 112.0),
     "arcface_112_v2": (_ARCFACE_112_V2, 112.0),
     "arcface_128": (_ARCFACE_128, 128.0),
+    "ffhq_512": (_FFHQ_512, 512.0),
+    "dfl_whole_face": (_DFL_WHOLE_FACE, 1.0),
 }
 
 SourceVector = Literal["emap", "normalised"]

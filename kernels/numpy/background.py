@@ -87,6 +87,14 @@ def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray) -> np.nd
     return np.clip(a, 0.0, 1.0, out=a)
 
 
+def keep_polygons(alpha: np.ndarray, polygons) -> np.ndarray:
+    """alpha set to 1 inside each polygon ((N, 2) pixel x, y), in place: regions known to be the person
+    (the faces the face stage follows) whatever the network thought."""
+    for poly in polygons:
+        cv2.fillPoly(alpha, [np.round(np.asarray(poly, np.float64)).astype(np.int32)], 1.0)
+    return alpha
+
+
 def half_alpha(alpha: np.ndarray) -> np.ndarray:
     """alpha for the chroma planes: the 2 x 2 block means of an even-sized alpha."""
     h, w = alpha.shape

@@ -81,6 +81,26 @@ def guided_alpha(coef: tuple[torch.Tensor, torch.Tensor], luma: torch.Tensor) ->
     return (_linear(coef[0], (w, h)) * luma.float() + _linear(coef[1], (w, h))).clamp_(0.0, 1.0)
 
 
+def keep_polygons(alpha: torch.Tensor, polygons) -> torch.Tensor:
+    """See kernels.numpy.background.keep_polygons: each polygon rasterised on the host over its box, the box
+    raised to 1 inside it on the device."""
+    import cv2
+    import numpy as np
+
+    h, w = alpha.shape
+    for poly in polygons:
+        p = np.round(np.asarray(poly, np.float64)).astype(np.int32)
+        x0, y0 = max(0, int(p[:, 0].min())), max(0, int(p[:, 1].min()))
+        x1, y1 = min(w, int(p[:, 0].max()) + 1), min(h, int(p[:, 1].max()) + 1)
+        if x1 <= x0 or y1 <= y0:
+            continue
+        m = np.zeros((y1 - y0, x1 - x0), np.float32)
+        cv2.fillPoly(m, [p - np.array([x0, y0], np.int32)], 1.0)
+        box = alpha[y0:y1, x0:x1]
+        alpha[y0:y1, x0:x1] = torch.maximum(box, torch.from_numpy(m).to(alpha.device))
+    return alpha
+
+
 def half_alpha(alpha: torch.Tensor) -> torch.Tensor:
     return F.avg_pool2d(alpha[None, None], 2)[0, 0]
 

@@ -129,3 +129,13 @@ def test_torch_twins_agree(frame):
     cv_n = nb.cover(frame, (640, 480))
     cv_t = tb.cover(_t(frame), (640, 480)).numpy()
     assert cv_n.shape == cv_t.shape and np.abs(cv_n.astype(int) - cv_t).mean() < 2.0
+
+
+def test_keep_polygons_raise_the_person_inside_them_and_the_twin_agrees():
+    alpha = np.zeros((100, 160), np.float32)
+    alpha[:, :20] = 0.5
+    poly = np.array([[10.2, 10.0], [80.0, 12.0], [60.0, 70.0], [-5.0, 60.0]])
+    n = nb.keep_polygons(alpha.copy(), [poly])
+    t = tb.keep_polygons(_t(alpha.copy()), [poly]).numpy()
+    assert np.array_equal(n, t)
+    assert n[30, 40] == 1.0 and n[90, 150] == 0.0 and n[95, 5] == 0.5

@@ -1,0 +1,321 @@
+"""The background behind the person: what a user asks for (`BackgroundSpec`: none, blur, a colour, a
+picture) and one stream's person matte (`Matte`: the segmentation network's mask, steadied over time and
+fitted to the frame's edges at full resolution), composed by the kernels in kernels/*/background.py.
+
+The frame arrives as RGB (photos, clips) or as I420 planes (the live stream: Y at full size, U and V at
+half); planes are composed plane by plane, so the stream's frame is never converted whole. Planes on a
+torch device take the torch twins; the network itself reads a small thumbnail on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from engines.segmentation import PersonSegmenter, SegmentationConfig
+
+Mode = Literal["none", "blur", "color", "image"]
+MODES: tuple[str, ...] = ("none", "blur", "color", "image")
+DEFAULT_STRENGTH = 0.7
+DEFAULT_COLOR = (0, 255, 0)     # a green key: OBS's chroma key default
+
+
+class BackgroundError(ValueError):
+    """A background request that cannot be honoured; the message says why, for the client."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundSpec:
+    """mode "none" leaves the frame alone (the stage costs nothing); "blur" blurs the room by `strength` in
+    [0, 1] (the person stays sharp); "color" fills it with `color` (RGB); "image" puts the uploaded
+    picture `image_id` behind the person, scaled to cover the frame."""
+
+    mode: Mode = "none"
+    strength: float = DEFAULT_STRENGTH
+    color: tuple[int, int, int] = DEFAULT_COLOR
+    image_id: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.mode != "none"
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as the control protocol writes it (only the fields its mode reads)."""
+        if self.mode == "blur":
+            return {"mode": "blur", "strength": round(self.strength, 3)}
+        if self.mode == "color":
+            return {"mode": "color", "color": "#%02x%02x%02x" % self.color}
+        if self.mode == "image":
+            return {"mode": "image", "image_id": self.image_id}
+        return {"mode": "none"}
+
+
+NONE = BackgroundSpec()
+
+
+def parse_color(text: Any) -> tuple[int, int, int]:
+    """RGB of a CSS colour: a name ("green"), #rgb, #rrggbb, #rrggbbaa, rgb(), hsl(); alpha ignored."""
+    from PIL import ImageColor
+
+    if not isinstance(text, str) or not text.strip() or len(text) > 64:
+        raise BackgroundError("background color must be a CSS colour such as \"#00ff00\" or \"green\"")
+    try:
+        rgb = ImageColor.getrgb(text.strip())
+    except ValueError:
+        raise BackgroundError(f"background color {text.strip()[:40]!r} is not a CSS colour "
+                              "(use a name, #rrggbb, rgb() or hsl())") from None
+    return (int(rgb[0]), int(rgb[1]), int(rgb[2]))
+
+
+def _strength(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise BackgroundError("background strength must be a number from 0 to 1")
+    if not 0.0 <= float(value) <= 1.0:
+        raise BackgroundError(f"background strength {value} is outside 0..1")
+    return float(value)
+
+
+def parse_background(value: Any) -> BackgroundSpec:
+    """A spec from what a client sends: None / "none" / "off", "blur", a CSS colour, "image:ID", or an
+    object {"mode": ..., "strength": ..., "color": ..., "image_id": ...}. Raises BackgroundError."""
+    if value is None:
+        return NONE
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in ("", "none", "off"):
+            return NONE
+        if word == "blur":
+            return BackgroundSpec(mode="blur")
+        if word.startswith("image:"):
+            return parse_background({"mode": "image", "image_id": value.strip()[6:]})
+        return BackgroundSpec(mode="color", color=parse_color(value))
+    if not isinstance(value, dict):
+        raise BackgroundError("background must be an object such as {\"mode\": \"blur\", \"strength\": 0.7}")
+    known = {"mode", "strength", "color", "image_id"}
+    extra = sorted(set(value) - known)
+    if extra:
+        raise BackgroundError(f"background has unknown field(s) {', '.join(map(str, extra))[:80]}; "
+                              f"it takes {', '.join(sorted(known))}")
+    mode = value.get("mode", "none")
+    if mode not in MODES:
+        raise BackgroundError(f"background mode {str(mode)[:20]!r} is not one of {', '.join(MODES)}")
+    if mode == "none":
+        return NONE
+    if mode == "blur":
+        return BackgroundSpec(mode="blur", strength=_strength(value.get("strength", DEFAULT_STRENGTH)))
+    if mode == "color":
+        return BackgroundSpec(mode="color", color=parse_color(value.get("color", "#00ff00")))
+    image_id = value.get("image_id")
+    if not isinstance(image_id, str) or not image_id or len(image_id) > 128:
+        raise BackgroundError("background mode \"image\" needs the image_id of an uploaded picture")
+    return BackgroundSpec(mode="image", image_id=image_id)
+
+
+@dataclass(frozen=True, slots=True)
+class MatteConfig:
+    """segmentation: which network reads the frame. radius, eps: the guided filter (at the mask's size).
+    low, high: the mask levels that become fully background / fully person. still_weight, motion_level,
+    noise: the steadying over time (kernels.numpy.background.steady). every: the network runs on every
+    `every`-th frame of a stream; on the frames between, the last mask is fitted to the new frame's edges
+    (the guided filter reads the new frame), so the person's outline still follows the picture.
+    blur_factor: the blur runs at 1/blur_factor of the frame."""
+
+    segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
+    radius: int = 2
+    eps: float = 1e-3
+    low: float = 0.35
+    high: float = 0.65
+    still_weight: float = 0.25
+    motion_level: float = 0.05
+    noise: float = 0.01
+    every: int = 1
+    blur_factor: int = 4
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _kernels(x: Any):
+    if _is_torch(x):
+        from kernels.torch import background as kt
+
+        return kt
+    from kernels.numpy import background as kn
+
+    return kn
+
+
+def _host(x: Any) -> np.ndarray:
+    return x.detach().to("cpu").numpy() if _is_torch(x) else x
+
+
+class Matte:
+    """One stream's person matte. `alpha_rgb(image)` / `alpha_i420(y, u, v)` give the frame's alpha (1 on the
+    person, 0 on the room) at full size (and half size for the chroma planes). With `steady` (streams) the
+    mask is steadied against the previous frame's; photos and the first frame take the network's alone."""
+
+    def __init__(self, config: MatteConfig = MatteConfig(), segmenter: PersonSegmenter | None = None) -> None:
+        self.config = config
+        self._own = segmenter is None
+        self.segmenter = segmenter if segmenter is not None else PersonSegmenter(config.segmentation)
+        self._mask: np.ndarray | None = None
+        self._guide: np.ndarray | None = None
+        self._frames = 0
+
+    def reset(self) -> None:
+        self._mask = self._guide = None
+        self._frames = 0
+
+    def _mask_for(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool) -> tuple[np.ndarray, np.ndarray]:
+        from kernels.numpy import background as kn
+
+        c = self.config
+        guide = kn.thumbnail_guide(thumb)
+        fresh = (not steady or self._mask is None or self._mask.shape != guide.shape
+                 or self._frames % max(1, c.every) == 0)
+        if fresh:
+            mask = self.segmenter(thumb, frame_size)
+            if steady:
+                mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
+        else:
+            mask = self._mask
+        if steady:
+            self._mask, self._guide = mask, guide
+            self._frames += 1
+        return mask, guide
+
+    def _coefficients(self, mask: np.ndarray, guide: np.ndarray, like: Any):
+        from kernels.numpy import background as kn
+
+        c = self.config
+        a, b = kn.guided_coefficients(mask, guide, c.radius, c.eps, c.low, c.high)
+        if _is_torch(like):
+            import torch
+
+            return torch.from_numpy(a).to(like.device), torch.from_numpy(b).to(like.device)
+        return a, b
+
+    def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = ()) -> Any:
+        """float32 H x W alpha of a uint8 RGB image (NumPy array or torch tensor, like the image); `keep`:
+        polygons ((N, 2) pixels) that are the person whatever the network says (the faces' hulls)."""
+        k = _kernels(image)
+        h, w = image.shape[:2]
+        size = self.segmenter.input_size(w, h)
+        thumb = _host(k.rgb_thumbnail(image, size))
+        mask, guide = self._mask_for(thumb, (w, h), steady)
+        coef = self._coefficients(mask, guide, image)
+        if _is_torch(image):
+            luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
+        else:
+            import cv2
+
+            luma = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
+        return k.keep_polygons(k.guided_alpha(coef, luma), keep)
+
+    def alpha_i420(self, y: Any, u: Any, v: Any, steady: bool = True,
+                   keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any]:
+        """(alpha for Y at full size, alpha for U and V at half size) of an I420 frame (even sides); `keep`
+        as for alpha_rgb."""
+        k = _kernels(y)
+        h, w = y.shape
+        size = self.segmenter.input_size(w, h)
+        thumb = _host(k.i420_thumbnail(y, u, v, size))
+        mask, guide = self._mask_for(thumb, (w, h), steady)
+        alpha = k.keep_polygons(k.guided_alpha(self._coefficients(mask, guide, y), y), keep)
+        return alpha, k.half_alpha(alpha)
+
+    def close(self) -> None:
+        if self._own:
+            self.segmenter.close()
+
+
+def face_hulls(faces: Sequence[Any]) -> list[np.ndarray]:
+    """The convex hull ((N, 2) pixels) of each face's landmarks: regions the matte keeps as the person."""
+    import cv2
+
+    out = []
+    for face in faces:
+        pts = np.asarray(getattr(face, "landmarks", face), np.float32)
+        if pts.ndim == 2 and len(pts) >= 3:
+            out.append(cv2.convexHull(np.ascontiguousarray(pts[:, :2]))[:, 0])
+    return out
+
+
+def _color_i420(color: tuple[int, int, int]) -> tuple[float, float, float]:
+    from kernels.numpy.color import rgb_to_i420
+
+    y, u, v = rgb_to_i420(np.full((2, 2, 3), color, np.uint8))
+    return float(y[0, 0]), float(u[0, 0]), float(v[0, 0])
+
+
+class Backdrop:
+    """What goes behind the person, made once per picture and frame size and kept: a picture scaled to
+    cover the frame (as RGB and as I420 planes). Not thread-safe; one per stream or per photo call."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._rgb: Any = None
+        self._planes: tuple | None = None
+
+    def picture(self, picture: Any, key: Any, size: tuple[int, int]) -> Any:
+        """RGB picture covering `size` = (w, h), like `picture` (NumPy or torch)."""
+        full = (key, size)
+        if self._key != full:
+            self._key, self._planes = full, None
+            self._rgb = _kernels(picture).cover(picture, size)
+        return self._rgb
+
+    def picture_planes(self, picture: Any, key: Any, size: tuple[int, int]) -> tuple:
+        rgb = self.picture(picture, key, size)
+        if self._planes is None:
+            if _is_torch(rgb):
+                from kernels.torch.color import rgb_to_i420
+            else:
+                from kernels.numpy.color import rgb_to_i420
+            self._planes = tuple(rgb_to_i420(rgb))
+        return self._planes
+
+
+def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = None, backdrop: Backdrop | None = None,
+                picture_key: Any = None, blur_factor: int = 4) -> Any:
+    """uint8 RGB with the room behind the person replaced as `spec` says (`picture` for mode image)."""
+    k = _kernels(image)
+    h, w = image.shape[:2]
+    if spec.mode == "blur":
+        bg = k.background_blur(image, alpha, k.blur_sigma(spec.strength, h, blur_factor), blur_factor)
+    elif spec.mode == "color":
+        bg = tuple(float(c) for c in spec.color)
+    elif spec.mode == "image":
+        if picture is None:
+            raise BackgroundError(f"background picture {spec.image_id!r} is not available")
+        bg = (backdrop or Backdrop()).picture(picture, picture_key if picture_key is not None else spec.image_id, (w, h))
+    else:
+        return image
+    return k.composite(image, bg, alpha)
+
+
+def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
+                 backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 4) -> tuple[Any, Any, Any]:
+    """New (Y, U, V) with the room behind the person replaced as `spec` says; the planes given are not changed."""
+    k = _kernels(y)
+    a_y, a_uv = alphas
+    h, w = y.shape
+    if spec.mode == "blur":
+        s = k.blur_sigma(spec.strength, h, blur_factor)
+        half = max(1, blur_factor // 2)
+        return (k.composite(y, k.background_blur(y, a_y, s, blur_factor), a_y),
+                k.composite(u, k.background_blur(u, a_uv, s, half), a_uv),
+                k.composite(v, k.background_blur(v, a_uv, s, half), a_uv))
+    if spec.mode == "color":
+        cy, cu, cv = _color_i420(spec.color)
+        return k.composite(y, cy, a_y), k.composite(u, cu, a_uv), k.composite(v, cv, a_uv)
+    if spec.mode == "image":
+        if picture is None:
+            raise BackgroundError(f"background picture {spec.image_id!r} is not available")
+        py, pu, pv = (backdrop or Backdrop()).picture_planes(
+            picture, picture_key if picture_key is not None else spec.image_id, (w, h))
+        return k.composite(y, py, a_y), k.composite(u, pu, a_uv), k.composite(v, pv, a_uv)
+    return y, u, v

@@ -1,0 +1,178 @@
+"""The background engine against hand-drawn truth (data/background/person_masks.json): the person's mask
+on the project's photos and on pasted scenes, the same person on different rooms, the face untouched,
+a colour key that survives the stream's encoder, a still person's steady mask and a moving one's
+untrailed mask; and the spec a client sends, refused with reasons.
+
+Figures this network reaches here (the margins below are set from them): IoU 0.98 / 0.96 on the two
+photos; on 20 pasted scenes mean 0.95, 18 of 20 at or over 0.92 (a person pasted in front of a giant
+coffee cup or a cat's face: 0.65 to 0.91, the network's own misses)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from bench import _person_scenes as ps
+from engines.background import (BackgroundError, BackgroundSpec, Matte, compose_i420, compose_rgb, face_hulls,
+                                parse_background, parse_color)
+from kernels.numpy.color import i420_to_rgb, rgb_to_i420, rgb_to_lab
+
+ROOMS = ("coffee", "rocket", "chelsea", "brick", "studio")
+PLACES = ((1.0, 0.5), (0.8, 0.3))
+
+
+@pytest.fixture(scope="module")
+def matte():
+    m = Matte()
+    yield m
+    m.close()
+
+
+def _alpha(matte: Matte, scene: ps.Scene, keep=()) -> np.ndarray:
+    if scene.image.shape[1] >= 1.5 * scene.image.shape[0]:
+        y, u, v = rgb_to_i420(scene.image)
+        return matte.alpha_i420(y, u, v, steady=False, keep=keep)[0]
+    return matte.alpha_rgb(scene.image, keep=keep)
+
+
+def test_parse_background_reads_what_clients_send():
+    assert parse_background(None) == BackgroundSpec()
+    assert parse_background("off").mode == "none" and not parse_background("none").active
+    assert parse_background("blur") == BackgroundSpec(mode="blur", strength=0.7)
+    assert parse_background({"mode": "blur", "strength": 0.2}).strength == 0.2
+    assert parse_background("#00ff00") == BackgroundSpec(mode="color", color=(0, 255, 0))
+    assert parse_background({"mode": "color", "color": "rgb(0, 0, 255)"}).color == (0, 0, 255)
+    assert parse_background("Blue").color == (0, 0, 255)
+    assert parse_background({"mode": "image", "image_id": "bg-1"}).image_id == "bg-1"
+    assert parse_background("image:bg-2") == BackgroundSpec(mode="image", image_id="bg-2")
+    assert parse_color("hsl(120, 100%, 50%)") == (0, 255, 0)
+    for spec in (BackgroundSpec(), BackgroundSpec(mode="blur", strength=0.3), BackgroundSpec(mode="color", color=(1, 2, 3)),
+                 BackgroundSpec(mode="image", image_id="x")):
+        assert parse_background(spec.to_json()) == spec
+    for bad, reason in (("#12345", "not a CSS colour"), ({"mode": "smoke"}, "not one of"),
+                        ({"mode": "blur", "strength": 2}, "outside 0..1"), ({"mode": "blur", "strength": "x"}, "number"),
+                        ({"mode": "image"}, "image_id"), ({"mode": "blur", "radius": 3}, "unknown field"),
+                        (42, "must be an object"), ({"mode": "color", "color": ""}, "CSS colour")):
+        with pytest.raises(BackgroundError, match=reason):
+            parse_background(bad)
+
+
+@pytest.mark.parametrize("name,floor", [("grace_hopper", 0.95), ("astronaut", 0.93)])
+def test_person_mask_on_the_photos(matte, name, floor):
+    scene = ps.photo_scene(name)
+    assert ps.iou(_alpha(matte, scene), scene) >= floor          # measured 0.98 and 0.96
+
+
+def test_person_mask_on_pasted_scenes(matte):
+    ious = {f"{n}/{r}/{h}": ps.iou(_alpha(matte, s), s)
+            for n in ("grace_hopper", "astronaut") for r in ROOMS for h, c in PLACES
+            for s in [ps.pasted_scene(n, r, height=h, centre_x=c)]}
+    values = np.array(list(ious.values()))
+    assert values.mean() >= 0.93, ious                            # measured 0.95
+    assert (values >= 0.92).sum() >= 16, ious                     # measured 18 of 20
+    # plain rooms are where a streamer sets up: every one of them at the target
+    assert min(v for k, v in ious.items() if "/studio/" in k or "/brick/" in k) >= 0.95, ious
+
+
+def test_same_person_on_two_rooms(matte):
+    for name in ("grace_hopper", "astronaut"):
+        scenes = {r: ps.pasted_scene(name, r, height=0.8, centre_x=0.3) for r in ("studio", "brick", "rocket")}
+        masks = {r: _alpha(matte, s) for r, s in scenes.items()}
+        void = scenes["studio"].void
+        assert ps.mask_iou(masks["studio"], masks["brick"], void) >= 0.95    # measured 0.99
+        assert ps.mask_iou(masks["studio"], masks["rocket"], void) >= 0.95   # measured 0.96
+
+
+def test_face_is_untouched_and_the_person_never_blurred(matte):
+    for name in ("grace_hopper", "astronaut"):
+        scene = ps.pasted_scene(name, "rocket", height=0.8, centre_x=0.3)
+        y, u, v = rgb_to_i420(scene.image)
+        alphas = matte.alpha_i420(y, u, v, steady=False, keep=[scene.face_hull])
+        before = i420_to_rgb(y, u, v)
+        face = scene.face_region()
+        for spec in (BackgroundSpec("blur", 1.0), BackgroundSpec("color", color=(0, 255, 0))):
+            after = i420_to_rgb(*compose_i420(y, u, v, alphas, spec))
+            mse = np.mean((after[face].astype(np.float64) - before[face]) ** 2)
+            assert mse == 0 or 10 * np.log10(255 ** 2 / mse) >= 45.0
+            # wherever the matte says "person" (Y and the 2x2 block's chroma), the pixels are the frame's own
+            inside = (alphas[0] >= 1.0) & np.repeat(np.repeat(alphas[1] >= 1.0, 2, 0), 2, 1)
+            assert inside.mean() > 0.1 and np.array_equal(after[inside], before[inside])
+
+
+def test_face_hulls_come_from_landmarks():
+    pts = np.array([[10, 10, 0], [50, 12, 0], [30, 60, 0], [30, 30, 0]], np.float32)
+    (hull,) = face_hulls([pts])
+    assert len(hull) == 3
+
+
+def test_colour_key_survives_the_stream_encoder(matte):
+    from tests.watermark_clips import reencode
+
+    scene = ps.pasted_scene("grace_hopper", "rocket", height=0.8, centre_x=0.3)
+    rng = np.random.default_rng(0)
+    frames = []
+    for _ in range(10):
+        f = np.clip(scene.image + rng.normal(0, 2.0, scene.image.shape), 0, 255).astype(np.uint8)
+        y, u, v = rgb_to_i420(f)
+        alphas = matte.alpha_i420(y, u, v, steady=True, keep=[scene.face_hull])
+        frames.append(i420_to_rgb(*compose_i420(y, u, v, alphas, BackgroundSpec("color", color=(0, 255, 0)))))
+    matte.reset()
+    face_width = scene.face[2] - scene.face[0]
+    far = cv2.distanceTransform((~scene.person).astype(np.uint8), cv2.DIST_L2, 5) > face_width
+    ref = rgb_to_lab(np.array([[[0, 255, 0]]], np.uint8))[0, 0].astype(np.float64)
+    for codec in ("libvpx", "libx264"):
+        out = reencode(frames, codec, 1_000_000)[-1]
+        de = np.linalg.norm(rgb_to_lab(out)[far].astype(np.float64) - ref, axis=1)
+        assert np.percentile(de, 99) <= 3.0, codec                  # measured 0.5
+
+
+def _noisy(image, rng, sigma=3.0):
+    return np.clip(image + rng.normal(0, sigma, image.shape), 0, 255).astype(np.uint8)
+
+
+def test_still_person_mask_is_steady():
+    scene = ps.pasted_scene("astronaut", "studio", height=0.8, centre_x=0.3)
+    rng = np.random.default_rng(1)
+    matte = Matte()
+    try:
+        masks = []
+        for _ in range(20):
+            y, u, v = rgb_to_i420(_noisy(scene.image, rng))
+            masks.append(matte.alpha_i420(y, u, v)[0] > 0.5)
+        change = [np.mean(masks[i] != masks[i - 1]) for i in range(1, len(masks))]
+        assert max(change) <= 0.005                                 # measured under 0.0005
+    finally:
+        matte.close()
+
+
+def test_moving_person_leaves_no_trail():
+    matte = Matte()
+    rng = np.random.default_rng(2)
+    try:
+        for i, cx in enumerate(np.linspace(0.3, 0.6, 8)):
+            scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=float(cx))
+            y, u, v = rgb_to_i420(_noisy(scene.image, rng))
+            alpha = matte.alpha_i420(y, u, v)[0]
+            if i:
+                assert ps.iou(alpha, scene) >= 0.93                  # follows at once
+                behind = prev_person & ~scene.person                 # where she stood a frame ago
+                assert np.mean(alpha[behind] > 0.5) < 0.1
+            prev_person = scene.person
+    finally:
+        matte.close()
+
+
+def test_rgb_and_planes_agree_and_image_mode_covers(matte, astronaut):
+    scene = ps.pasted_scene("grace_hopper", "brick", height=0.8, centre_x=0.3)
+    y, u, v = rgb_to_i420(scene.image)
+    a_planes = matte.alpha_i420(y, u, v, steady=False)[0]
+    a_rgb = matte.alpha_rgb(scene.image)
+    assert ps.mask_iou(a_planes, a_rgb) >= 0.98
+    spec = BackgroundSpec(mode="image", image_id="astro")
+    out = compose_rgb(scene.image, a_rgb, spec, picture=astronaut)
+    assert out.shape == scene.image.shape
+    corner = out[:40, -200:].astype(float)                          # the picture's top right fills the corner
+    assert np.abs(corner.mean(axis=(0, 1)) - scene.image[:40, -200:].mean(axis=(0, 1))).max() > 10
+    with pytest.raises(BackgroundError, match="not available"):
+        compose_rgb(scene.image, a_rgb, spec, picture=None)

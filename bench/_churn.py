@@ -2,7 +2,7 @@
 process figures (RSS, threads, fds) that tell whether each one gave back what it took.
 
 Shared by `livefuse bench soak` (a server in a child process, for minutes) and the resource test in
-tests/streamer/test_resources.py (a server in the test's process, 100 of each): one client, so what
+tests/streamer/web/test_resources.py (a server in the test's process, 100 of each): one client, so what
 the test holds flat is what the soak measures.
 """
 
@@ -19,7 +19,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
 from bench._probe import ClipTrack, ProbeClient, clip_background
-from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 
 END_WAYS = ("close", "delete")   # the sender closes its connection / says DELETE /whip (after its viewer)
 
@@ -195,7 +195,7 @@ def issue_token(tokens: Any, name: str, env: dict[str, str], *, rate: float, max
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "streamer.cli", "tokens", "issue", str(tokens), name,
+    out = subprocess.run([sys.executable, "-m", "streamer.app.cli", "tokens", "issue", str(tokens), name,
                           "--rate", f"{rate:g}", "--max-sessions", str(max_sessions)], env=env, check=True,
                          capture_output=True, text=True)
     return out.stdout.split()[0]

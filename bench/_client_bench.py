@@ -43,7 +43,7 @@ async def _ffmpeg(base: str, image: Path, codec: str, frames: int, width: int, h
     import imageio_ffmpeg
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+    from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 
     if codec != "H264":
         raise SystemExit("ffmpeg's WHIP muxer publishes H264 only here: use --codecs H264")

@@ -126,7 +126,7 @@ class Cluster:
 
     def start_replica(self, node: Replica) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO), LIVEFUSE_AUDIT_LOG=str(node.audit_log))
-        cmd = [sys.executable, "-m", "streamer.cli", "serve", "--host", "127.0.0.1", "--port", str(node.port),
+        cmd = [sys.executable, "-m", "streamer.app.cli", "serve", "--host", "127.0.0.1", "--port", str(node.port),
                "--max-sessions", str(self.max_sessions), "--public-url", node.url,
                "--drain-timeout", str(self.drain_timeout), "--audit-stdout", *self.extra_args]
         out = open(node.folder / "stdout.jsonl", "wb")

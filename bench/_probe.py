@@ -16,7 +16,7 @@ from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import VideoFrame
 
-from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 
 VIDEO_CLOCK = 90000
 CODE_BITS = 12           # frame index modulo 4096, plus its complement as a check

@@ -43,8 +43,8 @@ def build_product(audit_dir: str | None = None, face_backend: str | None = None)
     ("interpreter,litert") replaces the face runtimes' order of preference, as `serve --face-backend` does."""
     from dataclasses import replace
 
-    from streamer.assembly import Product, ProductConfig
-    from streamer.safety.kit import SafetyConfig
+    from streamer.app.assembly import Product, ProductConfig
+    from streamer.web.kit import SafetyConfig
 
     audit_dir = audit_dir or tempfile.mkdtemp(prefix="livefuse-bench-")
     config = ProductConfig(safety=SafetyConfig(audit_path=str(Path(audit_dir) / "audit.jsonl")))

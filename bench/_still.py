@@ -1,4 +1,4 @@
-"""`livefuse bench pipeline --still`: what a still face's reuse (streamer/stages/still.py) saves and costs.
+"""`livefuse bench pipeline --still`: what a still face's reuse (streamer/pipeline/stages/still.py) saves and costs.
 
 A 640x480 clip of the Grace Hopper photo with sensor noise (sigma `--still-noise`, new every frame): first
 `--frames` frames still, then `--frames` frames of the pipeline bench's slow sway and roll. One face stage
@@ -83,12 +83,12 @@ def run(args) -> dict[str, Any]:
 
     from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session
     from bench._scenes import add_noise
-    from streamer.media.convert import frame_to_rgb, frame_to_state, state_to_frame
-    from streamer.pipeline import Pipeline
-    from streamer.session import Session
+    from streamer.pipeline.convert import frame_to_rgb, frame_to_state, state_to_frame
+    from streamer.pipeline.pipeline import Pipeline
+    from streamer.session.session import Session
     from engines.landmarks.still import change as still_change, face_box as still_box, signature
-    from streamer.stages.faces import FaceStage
-    from streamer.stages.still import StillConfig, StillFaces
+    from streamer.pipeline.stages.faces import FaceStage
+    from streamer.pipeline.stages.still import StillConfig, StillFaces
 
     w, h = (int(v) for v in args.sizes.split(",")[0].split("x"))
     prompt = DEFAULT_PROMPT if args.prompt is None else args.prompt

@@ -20,8 +20,8 @@ import numpy as np
 from aiohttp import web
 
 from streamer.config import ServerConfig
-from streamer.pipeline import FrameState, Pipeline
-from streamer.server import SERVER_KEY, create_app
+from streamer.pipeline.pipeline import FrameState, Pipeline
+from streamer.web.server import SERVER_KEY, create_app
 from streamer.services import Services
 
 
@@ -104,17 +104,17 @@ class RecordingPipeline(Pipeline):
 
 
 def use_overlapped_worker(log: TimingLog) -> None:
-    """Serve every stream with streamer.media.overlap.OverlappedFrameWorker, logged, in place of the plain
+    """Serve every stream with streamer.pipeline.overlap.OverlappedFrameWorker, logged, in place of the plain
     FrameWorker (the server runs with `overlap="off"`, so the bench, not the host's cores, picks the worker)."""
-    import streamer.peer
-    from streamer.media.overlap import OverlappedFrameWorker
+    import streamer.rtc.peer
+    from streamer.pipeline.overlap import OverlappedFrameWorker
 
     class LoggedWorker(OverlappedFrameWorker):
         def finished(self, state: FrameState) -> None:
             super().finished(state)
             log.add(state.timings, state.cpu_ms, state, self._front.stages)
 
-    streamer.peer.FrameWorker = LoggedWorker
+    streamer.rtc.peer.FrameWorker = LoggedWorker
 
 
 def build_services(pipeline: str, delay_ms: float, log: TimingLog, face_backend: str | None = None) -> Services:
@@ -144,8 +144,8 @@ def main() -> None:
     p.add_argument("--face-backend", default=None, help="face runtimes in order of preference (default: the product's)")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from streamer.commands.serve import apply_process_settings
-    from streamer.threads import ThreadConfig, apply_thread_config
+    from streamer.app.commands.serve import apply_process_settings
+    from streamer.ops.threads import ThreadConfig, apply_thread_config
 
     log = TimingLog()
     if a.overlap:

@@ -52,8 +52,8 @@ def photos(size: int, n: int = 8) -> np.ndarray:
 def photo_landmark_call() -> tuple[Callable[[list[Any]], list[Any]], Any]:
     """The batch function the photo API's `landmarks` batcher wraps (PhotoModels), on the landmarker
     Product builds for photos; and the landmarker, to close."""
-    from streamer.api.photos import _each
-    from streamer.assembly import Product, ProductConfig
+    from streamer.web.api.photos import _each
+    from streamer.app.assembly import Product, ProductConfig
 
     landmarker = Product(ProductConfig())._photo_landmarker()
     return _each(lambda image: landmarker.detect(image, 0)), landmarker

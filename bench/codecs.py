@@ -1,5 +1,5 @@
 """The returned stream's encoders as the server's senders run them, no network: CPU per frame and
-picture quality for VP8 and for H264 at each libx264 preset (`streamer.encoder_settings.set_h264_preset`).
+picture quality for VP8 and for H264 at each libx264 preset (`streamer.rtc.encoder_settings.set_h264_preset`).
 
 Each case encodes the same clip (the Grace Hopper photo swaying and rolling, bench/_product.py) with the
 encoder aiortc's sender makes (its `encode`, the call a sender makes per frame) at a fixed target bitrate
@@ -39,7 +39,7 @@ def run(args) -> dict[str, Any]:
     from av import VideoFrame
 
     from bench._product import grace_hopper, moving_face
-    from streamer import encoder_settings
+    from streamer.rtc import encoder_settings
     from streamer.config import ServerConfig
 
     bitrate = args.bitrate or ServerConfig().max_bitrate

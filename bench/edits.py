@@ -121,10 +121,10 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = 
 
 def prompt_switch(switches: int) -> dict:
     from engines.faces import Face
-    from streamer.pipeline import FrameState
-    from streamer.prompts import load_prompt_cache
-    from streamer.session import Session
-    from streamer.stages.edits import EditsStage
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.session.prompts import load_prompt_cache
+    from streamer.session.session import Session
+    from streamer.pipeline.stages.edits import EditsStage
 
     img, lm = _frame()
     face = Face(landmarks=lm, bbox=(0, 0, 1, 1))

@@ -169,8 +169,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from engines.faces import LandmarkerConfig, MediaPipeLandmarker
-    from streamer.pipeline import FrameState
-    from streamer.stages.faces import FaceStage
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.pipeline.stages.faces import FaceStage
 
     if args.cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
@@ -324,8 +324,8 @@ def _wide_search(photo: np.ndarray, n: int) -> dict[str, Any]:
 
     from engines.backends import BackendSettings, select_backend
     from engines.faces import LandmarkerConfig, MediaPipeLandmarker, SearchConfig
-    from streamer.pipeline import FrameState
-    from streamer.stages.faces import FaceStage, FaceStageConfig
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
     from bench._scenes import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
 
     with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
@@ -408,8 +408,8 @@ def _hand_check(photo: np.ndarray, n: int) -> dict[str, Any]:
     from bench._scenes import ASTRONAUT_SKIN, skin_hand
     from engines.faces import LandmarkerConfig
     from engines.landmarks.hands import HandConfig, HandGuard, open_hand_finder
-    from streamer.pipeline import FrameState
-    from streamer.stages.faces import FaceStage, FaceStageConfig
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 
     with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
         hopper = np.ascontiguousarray(np.asarray(Image.open(f).convert("RGB")))

@@ -54,7 +54,7 @@ def _stats(ms: list[float]) -> dict[str, float]:
 def _time_cases(cases: dict, image, faces, session, frames: int, warmup: int, sync=None) -> dict:
     """Times several stages frame by frame in turn (A, B, A, B, ...), so a busy machine slows them alike
     and their ratio stays fair."""
-    from streamer.pipeline import FrameState
+    from streamer.pipeline.pipeline import FrameState
 
     geo_ms: dict[str, list[float]] = {k: [] for k in cases}
     for name, stage in cases.items():
@@ -108,9 +108,9 @@ def _work_px_sweep(args, source) -> dict:
 
     from bench._product import grace_hopper, moving_face
     from engines.faces import MediaPipeLandmarker
-    from streamer.pipeline import FrameState
-    from streamer.session import Session
-    from streamer.stages.fusion import FusionConfig, FusionStage
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.session.session import Session
+    from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
 
     values = [int(v) for v in args.work_px.split(",") if v.strip()]
     if 0 not in values:
@@ -185,8 +185,8 @@ def run(args) -> dict:
 
     from engines.faces import MediaPipeLandmarker
     from engines.sources import SourceRegistry
-    from streamer.session import Session
-    from streamer.stages.fusion import FusionConfig, FusionStage
+    from streamer.session.session import Session
+    from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
 
     cv2.setNumThreads(1)
     with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:

@@ -78,14 +78,14 @@ cp "$DEST/tests.log" "$DEST/tests.txt"
 
 # 3. kernels: numpy vs torch on the device (CUDA events), medians and p95; on the device also the landmark
 #    network at batch 1, 8, 32 (torch_cuda_landmark_net_batch{1,8,32}, as bench faces names them)
-step bench_gpu_kernels 240 $PY -m streamer.cli bench gpu_kernels --json --repeats $REPEATS --warmup $WARMUP \
+step bench_gpu_kernels 240 $PY -m streamer.app.cli bench gpu_kernels --json --repeats $REPEATS --warmup $WARMUP \
   --sizes $SIZES "${LNET[@]}" -o "$DEST/bench_gpu_kernels.json"
 
 # 4. bench faces (its torch CUDA batch timings) needs MediaPipe for its first part: run where it is installed
 if [ "$DRY" = 1 ]; then
   echo "dry run: bench faces skipped (CPU benchmark)" > "$DEST/bench_faces.skipped"
 elif $PY -c "import mediapipe" 2>/dev/null; then
-  step bench_faces 150 $PY -m streamer.cli bench faces --json --frames 20 --no-interpreter --cores 0 -o "$DEST/bench_faces.json"
+  step bench_faces 150 $PY -m streamer.app.cli bench faces --json --frames 20 --no-interpreter --cores 0 -o "$DEST/bench_faces.json"
 else
   echo "mediapipe is not installed here: bench faces cannot run; bench_gpu_kernels.json holds torch_cuda_landmark_net_batch{1,8,32}" \
     | tee "$DEST/bench_faces.skipped"

@@ -70,7 +70,7 @@ async def _direct(browser: str, seconds: float, fps: int) -> dict[str, Any]:
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
     from bench._clap import BeepTrack, Clapper, FlashTrack
-    from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+    from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 
     clapper, pcs = Clapper(), []
 
@@ -107,9 +107,9 @@ async def _through_server(browser: str, seconds: float, stage_ms: float, hold_au
     from bench._clap import BeepTrack, Clapper, FlashTrack
     from bench._stream_server import SleepStage
     from streamer.config import ServerConfig
-    from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
-    from streamer.pipeline import Pipeline
-    from streamer.server import SERVER_KEY, create_app
+    from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+    from streamer.pipeline.pipeline import Pipeline
+    from streamer.web.server import SERVER_KEY, create_app
     from streamer.services import Services
 
     app = create_app(ServerConfig(hold_audio=hold_audio),

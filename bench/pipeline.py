@@ -78,9 +78,9 @@ def run(args) -> dict[str, Any]:
     from av import VideoFrame
 
     from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session
-    from streamer.media.convert import frame_to_state, state_to_frame
-    from streamer.session import Session
-    from streamer.threads import ThreadConfig, apply_thread_config
+    from streamer.pipeline.convert import frame_to_state, state_to_frame
+    from streamer.session.session import Session
+    from streamer.ops.threads import ThreadConfig, apply_thread_config
 
     from streamer.config import ServerConfig
 
@@ -165,7 +165,7 @@ def run(args) -> dict[str, Any]:
             "fps_ceiling_one_worker": round(1000.0 / total["median_ms"], 1) if total else None,
             "faces_per_frame": sorted(set(c["faces"])),
             "frames_fused": c.get("fused", 0),
-            # fused faces that took fusion's previous result (still-face reuse, streamer/stages/still.py)
+            # fused faces that took fusion's previous result (still-face reuse, streamer/pipeline/stages/still.py)
             "fusion_reused_share": round(c.get("faces_reused", 0) / max(c.get("faces_fused", 0), 1), 3),
             "stage_errors": c["errors"],
             "source": c["hooks"].get("source"),
@@ -196,10 +196,10 @@ def paced(photo: np.ndarray, prompt: str, seconds: float, bursts: int, fps: floa
     from av import VideoFrame
 
     from bench._product import build_product, moving_face, prepare_session
-    from streamer.media.overlap import OverlappedFrameWorker
-    from streamer.media.stats import StreamStats
-    from streamer.media.worker import FrameWorker
-    from streamer.session import Session
+    from streamer.pipeline.overlap import OverlappedFrameWorker
+    from streamer.pipeline.stats import StreamStats
+    from streamer.pipeline.worker import FrameWorker
+    from streamer.session.session import Session
 
     product = build_product()
     workers = {"plain": FrameWorker, "overlapped": OverlappedFrameWorker}

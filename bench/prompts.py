@@ -69,11 +69,11 @@ def _switch_prompts(n: int) -> list[str]:
 def set_prompt_to_frame(model, switches: int) -> dict:
     from bench.edits import _frame
     from engines.faces import Face
-    from streamer.pipeline import FrameState
-    from streamer.prompts import PromptCache
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.session.prompts import PromptCache
     from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy
-    from streamer.session import Session
-    from streamer.stages.edits import EditsStage
+    from streamer.session.session import Session
+    from streamer.pipeline.stages.edits import EditsStage
 
     img, lm = _frame()
     face = Face(landmarks=lm, bbox=(0, 0, 1, 1))
@@ -162,7 +162,7 @@ def policy_cost(model, texts: list[tuple[str, str]], repeats: int) -> dict:
     """What the prompt policy adds to a prompt: the intent head's read of the prompt's rows (inside
     `PromptModel.encode`) plus `PromptFilter.check` on the reading (terms, patterns, thresholds).
     Uncached: encode + policy, a prompt never seen; cached: the prompt cache's lookup + policy."""
-    from streamer.prompts import PromptCache
+    from streamer.session.prompts import PromptCache
     from streamer.safety.filters import PromptFilter
 
     flt = PromptFilter(None, model)

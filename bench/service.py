@@ -41,11 +41,11 @@ async def _run_mode(batching: bool, args, source: bytes, targets: list[bytes], l
     import numpy as np
     from aiohttp.test_utils import TestServer
 
-    from streamer.api.photos import PhotoConfig
-    from streamer.assembly import Product, ProductConfig
+    from streamer.web.api.photos import PhotoConfig
+    from streamer.app.assembly import Product, ProductConfig
     from streamer.config import ServerConfig
-    from streamer.safety.kit import SafetyConfig
-    from streamer.server import create_app
+    from streamer.web.kit import SafetyConfig
+    from streamer.web.server import create_app
 
     from streamer.safety.auth import TokenStore
 
@@ -113,7 +113,7 @@ async def _clip_job(http, base: str, source: bytes, frames: int) -> dict:
     import aiohttp
 
     from bench._product import grace_hopper
-    from tests.streamer.api.conftest import make_clip
+    from tests.streamer.web.api.conftest import make_clip
 
     path = make_clip(Path(tempfile.mkdtemp(prefix="livefuse-bench-clip-")) / "clip.mp4", grace_hopper(), frames, (640, 480))
     form = aiohttp.FormData()
@@ -182,7 +182,7 @@ async def _memory_row(args, source: bytes) -> dict:
     port = _free_port()
     env = {**os.environ, "LIVEFUSE_AUDIT_LOG": str(scratch / "audit.jsonl"), "LIVEFUSE_RESULTS": str(scratch / "results")}
     log = (scratch / "serve.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.app.cli", "serve", "--port", str(port),
                              "--tokens", str(scratch / "tokens.json")], env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}"}

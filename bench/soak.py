@@ -89,7 +89,7 @@ async def _soak(a: argparse.Namespace, url: str, proc: subprocess.Popen, token: 
 def run(a: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="livefuse-soak-") as tmp:
-        args = [sys.executable, "-m", "streamer.cli", "serve", "--port", str(port), "--max-sessions", "8"]
+        args = [sys.executable, "-m", "streamer.app.cli", "serve", "--port", str(port), "--max-sessions", "8"]
         if a.stages:
             args += ["--stages", a.stages]
         env = dict(os.environ, LIVEFUSE_AUDIT_LOG=str(Path(tmp) / "audit.jsonl"))

@@ -75,9 +75,9 @@ def _scene():
 
 def bench_file(swapper_path: str, embedder_path: str, args, scene) -> dict:
     from engines.swappers.swapper import SwapperConfig, load_swapper
-    from streamer.pipeline import FrameState
-    from streamer.session import Session
-    from streamer.stages.swap import SwapStage
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.session.session import Session
+    from streamer.pipeline.stages.swap import SwapStage
 
     image, faces, source = scene
     t = time.perf_counter()

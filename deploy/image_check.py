@@ -28,9 +28,9 @@ def main() -> int:
         print(f"image check: {found[0]} sha256 ok")
     scratch = tempfile.mkdtemp(prefix="image-check-")
     os.environ["LIVEFUSE_AUDIT_LOG"] = os.path.join(scratch, "audit.jsonl")
-    from streamer.assembly import build_services
-    from streamer.cli import build_parser
-    from streamer.commands.serve import product_config
+    from streamer.app.assembly import build_services
+    from streamer.app.cli import build_parser
+    from streamer.app.commands.serve import product_config
 
     services = build_services(product_config(build_parser().parse_args(["serve"]), "127.0.0.1"))
     services.startup()

@@ -101,7 +101,7 @@ class LandmarkerConfig:
     # video mode, the tracking graph: a followed face whose box changed less than this (grey levels,
     # engines.landmarks.still.change) since the frame its landmarks were computed on keeps them, at most
     # `still_max_run` frames in a row. 0 = off: the network runs on every frame (MediaPipe's rule); the
-    # stream's face stage turns it on (streamer.stages.faces)
+    # stream's face stage turns it on (streamer.pipeline.stages.faces)
     still_change: float = 0.0
     still_max_run: int = 3
 

@@ -8,8 +8,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
-from streamer.httpkit import DEFAULT_BODY_GRACE_S, DEFAULT_MIN_BODY_RATE, DEFAULT_READ_TIMEOUT_S
-from streamer.uploads import DEFAULT_MAX_PENDING_BYTES
+import yarl
 
 Codec = Literal["VP8", "H264"]
 CODECS: tuple[str, ...] = ("VP8", "H264")
@@ -30,6 +29,46 @@ def usable_cores() -> int:
     except (OSError, ValueError):
         pass
     return max(1, n)
+
+
+# how long a body may go without a byte (ServerConfig.read_timeout_s)
+DEFAULT_READ_TIMEOUT_S = 15.0
+# the slowest a body may arrive once its grace has passed (ServerConfig.min_body_rate / body_grace_s):
+# 32 KiB/s is a 256 kbit/s uplink; a 10 MiB photo then has 10 + 320 s, a trickle of 7 KiB/s is cut at ~13 s
+DEFAULT_MIN_BODY_RATE = 32 * 1024
+DEFAULT_BODY_GRACE_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    """How slowly a request body may arrive: never `stall_s` without a byte, and after `grace_s`, at
+    `min_rate` bytes/s or faster on average since the body began (0: no rate floor)."""
+
+    stall_s: float = DEFAULT_READ_TIMEOUT_S
+    min_rate: float = DEFAULT_MIN_BODY_RATE
+    grace_s: float = DEFAULT_BODY_GRACE_S
+
+    def __post_init__(self) -> None:
+        if self.stall_s <= 0 or self.min_rate < 0 or self.grace_s < 0:
+            raise ValueError(f"body limits must be positive: stall {self.stall_s}, rate {self.min_rate}, grace {self.grace_s}")
+
+
+# what every photo, live source upload and clip frame in flight may hold at once (ServerConfig.memory_budget)
+DEFAULT_MAX_PENDING_BYTES = 640 << 20
+
+H264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium")
+
+
+def check_public_url(url: str) -> None:
+    """ValueError unless `url` is http(s)://host[:port][/prefix] with no query or fragment."""
+    try:
+        u = yarl.URL(url)
+    except ValueError as exc:
+        raise ValueError(f"public URL {url!r}: {exc}") from None
+    if u.scheme not in ("http", "https") or not u.host:
+        raise ValueError(f"public URL {url!r} must be http(s)://HOST[:PORT][/PREFIX]")
+    if u.query_string or u.fragment or u.user:
+        raise ValueError(f"public URL {url!r} must have no query, fragment or credentials")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +142,6 @@ class ServerConfig:
             raise ValueError(f"port out of range: {self.port}")
         if self.min_bitrate <= 0 or self.max_bitrate < self.min_bitrate:
             raise ValueError(f"bad bitrate bounds {self.min_bitrate}..{self.max_bitrate}")
-        from streamer.encoder_settings import H264_PRESETS
-
         if self.cv2_threads is not None and self.cv2_threads < 1:
             raise ValueError(f"cv2_threads must be 1 or more (or unset for OpenCV's default), got {self.cv2_threads}")
         if self.h264_preset not in H264_PRESETS:
@@ -123,8 +160,6 @@ class ServerConfig:
         if self.drain_timeout < 0:
             raise ValueError(f"drain_timeout must be >= 0, got {self.drain_timeout}")
         if self.public_url:
-            from streamer.urls import check_public_url
-
             check_public_url(self.public_url)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
@@ -155,9 +190,7 @@ class ServerConfig:
         return None if self.pixels == "cpu" else self.pixels
 
     @property
-    def body_limits(self) -> "BodyLimits":
-        from streamer.httpkit import BodyLimits
-
+    def body_limits(self) -> BodyLimits:
         return BodyLimits(self.read_timeout_s, self.min_body_rate, self.body_grace_s)
 
     @property

@@ -1,5 +1,5 @@
 """The hooks the server calls into the product: the one seam between the network code and what runs on
-the frames. `streamer.assembly.Product.services()` fills them with the real product; each default here
+the frames. `streamer.app.assembly.Product.services()` fills them with the real product; each default here
 is neutral (no stages, no source registration, the prompt stored as given, loopback clients only, audit
 events to the log), so the server runs and is tested without any model."""
 
@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from engines.sources import SourceRefused
-from streamer.pipeline import Pipeline
+from streamer.pipeline.pipeline import Pipeline
 from streamer.safety.auth import is_loopback
-from streamer.session import Session
+from streamer.session.session import Session
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("livefuse.audit")
@@ -90,7 +90,7 @@ class Services:
     """(session, its processed video track, the sender's audio track or None) -> a recording with
     `start()`, `stop()` (async) and `info()`; None: this server records no sessions (asking is a 400)."""
     api: Any = None
-    """The REST API's product side (`streamer.api.routes.ApiBackend`: photos, clip jobs); None: the /v1
+    """The REST API's product side (`streamer.web.api.routes.ApiBackend`: photos, clip jobs); None: the /v1
     routes answer 503."""
     reload: Callable[[], None] = _nothing
     """Re-read what may change under a running server (the tokens file); `livefuse serve` runs it on SIGHUP."""

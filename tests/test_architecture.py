@@ -122,6 +122,39 @@ def test_project_imports_have_no_cycle():
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
+def _room(module: str) -> str | None:
+    """The folder of streamer/ a module lives in (`streamer.web.api.routes` -> `web`); None for the loose ones."""
+    parts = module.split(".")
+    if parts[0] != "streamer" or len(parts) < 2 or (ROOT / "streamer" / f"{parts[1]}.py").exists():
+        return None
+    return parts[1]
+
+
+def room_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for src, dsts in imports().items():
+        a = _room(src)
+        if a is None:
+            continue
+        graph.setdefault(a, set())
+        for dst in dsts:
+            b = _room(dst)
+            if b is not None and b != a:
+                graph[a].add(b)
+                graph.setdefault(b, set())
+    return graph
+
+
+def test_no_folder_of_streamer_imports_another_in_a_cycle():
+    cycles = _cycles(room_graph())
+    assert not cycles, "folders of streamer/ in a cycle: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_streamer_keeps_at_most_four_loose_modules_at_its_top():
+    loose = sorted(p.name for p in (ROOT / "streamer").glob("*.py"))
+    assert len(loose) <= 4, loose
+
+
 def test_no_installed_distribution_claims_our_package_names():
     """Our top-level packages are generic names (`kernels`, `engines`, `bench`); a dependency that installs a
     package of the same name (Hugging Face's `kernels`, which transformers 5.25 requires) would share its folder

@@ -1,1 +1,1 @@
-"""The browser page (index.html + plain ES modules, no build step); served by streamer.server."""
+"""The browser page (index.html + plain ES modules, no build step); served by streamer.web.server."""

@@ -144,9 +144,9 @@ def run(args) -> dict:
     from engines.faces import MediaPipeLandmarker
     from engines.identity import IdentityEmbedder, distance
     from engines.sources import SourceRegistry
-    from streamer.pipeline import FrameState
-    from streamer.session import Session
-    from streamer.stages.fusion import FusionConfig, FusionStage
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.session.session import Session
+    from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
 
     overrides = {k: v for k, v in (("shape_weight", args.shape_weight), ("blend_levels", args.blend_levels)) if v is not None}
     config = FusionConfig(**overrides)

@@ -275,7 +275,7 @@ class AccessPolicy:
     allowed_origins: tuple[str, ...] = ()          # page origins allowed besides the server's own
     # the names the server answers to (Host); empty: not checked, and no Origin but allowed_origins passes
     public_hosts: tuple[str, ...] = ()
-    # the signaling and API routes a listed page origin may call across origins (CORS, streamer.cors)
+    # the signaling and API routes a listed page origin may call across origins (CORS, streamer.web.cors)
     protected_prefixes: tuple[str, ...] = ("/offer", "/whip", "/whep", "/sessions", "/admin", "/v1")
     # the only routes the access checks (origin, token, rate) leave alone: health, readiness and the
     # page's own files (the page, its scripts, its icon and demo face, the watch player's page); every

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Callable
 
-from streamer.session import Controls
+from streamer.session.session import Controls
 
 
 def purge_session(session: Any, audit: Callable[..., None] | None = None) -> dict[str, int]:

@@ -10,13 +10,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from streamer.peer import answer_offer, new_peer_connection
+from streamer.rtc.peer import answer_offer, new_peer_connection
 from streamer.media.tracks import FusedTrack
 
 if TYPE_CHECKING:  # pragma: no cover
     from aiortc import RTCSessionDescription
 
-    from streamer.peer import PeerSession
+    from streamer.rtc.peer import PeerSession
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 
 from bench._stream_server import TimingLog
-from streamer.pipeline import FrameState
+from streamer.pipeline.pipeline import FrameState
 
 
 def test_the_window_counts_reused_fusion_and_kept_landmarks():

@@ -81,7 +81,7 @@ async def test_sessions_spread_and_every_url_leads_to_its_replica(cluster, astro
             # WHEP on the URL handed out: a viewer of that session, its Location on the same replica
             from aiortc import RTCSessionDescription
 
-            from streamer.ice import LOOPBACK_ADDRESSES, gathering_on
+            from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on
 
             viewer = ProbeClient(ClipTrack(clip_background(astronaut, *SIZE), frames=1))
             viewer.pc.addTransceiver("video", direction="recvonly")
@@ -194,7 +194,7 @@ async def test_sigterm_drains_keeps_the_running_session_then_exits_0(cluster, as
         assert rc == 0
         for n in newcomers:
             await end(cluster, n, http)
-    verify = subprocess.run([sys.executable, "-m", "streamer.cli", "audit", "verify", str(victim.audit_log), "--json"],
+    verify = subprocess.run([sys.executable, "-m", "streamer.app.cli", "audit", "verify", str(victim.audit_log), "--json"],
                             capture_output=True, text=True, cwd=str(REPO), env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     report = json.loads(verify.stdout)
     assert verify.returncode == 0 and report["ok"], report

@@ -188,9 +188,9 @@ def test_prestop_starts_the_drain_that_sigterm_also_starts(helm):
     c = container(render(helm, "default"))
     assert c["lifecycle"]["preStop"]["exec"]["command"] == PRESTOP   # the command the image test runs
     # the server treats that SIGTERM as the drain, and the kubelet's SIGTERM after it as the same drain
-    from streamer.commands import serve
+    from streamer.app.commands import serve
     assert "signal.SIGTERM, server.drain.start" in inspect.getsource(serve.drain_on_sigterm)
-    from streamer import drain
+    from streamer.ops import drain
     assert "already running" in inspect.getsource(drain.Drainer.start)
 
 
@@ -271,11 +271,11 @@ def test_every_container_runs_as_non_root_with_a_read_only_root(helm, name):
 # LIVEFUSE_* variables read outside ServerConfig and SwapperConfig, each with the module that reads it
 OTHER_SETTINGS = {
     "LIVEFUSE_AUDIT_LOG": "streamer.safety.audit",
-    "LIVEFUSE_AUDIT_STDOUT": "streamer.commands.serve",
-    "LIVEFUSE_FUSION": "streamer.commands.serve",
+    "LIVEFUSE_AUDIT_STDOUT": "streamer.app.commands.serve",
+    "LIVEFUSE_FUSION": "streamer.app.commands.serve",
     "LIVEFUSE_HOME": "engines.text",
-    "LIVEFUSE_RESULTS": "streamer.assembly",
-    "LIVEFUSE_JOBS_REDIS": "streamer.commands.serve",
+    "LIVEFUSE_RESULTS": "streamer.app.assembly",
+    "LIVEFUSE_JOBS_REDIS": "streamer.app.commands.serve",
 }
 
 
@@ -308,8 +308,8 @@ def test_every_livefuse_variable_is_a_real_setting_and_every_setting_has_one(hel
 def test_the_rendered_settings_are_ones_the_server_accepts(helm, name):
     """The env builds a valid ServerConfig, and entrypoint + args parse with `livefuse serve`'s own parser
     into the product config the server would run."""
-    from streamer.cli import build_parser
-    from streamer.commands.serve import product_config
+    from streamer.app.cli import build_parser
+    from streamer.app.commands.serve import product_config
     from streamer.config import ServerConfig
 
     c = container(render(helm, name))
@@ -411,7 +411,7 @@ def test_turning_the_watermark_off_needs_a_reason(helm):
 # -- routing: Service, Ingress ----------------------------------------------------------------------------------
 
 def test_service_and_ingress_reach_the_signaling_routes(helm):
-    from streamer.server import create_app
+    from streamer.web.server import create_app
 
     docs = render(helm, "full")
     (svc,) = of_kind(docs, "Service")
@@ -497,7 +497,7 @@ async def test_every_metric_the_autoscalers_ask_for_is_exported_by_the_server(he
     from aiohttp.test_utils import TestServer
 
     from streamer.config import ServerConfig
-    from streamer.server import create_app
+    from streamer.web.server import create_app
     from streamer.services import Services
 
     server = TestServer(create_app(ServerConfig(max_sessions=3), Services()), host="127.0.0.1", port=0)

@@ -29,7 +29,7 @@ def test_sigterm_during_startup_stops_the_server_at_once_with_status_0(tmp_path)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "LIVEFUSE_AUDIT_LOG": str(tmp_path / "audit.jsonl"), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "streamer.cli", "serve", "--port", str(port)], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "streamer.app.cli", "serve", "--port", str(port)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60

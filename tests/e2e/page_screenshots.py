@@ -55,10 +55,10 @@ async def shoot(out: Path) -> list[Path]:
     from playwright.async_api import async_playwright
 
     from bench._probe import clip_background
-    from streamer.assembly import Product, ProductConfig
+    from streamer.app.assembly import Product, ProductConfig
     from streamer.config import ServerConfig
-    from streamer.safety.kit import SafetyConfig
-    from streamer.server import create_app
+    from streamer.web.kit import SafetyConfig
+    from streamer.web.server import create_app
     from tests.conftest import browser_path
     from tests.e2e.browser import CHROMIUM_FLAGS, write_y4m
 

@@ -12,9 +12,9 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
-from streamer.pipeline import Pipeline
+from streamer.pipeline.pipeline import Pipeline
 from bench._probe import clip_background
-from streamer.server import SERVER_KEY, create_app
+from streamer.web.server import SERVER_KEY, create_app
 from streamer.services import Services
 from tests.e2e.browser import CHROMIUM_FLAGS, open_page, write_y4m
 from tests.streaming_helpers import keep_decoded

@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
-from streamer.server import SERVER_KEY, create_app
+from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 from tests.e2e.test_product_browser import Observer, observed, wait_for
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
@@ -28,8 +28,8 @@ THUMB_SPREAD_JS = """(track) => {
 async def test_page_maps_each_face_on_its_own(chromium, astronaut, grace_hopper, tmp_path):
     from playwright.async_api import async_playwright
 
-    from streamer.assembly import Product, ProductConfig
-    from streamer.safety.kit import SafetyConfig
+    from streamer.app.assembly import Product, ProductConfig
+    from streamer.web.kit import SafetyConfig
 
     frame, _ = group_frame([(grace_hopper, GRACE_HOPPER_FACE, 120, (170, 240)), (astronaut, ASTRONAUT_FACE, 120, (470, 240))],
                            size=(640, 480))

@@ -16,10 +16,10 @@ from aiortc.mediastreams import MediaStreamError
 from PIL import Image
 
 from kernels.numpy import watermark as wm
-from streamer.assembly import build_services
+from streamer.app.assembly import build_services
 from streamer.config import ServerConfig
-from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
-from streamer.server import SERVER_KEY, create_app
+from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+from streamer.web.server import SERVER_KEY, create_app
 from tests.streaming_helpers import until
 
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg", reason="the dev extra installs imageio-ffmpeg (ffmpeg 9)")

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from bench._probe import clip_background
 from streamer.config import ServerConfig
-from streamer.server import SERVER_KEY, create_app
+from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 from tests.e2e.test_product_browser import wait_for
 
@@ -29,8 +29,8 @@ VISIBLE_JS = """(sel) => { const el = document.querySelector(sel);
 
 
 async def _product_server(tmp_path):
-    from streamer.assembly import Product, ProductConfig
-    from streamer.safety.kit import SafetyConfig
+    from streamer.app.assembly import Product, ProductConfig
+    from streamer.web.kit import SafetyConfig
 
     product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl"))))
     services = product.services()

@@ -13,9 +13,9 @@ from PIL import Image
 
 from bench._clients import run_gstreamer
 from kernels.numpy import watermark as wm
-from streamer.assembly import build_services
+from streamer.app.assembly import build_services
 from streamer.config import ServerConfig
-from streamer.server import SERVER_KEY, create_app
+from streamer.web.server import SERVER_KEY, create_app
 from tests.streaming_helpers import until
 
 W, H, FRAMES = 320, 240, 45

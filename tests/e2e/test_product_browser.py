@@ -21,9 +21,9 @@ from aiohttp.test_utils import TestServer
 
 from engines.edit_vocabulary import EDIT_SPECS
 from streamer.config import ServerConfig
-from streamer.pipeline import Pipeline
+from streamer.pipeline.pipeline import Pipeline
 from bench._probe import clip_background
-from streamer.server import SERVER_KEY, create_app
+from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 
 pytestmark = pytest.mark.browser
@@ -108,9 +108,9 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
     from playwright.async_api import async_playwright
 
     from kernels.numpy import watermark as wm
-    from streamer.assembly import Product, ProductConfig
+    from streamer.app.assembly import Product, ProductConfig
     from streamer.safety.audit import iter_records, verify
-    from streamer.safety.kit import SafetyConfig
+    from streamer.web.kit import SafetyConfig
     from streamer.safety.watermark_policy import parse_payload, session_tag
 
     photo = clip_background(grace_hopper, W, H)

@@ -18,9 +18,9 @@ from aiohttp.test_utils import TestServer
 
 from bench._probe import ClipTrack, ProbeClient, clip_background, read_index
 from streamer.config import ServerConfig
-from streamer.cors import cors_middleware
+from streamer.web.cors import cors_middleware
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware, is_admin, slot_release, token_id_of
-from streamer.server import SERVER_KEY, WEB_ROOT, create_app
+from streamer.web.server import SERVER_KEY, WEB_ROOT, create_app
 from streamer.services import Services
 from tests.e2e.browser import open_page
 from tests.e2e.test_product_browser import png_to_rgb
@@ -63,8 +63,8 @@ async def playing(page, min_time: float = 1.0, timeout_ms: int = 40_000) -> dict
 
 async def test_the_watch_page_plays_the_sessions_watermarked_output_full_window(chromium, grace_hopper, tmp_path, caplog):
     from kernels.numpy import watermark as wm
-    from streamer.assembly import Product, ProductConfig
-    from streamer.safety.kit import SafetyConfig
+    from streamer.app.assembly import Product, ProductConfig
+    from streamer.web.kit import SafetyConfig
     from streamer.safety.watermark_policy import parse_payload, session_tag
 
     tokens_file = tmp_path / "tokens.json"

@@ -12,12 +12,12 @@ from aiohttp.test_utils import TestServer
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from streamer.audio import DelayedAudioTrack
+from streamer.rtc.audio import DelayedAudioTrack
 from streamer.config import ServerConfig
-from streamer.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
-from streamer.pipeline import Pipeline
+from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
+from streamer.pipeline.pipeline import Pipeline
 from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, read_index
-from streamer.server import SERVER_KEY, create_app
+from streamer.web.server import SERVER_KEY, create_app
 from streamer.services import Services
 import numpy as np
 

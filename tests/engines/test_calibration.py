@@ -172,7 +172,7 @@ def test_fit_is_reproducible(tiny_decoder, small_corpus):
 
 
 def test_calibrate_command(tiny_decoder, small_corpus, tmp_path, capsys):
-    from streamer.cli import main
+    from streamer.app.cli import main
 
     out = tmp_path / "head.safetensors"
     rc = main(["calibrate", "--encoder", str(tiny_decoder), "--corpus", str(small_corpus), "-o", str(out), "--steps", "10", "--no-glossary"])

@@ -10,9 +10,9 @@ from PIL import Image
 
 from engines.faces import LandmarkerConfig, MediaPipeLandmarker
 from engines.images import ImageError, load_image, to_rgb_uint8
-from streamer.pipeline import FrameState, Pipeline
-from streamer.session import Session
-from streamer.stages.faces import FaceStage, FaceStageConfig
+from streamer.pipeline.pipeline import FrameState, Pipeline
+from streamer.session.session import Session
+from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, apply, face_tile, place
 
 

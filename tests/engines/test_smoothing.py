@@ -8,8 +8,8 @@ import pytest
 
 from engines.faces import LandmarkerConfig
 from engines.smoothing import OneEuroLandmarks, SmoothingConfig
-from streamer.pipeline import FrameState
-from streamer.stages.faces import FaceStage, FaceStageConfig
+from streamer.pipeline.pipeline import FrameState
+from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 from tests.faceclips import add_noise, place
 
 

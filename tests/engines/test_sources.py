@@ -105,7 +105,7 @@ def test_embedding_tells_people_apart(astronaut, grace_hopper):
 
 
 def test_bundled_demo_source_registers(registry):
-    from streamer.server import DEMO_SOURCE
+    from streamer.web.server import DEMO_SOURCE
 
     src = registry.register(DEMO_SOURCE.read_bytes())
     assert src.face_index == 0 and src.texture.shape[0] == registry.config.texture_size

@@ -8,8 +8,8 @@ from tests.moto_s3 import moto_s3  # noqa: F401 - a real S3-compatible server on
 @pytest.fixture(scope="module")
 def product(tmp_path_factory):
     """The real product (every model, the safety kit) with its audit log in a throwaway folder."""
-    from streamer.assembly import Product, ProductConfig
-    from streamer.safety.kit import SafetyConfig
+    from streamer.app.assembly import Product, ProductConfig
+    from streamer.web.kit import SafetyConfig
 
     audit = tmp_path_factory.mktemp("audit") / "audit.jsonl"
     p = Product(ProductConfig(safety=SafetyConfig(audit_path=str(audit))))

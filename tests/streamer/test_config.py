@@ -80,7 +80,7 @@ def test_serving_cuda_pixels_without_cuda_stops_at_start_up_and_says_why(tmp_pat
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the start-up refusal cannot happen here")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LIVEFUSE_PIXELS": "cuda"}
-    proc = subprocess.run([sys.executable, "-m", "streamer.cli", "serve", "--port", "18931"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "streamer.app.cli", "serve", "--port", "18931"], capture_output=True,
                           text=True, timeout=120, env=env, cwd=str(Path(__file__).parents[2]))
     assert proc.returncode != 0
     assert "pixels: 'cuda' asks for CUDA, but torch" in proc.stderr and "finds no CUDA device" in proc.stderr

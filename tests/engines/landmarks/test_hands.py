@@ -13,7 +13,7 @@ from engines.faces import Face
 from engines.landmarks.hands import (HandConfig, HandGuard, hand_patch, open_hand_finder, palm_anchors,
                                      roi_from_hand)
 from tests.faceclips import ASTRONAUT_SKIN, skin_hand
-from tests.streamer.stages.test_fusion import frame640
+from tests.streamer.pipeline.stages.test_fusion import frame640
 
 pytestmark = pytest.mark.timeout(120)
 SKIN = ASTRONAUT_SKIN

@@ -125,7 +125,7 @@ def test_face_free_photos_stay_face_free(image_landmarker, face_free_images):
 
 
 def _stage():
-    from streamer.stages.faces import FaceStage, FaceStageConfig
+    from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 
     return FaceStage(FaceStageConfig(landmarker=LandmarkerConfig(max_faces=4, blendshapes=False)),
                      detector=lambda cfg: _interpreter(cfg))
@@ -135,7 +135,7 @@ def test_stream_searches_wide_only_at_the_interval_and_finds_a_far_face_within_o
     """Video mode: one close face followed; the wide search runs only at the search interval, one tile at
     a time, and spread over frames (no frame that follows a face runs more than one of its passes); a
     45 px face far off appears within one pass over the 8 tiles of 1280 x 720."""
-    from streamer.pipeline import FrameState
+    from streamer.pipeline.pipeline import FrameState
 
     (a, abox), (g, gbox) = portraits["astronaut"], portraits["grace_hopper"]
     stage = _stage()
@@ -169,8 +169,8 @@ def test_a_background_search_keeps_its_passes_off_the_frames_and_still_finds_the
     import threading
     import time
 
-    from streamer.pipeline import FrameState
-    from streamer.stages.faces import FaceStage, FaceStageConfig
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 
     (a, abox), (g, gbox) = portraits["astronaut"], portraits["grace_hopper"]
     cfg = FaceStageConfig(landmarker=LandmarkerConfig(max_faces=4, blendshapes=False, search=SearchConfig(background=True)))
@@ -202,7 +202,7 @@ def test_a_background_search_keeps_its_passes_off_the_frames_and_still_finds_the
         if planes:      # the stream's form: only the crops are converted on the frames no pass starts
             from av import VideoFrame
 
-            from streamer.media.convert import frame_to_rgb, frame_to_state
+            from streamer.pipeline.convert import frame_to_rgb, frame_to_state
 
             decoded = VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p")
             frame = frame_to_rgb(decoded)
@@ -224,7 +224,7 @@ def test_a_background_search_keeps_its_passes_off_the_frames_and_still_finds_the
 
 def test_stream_keeps_track_ids_through_a_crossing(portraits):
     """Two faces walk past each other (150 px apart vertically, their boxes overlapping in x mid-way)."""
-    from streamer.pipeline import FrameState
+    from streamer.pipeline.pipeline import FrameState
 
     (a, abox), (g, gbox) = portraits["astronaut"], portraits["grace_hopper"]
     stage = _stage()
@@ -255,7 +255,7 @@ def test_a_close_face_is_one_face_while_the_tiles_pass_over_it(grace_hopper):
     tiles pass over it: a tile that sees only part of it (an eye and brow) finds a face there, nested in
     the close face's box, which must not become a second face (it was fused as one, at double the cost)."""
     from bench._product import moving_face
-    from streamer.pipeline import FrameState
+    from streamer.pipeline.pipeline import FrameState
 
     stage = _stage()
     search = stage.detector.search

@@ -51,7 +51,7 @@ def swaying_clip(photo: np.ndarray, size: tuple[int, int], frames: int, face_sca
 
 def fusing_session(name: str, sources: dict) -> "Session":
     """A session holding `sources`, wearing the astronaut, with three edits set."""
-    from streamer.session import Session
+    from streamer.session.session import Session
 
     session = Session(name)
     for src in sources.values():

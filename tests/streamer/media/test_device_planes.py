@@ -17,18 +17,18 @@ from av import VideoFrame
 from engines.faces import MaskPatch
 from engines.sources import SourceRegistry
 from kernels.numpy import watermark as wm
-from streamer.media.convert import frame_to_rgb, frame_to_state, state_to_frame, to_planes
+from streamer.pipeline.convert import frame_to_rgb, frame_to_state, state_to_frame, to_planes
 from streamer.media.device_planes import DeviceUpload, check_device, fill_i420
-from streamer.media.overlap import OverlappedFrameWorker
-from streamer.media.stats import StreamStats
-from streamer.media.worker import FrameWorker
-from streamer.pipeline import FrameState, Pipeline
+from streamer.pipeline.overlap import OverlappedFrameWorker
+from streamer.pipeline.stats import StreamStats
+from streamer.pipeline.worker import FrameWorker
+from streamer.pipeline.pipeline import FrameState, Pipeline
 from streamer.safety.watermark_policy import WatermarkPolicy
-from streamer.session import Session
-from streamer.stages.edits import EditsStage
-from streamer.stages.faces import FaceStage
-from streamer.stages.fusion import FusionStage
-from streamer.stages.watermark import WatermarkStage
+from streamer.session.session import Session
+from streamer.pipeline.stages.edits import EditsStage
+from streamer.pipeline.stages.faces import FaceStage
+from streamer.pipeline.stages.fusion import FusionStage
+from streamer.pipeline.stages.watermark import WatermarkStage
 from tests.faceclips import place
 from tests.streamer.media.planes_checks import (assert_outside_faces_is_decoded_plus_mark, decoded as _decoded,
                                                 fusing_session, swaying_clip)

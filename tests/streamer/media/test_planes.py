@@ -12,14 +12,14 @@ import pytest
 from engines.sources import SourceRegistry
 from kernels.numpy import watermark as wm
 from kernels.numpy.color import i420_to_rgb
-from streamer.media.convert import frame_to_rgb, frame_to_state, state_to_frame, to_planes
-from streamer.pipeline import Pipeline
+from streamer.pipeline.convert import frame_to_rgb, frame_to_state, state_to_frame, to_planes
+from streamer.pipeline.pipeline import Pipeline
 from streamer.safety.watermark_policy import WatermarkPolicy
-from streamer.session import Session
-from streamer.stages.edits import EditsStage
-from streamer.stages.faces import FaceStage
-from streamer.stages.fusion import FusionConfig, FusionStage
-from streamer.stages.watermark import WatermarkStage
+from streamer.session.session import Session
+from streamer.pipeline.stages.edits import EditsStage
+from streamer.pipeline.stages.faces import FaceStage
+from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
+from streamer.pipeline.stages.watermark import WatermarkStage
 from tests.faceclips import place
 from tests.streamer.media.planes_checks import (assert_outside_faces_is_decoded_plus_mark, decoded as _decoded,
                                                 fusing_session, swaying_clip)

@@ -14,11 +14,11 @@ from aiortc.mediastreams import MediaStreamError
 from streamer.config import ServerConfig
 from streamer.media.broadcast import Broadcast
 from streamer.media.tracks import FusedTrack
-from streamer.peer import PeerSession
-from streamer.pipeline import Pipeline
+from streamer.rtc.peer import PeerSession
+from streamer.pipeline.pipeline import Pipeline
 from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, paint_index, read_index
 from streamer.services import Services
-from streamer.session import Session
+from streamer.session.session import Session
 from tests.streaming_helpers import InvertBelowCode, indexed_frame, mean_abs
 
 

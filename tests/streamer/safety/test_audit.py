@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from streamer.safety import audit
-from streamer.cli import main
+from streamer.app.cli import main
 from streamer.safety.audit import AuditConfig, AuditLog, embedding_hash, key_path, record_hash, segments, verify
 
 

@@ -12,7 +12,7 @@ from streamer.safety.auth import (REQUEST_SLOT, AccessPolicy, AuthError, TokenSt
                                   ssl_context, token_id_of)
 from engines.sources import SourceRegistry
 from streamer.safety.privacy import purge_session
-from streamer.session import Session
+from streamer.session.session import Session
 
 
 class Clock:

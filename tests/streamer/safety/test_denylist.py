@@ -10,7 +10,7 @@ from PIL import Image
 
 from engines.sources import SourceRefused, SourceRegistry
 from streamer.safety.denylist import IdentityDenylist, SourceGate
-from streamer.session import Session
+from streamer.session.session import Session
 
 
 @pytest.fixture(scope="module")

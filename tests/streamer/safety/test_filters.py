@@ -13,7 +13,7 @@ import time
 import pytest
 
 from streamer.safety.filters import DEFAULT_POLICY, PolicyError, PromptFilter, PromptGate, PromptPolicy
-from streamer.session import Session
+from streamer.session.session import Session
 
 # The prompts, each a sentence an ordinary user types (the first is the product brief's own).
 PRODUCT_PROMPTS = [

@@ -18,7 +18,7 @@ from aiortc.mediastreams import AudioStreamTrack
 
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.config import ServerConfig
-from streamer.server import create_app
+from streamer.web.server import create_app
 from streamer.services import Services
 from streamer.sinks.recorder import SessionRecording
 from streamer.storage.s3 import S3Store

@@ -81,7 +81,7 @@ async def test_serve_vcam_feeds_the_oldest_live_session(astronaut):
 
     from streamer.config import ServerConfig
     from bench._probe import ClipTrack, ProbeClient
-    from streamer.server import SERVER_KEY, create_app
+    from streamer.web.server import SERVER_KEY, create_app
 
     RecordingBackend.sent.clear()
     app = create_app(ServerConfig(vcam="auto", vcam_width=320, vcam_height=240, vcam_backend="livefuse-recording"))

@@ -1,0 +1,77 @@
+"""`livefuse process INPUT -o OUTPUT`: the live pipeline over a video file, every frame, audio kept."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from streamer.app.clips import process_file  # noqa: F401 - the command's engine (tests import it from here)
+from streamer.storage.base import media_type as _media_type
+
+HELP = "run the pipeline over a video file (audio kept, progress shown)"
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="input video (anything FFmpeg reads), a path or s3://bucket/key")
+    parser.add_argument("-o", "--output", required=True,
+                        help="output file: .mp4, .mkv, .mov (H.264) or .webm (VP8); a path or s3://bucket/key "
+                             "(endpoint and credentials from the standard AWS settings, AWS_ENDPOINT_URL included)")
+    parser.add_argument("--source", help="source face image (JPEG/PNG/WebP); 'demo' for the bundled one")
+    parser.add_argument("--map", dest="face_map", metavar="ID=CHOICE,...",
+                        help="per-face sources by track id (as `livefuse inspect` numbers them): an image, 'demo' or "
+                             "'keep' (left unchanged), e.g. 1=alice.jpg,2=keep; faces not named get --source")
+    parser.add_argument("--prompt", default="", help="edit prompt, e.g. 'a slight smile'")
+    parser.add_argument("--strength", type=float, default=1.0, help="fusion strength 0..1")
+    parser.add_argument("--codec", help="video codec (default: the container's)")
+    parser.add_argument("--crf", type=int, default=20, help="H.264 quality, lower is better (default 20)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--consent", action="store_true",
+                        help="confirm you may use the --source face (recorded; not needed for 'demo')")
+    parser.add_argument("-y", "--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    from streamer.app.commands.serve import add_product_arguments
+
+    add_product_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engines.sources import SourceRefused
+    from streamer.app.commands.serve import _services_or_exit
+
+    import tempfile
+
+    from streamer.storage import StoreError, fetch_input, store_output
+
+    from streamer.session.face_map import parse_face_map
+
+    try:
+        face_map = parse_face_map(args.face_map) if args.face_map else None
+    except ValueError as exc:
+        print(f"livefuse process: --map: {exc}", file=sys.stderr)
+        return 2
+    services = _services_or_exit(args, "127.0.0.1", live=False)   # a clip: every frame fresh
+    try:
+        with tempfile.TemporaryDirectory(prefix="livefuse-process-") as scratch:
+            remote_out = args.output if args.output.startswith("s3://") else None
+            src = fetch_input(args.input, scratch)
+            dst = Path(scratch) / ("fused-result" + Path(remote_out).suffix) if remote_out else Path(args.output)
+            summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
+                                   strength=args.strength, codec=args.codec, crf=args.crf,
+                                   progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
+                                   consent=args.consent, face_map=face_map)
+            if remote_out:
+                stored = store_output(dst, remote_out, _media_type(dst))
+                summary["output"] = f"{remote_out} ({stored.size} bytes in {stored.parts} part(s))"
+    except (FileNotFoundError, FileExistsError, ValueError, SourceRefused, StoreError) as exc:
+        print(f"livefuse process: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        services.shutdown()
+    print(f"wrote {summary['output']}: {summary['frames']} frames, {summary['width']}x{summary['height']}, "
+          f"audio {summary['audio']}, {summary['stage_errors']} stage errors", file=sys.stderr)
+    if summary.get("faces"):
+        print("faces: " + ", ".join(f"{tid} -> {'/'.join(f['sources'])}" for tid, f in summary["faces"].items()),
+              file=sys.stderr)
+    return 0

@@ -1,1 +1,0 @@
-"""Ways to steer a running session besides its data channel; each speaks `streamer.protocol`."""

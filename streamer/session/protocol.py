@@ -1,0 +1,204 @@
+"""The data-channel protocol: small JSON messages, each checked against a schema before it is acted on.
+
+Client -> server: hello, set_prompt, set_params, map_face, ping. Server -> client: welcome, ack, stats, event,
+error, pong. A bad message gets an `error` reply; it never closes the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import jsonschema
+
+from engines.edit_vocabulary import EDIT_SPECS
+from engines.sources import SOURCE_ID_PATTERN
+from streamer.session.face_map import MAX_MAPPED_FACES, MAX_TRACK_ID
+from streamer.session.session import FUSION_MODES
+
+PROTOCOL_VERSION = 1
+
+# set_params.edits: slider values by edit name, each within its edit's range; other names are refused
+_EDITS = {
+    "type": "object",
+    "properties": {s.name: {"type": "number", "minimum": s.low, "maximum": s.high} for s in EDIT_SPECS},
+    "additionalProperties": False,
+}
+
+CLIENT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"type": {"const": "hello"}, "version": {"type": "integer"}, "id": {"type": "integer"}},
+            "required": ["type"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "set_prompt"},
+                "text": {"type": "string", "maxLength": 500},
+                "id": {"type": "integer"},
+            },
+            "required": ["type", "text"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "set_params"},
+                "id": {"type": "integer"},
+                "strength": {"type": "number", "minimum": 0, "maximum": 1},
+                "edits": _EDITS,
+                "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
+                "face_sources": {   # the whole per-face map at once (streamer/session/face_map.py: "keep" = unchanged)
+                    "type": "object",
+                    "propertyNames": {"pattern": "^[0-9]{1,6}$"},
+                    "additionalProperties": {"type": "string", "pattern": SOURCE_ID_PATTERN},
+                    "maxProperties": MAX_MAPPED_FACES,
+                },
+                "keep_mouth": {"type": "boolean"},
+                "keep_eyes": {"type": "boolean"},
+                "enabled": {"type": "boolean"},
+                # neural / both only where a swapper is loaded; null = back to the server's --fusion
+                "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
+            },
+            "required": ["type"],
+            "additionalProperties": False,
+            "minProperties": 2,
+        },
+        {   # one face's choice: a source id, "keep" (leave it unchanged) or null (back to the default)
+            "type": "object",
+            "properties": {
+                "type": {"const": "map_face"},
+                "id": {"type": "integer"},
+                "track_id": {"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID},
+                "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
+            },
+            "required": ["type", "track_id", "source_id"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"type": {"const": "ping"}, "t": {"type": "number"}, "id": {"type": "integer"}},
+            "required": ["type"],
+            "additionalProperties": False,
+        },
+    ],
+}
+
+jsonschema.Draft202012Validator.check_schema(CLIENT_SCHEMA)
+_VALIDATORS = {b["properties"]["type"]["const"]: jsonschema.Draft202012Validator(b) for b in CLIENT_SCHEMA["oneOf"]}
+_TYPES = set(_VALIDATORS)
+
+
+class ProtocolError(ValueError):
+    """A message the server will not act on; `code` is stable, `message` is for people."""
+
+    def __init__(self, code: str, message: str, id: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.id = id      # the refused message's own id, when it was a JSON object with an integer one
+
+    def reply(self) -> dict[str, Any]:
+        """The `error` answer, carrying the message's id when it had one (a client waiting on it is told)."""
+        return error(self.code, self.message) if self.id is None else error(self.code, self.message, id=self.id)
+
+
+MAX_INT_DIGITS = 18   # every integer the protocol carries (ids, track ids) fits in 64 bits
+
+
+class _NotANumber(ValueError):
+    """A JSON number the protocol refuses (NaN, an infinity, an integer too long)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotANumber(f"{name} is not a number the protocol accepts")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotANumber(f"{text[:20]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NotANumber(f"an integer of {len(text)} digits is out of range")
+    return int(text)
+
+
+def loads(text: str) -> Any:
+    """Strict JSON: NaN, Infinity, overflowing floats and integers longer than MAX_INT_DIGITS are refused
+    here, at the edge, so no later stage sees a number it cannot use."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """JSON's \\ud800 escapes decode to text no UTF-8 writer (audit log, reply) can encode again."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def parse_client_message(raw: str | bytes, *, max_bytes: int) -> dict[str, Any]:
+    """Text from the data channel -> a validated message, or ProtocolError saying what is wrong."""
+    size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise ProtocolError("too_large", f"message is {size} bytes, the limit is {max_bytes}")
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("bad_json", "message is not UTF-8 text") from None
+    try:
+        msg = loads(raw)
+    except _NotANumber as exc:
+        raise ProtocolError("invalid", f"message holds a bad number: {exc}") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError("bad_json", f"message is not JSON: {exc}") from None
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    mid = msg.get("id") if isinstance(msg, dict) else None
+    mid = mid if isinstance(mid, int) and not isinstance(mid, bool) else None
+    if not isinstance(kind, str) or kind not in _TYPES:   # a list or an object as "type" is unknown too
+        shown = repr(kind)[:60] if isinstance(msg, dict) else type(msg).__name__
+        raise ProtocolError("unknown_type", f"unknown message type {shown}; expected one of {sorted(_TYPES)}", mid)
+    errors = sorted(_VALIDATORS[msg["type"]].iter_errors(msg), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.path) or msg["type"]
+        raise ProtocolError("invalid", f"{where}: {e.message}", mid)
+    if _has_lone_surrogate(msg):  # after the schema, which bounds the message's shape to a flat one
+        raise ProtocolError("invalid", "message holds text that is not valid Unicode (an unpaired surrogate)", mid)
+    return msg
+
+
+def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
+    """A validated set_params message -> keyword changes for Session.update."""
+    changes = {k: v for k, v in msg.items() if k not in ("type", "id")}
+    if "face_sources" in changes:
+        changes["face_sources"] = {int(k): v for k, v in changes["face_sources"].items()}
+    if "strength" in changes:
+        changes["strength"] = float(changes["strength"])
+    return changes
+
+
+def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "error", "code": code, "message": message, **extra}
+
+
+def dumps(msg: dict[str, Any]) -> str:
+    """Strict JSON out too: a NaN here is a bug, and raises rather than reaching a client as invalid JSON."""
+    return json.dumps(msg, separators=(",", ":"), default=float, allow_nan=False)

@@ -1,0 +1,120 @@
+"""VMC out, read back by an independent OSC decoder (python-osc) from a real UDP socket: every ARKit name
+each frame, VMC's messages in order and with their types, Unity's handedness, mirroring, datagram sizes,
+and a sender that never raises."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+from pythonosc.osc_packet import OscPacket
+
+from engines.face_rig import ARKIT_NAMES, FaceFrame, _rotation, quaternion_of
+from streamer.sinks.vmc import MAX_DATAGRAM, VmcEncoder, VmcSender, VmcSettings, parse_target
+
+
+def frame(t: float = 0.5, yaw: float = 20.0, blink_left: float = 0.8, x: float = 0.02) -> FaceFrame:
+    scores = np.linspace(0.0, 0.5, len(ARKIT_NAMES))
+    scores[ARKIT_NAMES.index("eyeBlinkLeft")] = blink_left
+    scores[ARKIT_NAMES.index("eyeBlinkRight")] = 0.1
+    q = quaternion_of(_rotation(yaw, 0.0, 0.0))
+    return FaceFrame(t=t, found=True, track_id=1, scores=scores, yaw=yaw, pitch=0.0, roll=0.0,
+                     quaternion=tuple(float(v) for v in q), position=(x, 0.0, 0.0), gaze=(0.0, 0.0, 0.0, 0.0))
+
+
+def decode(datagrams: list[bytes]) -> list[tuple[str, list]]:
+    out = []
+    for d in datagrams:
+        for m in OscPacket(d).messages:
+            out.append((m.message.address, list(m.message.params)))
+    return out
+
+
+def test_one_frame_in_vmc_order_with_every_name():
+    msgs = decode(VmcEncoder().datagrams(frame()))
+    addresses = [a for a, _ in msgs]
+    assert addresses[:4] == ["/VMC/Ext/OK", "/VMC/Ext/T", "/VMC/Ext/Root/Pos", "/VMC/Ext/Bone/Pos"]
+    assert addresses[-1] == "/VMC/Ext/Blend/Apply" and msgs[-1][1] == []
+    assert msgs[0][1] == [1] and msgs[1][1] == [pytest.approx(0.5)]
+    assert msgs[3][1][0] == "Head" and len(msgs[3][1]) == 8 and msgs[2][1][0] == "root"
+    blends = {p[0]: p[1] for a, p in msgs if a == "/VMC/Ext/Blend/Val"}
+    assert set(ARKIT_NAMES) <= set(blends) and {"Blink_L", "Blink_R", "A", "U", "O"} <= set(blends)
+    assert all(0.0 <= v <= 1.0 for v in blends.values())
+
+
+def test_mirror_swaps_sides_and_unity_handedness():
+    f = frame(yaw=20.0, blink_left=0.8, x=0.02)
+    mirrored = decode(VmcEncoder(VmcSettings(mirror=True)).datagrams(f))
+    plain = decode(VmcEncoder(VmcSettings(mirror=False)).datagrams(f))
+
+    def blends(msgs):
+        return {p[0]: p[1] for a, p in msgs if a == "/VMC/Ext/Blend/Val"}
+
+    def head(msgs):
+        return next(p for a, p in msgs if a == "/VMC/Ext/Bone/Pos")
+
+    # the user's left eye closes: the avatar's right as a mirror image, its left as the user's own motion
+    assert blends(mirrored)["eyeBlinkRight"] == pytest.approx(0.8) and blends(mirrored)["Blink_R"] == pytest.approx(0.8)
+    assert blends(plain)["eyeBlinkLeft"] == pytest.approx(0.8) and blends(plain)["Blink_L"] == pytest.approx(0.8)
+    # a turn to the user's left (yaw > 0): Unity's y rotation turns the avatar toward its right (+x) as a
+    # mirror image (qy > 0), toward its left as the user's own motion (qy < 0); x moves the same way
+    assert head(mirrored)[5] > 0.1 and head(plain)[5] < -0.1
+    assert head(mirrored)[1] == pytest.approx(0.02) and head(plain)[1] == pytest.approx(-0.02)
+
+
+def test_bundles_stay_under_one_datagram_each():
+    datagrams = VmcEncoder().datagrams(frame())
+    assert len(datagrams) >= 2 and all(len(d) <= MAX_DATAGRAM for d in datagrams)
+    assert all(d.startswith(b"#bundle\x00") for d in datagrams)
+
+
+def test_sender_reaches_a_udp_receiver_every_frame():
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    rx.settimeout(2.0)
+    sender = VmcSender(f"127.0.0.1:{rx.getsockname()[1]}")
+    try:
+        frames = 30
+        for i in range(frames):
+            assert sender.send(frame(t=i / 30.0, blink_left=i / frames))
+        applies, per_frame, names = 0, [], set()
+        while applies < frames:
+            for address, params in decode([rx.recv(65536)]):
+                if address == "/VMC/Ext/Blend/Val":
+                    names.add(params[0])
+                    assert 0.0 <= params[1] <= 1.0
+                elif address == "/VMC/Ext/Blend/Apply":
+                    applies += 1
+                    per_frame.append(set(names))
+                    names = set()
+        assert all(set(ARKIT_NAMES) <= n for n in per_frame) and len(per_frame) == frames
+        assert sender.status()["frames"] == frames and sender.dropped == 0
+    finally:
+        sender.close()
+        rx.close()
+
+
+def test_a_closed_port_or_a_bad_host_never_raises():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sender = VmcSender(f"127.0.0.1:{port}")     # nothing listens: ICMP port unreachable comes back
+    for i in range(5):
+        sender.send(frame(t=i / 30))
+    assert sender.frames + sender.dropped == 5
+    bad = VmcSender("no-such-host.invalid:39539")
+    assert bad.send(frame()) is False and "cannot reach" in bad.status()["error"]
+    sender.close()
+
+
+@pytest.mark.parametrize("text,expected", [("127.0.0.1:39540", ("127.0.0.1", 39540)), ("localhost", ("localhost", 39539)),
+                                           (":40000", ("127.0.0.1", 40000)), ("[::1]:9000", ("::1", 9000))])
+def test_targets(text, expected):
+    assert parse_target(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "host:0", "host:99999", "host:port", "[::1", "a b:1"])
+def test_bad_targets_say_why(text):
+    with pytest.raises(ValueError):
+        parse_target(text)

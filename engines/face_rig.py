@@ -260,6 +260,9 @@ class FaceRig:
         self._f_position = OneEuroValues(*c.position_cutoff)
         self._f_gaze = OneEuroValues(*c.gaze_cutoff)
         self._last: FaceFrame | None = None
+        self._last_pts: np.ndarray | None = None
+        self._last_shapes: Mapping[str, float] | None = None
+        self.network_runs = 0
         self.calibrated_at: float | None = None     # stream time the last calibration ended
 
     # --- calibration -----------------------------------------------------------------------------------
@@ -314,10 +317,14 @@ class FaceRig:
         pts = face.landmarks if raw_landmarks is None else raw_landmarks
         if face.blendshapes:
             shapes = face.blendshapes
+        elif self._last_shapes is not None and (pts is self._last_pts or np.array_equal(pts, self._last_pts)):
+            shapes = self._last_shapes      # a still face kept its landmarks (engines.landmarks.still): same scores
         else:
             if self._net is None:
                 self._net = open_blendshapes()
             shapes = self._net(pts)
+            self.network_runs += 1
+            self._last_pts, self._last_shapes = pts, shapes
         scores = np.fromiter((shapes.get(n, 0.0) for n in ARKIT_NAMES), np.float64, len(ARKIT_NAMES))
         m = face.transform if face.transform is not None else face_transform(pts, frame_size)
         m = np.asarray(m, np.float64)

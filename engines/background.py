@@ -118,8 +118,10 @@ class MatteConfig:
     """segmentation: which network reads the frame. radius, eps: the guided filter (at the mask's size).
     low, high: the mask levels that become fully background / fully person. still_weight, motion_level,
     noise: the steadying over time (kernels.numpy.background.steady). every: the network runs on every
-    `every`-th frame of a stream; on the frames between, the last mask is fitted to the new frame's edges
-    (the guided filter reads the new frame), so the person's outline still follows the picture.
+    `every`-th frame of a stream, and on any frame where the picture moved since it last ran (more than
+    `probe_share` of a sparse grid of pixels, every `probe_step`-th row and column, changed by more than
+    `probe_level` grey levels: far above a camera's noise); on the frames between, the last coefficients
+    are applied to the new frame's own luma, so the person's outline still follows the picture.
     blur_factor: the blur runs at 1/blur_factor of the frame."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
@@ -130,8 +132,11 @@ class MatteConfig:
     still_weight: float = 0.25
     motion_level: float = 0.05
     noise: float = 0.01
-    every: int = 1
-    blur_factor: int = 4
+    every: int = 2
+    probe_step: int = 16
+    probe_level: int = 16
+    probe_share: float = 0.005
+    blur_factor: int = 8
 
 
 def _is_torch(x: Any) -> bool:
@@ -163,34 +168,29 @@ class Matte:
         self.segmenter = segmenter if segmenter is not None else PersonSegmenter(config.segmentation)
         self._mask: np.ndarray | None = None
         self._guide: np.ndarray | None = None
+        self._coef: Any = None
+        self._key: Any = None
+        self._probe: np.ndarray | None = None
         self._frames = 0
+        self.network_runs = 0
 
     def reset(self) -> None:
-        self._mask = self._guide = None
+        """Forget the stream's history (a new scene, a new stream)."""
+        self._mask = self._guide = self._coef = self._key = self._probe = None
         self._frames = 0
 
-    def _mask_for(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any):
+        """The guided filter's coefficients for this frame: the network's mask of the thumbnail, steadied
+        against the last one (streams), fitted to the thumbnail's grey; on the device of `like`."""
         from kernels.numpy import background as kn
 
         c = self.config
         guide = kn.thumbnail_guide(thumb)
-        fresh = (not steady or self._mask is None or self._mask.shape != guide.shape
-                 or self._frames % max(1, c.every) == 0)
-        if fresh:
-            mask = self.segmenter(thumb, frame_size)
-            if steady:
-                mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
-        else:
-            mask = self._mask
+        mask = self.segmenter(thumb, frame_size)
+        self.network_runs += 1
         if steady:
+            mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
-            self._frames += 1
-        return mask, guide
-
-    def _coefficients(self, mask: np.ndarray, guide: np.ndarray, like: Any):
-        from kernels.numpy import background as kn
-
-        c = self.config
         a, b = kn.guided_coefficients(mask, guide, c.radius, c.eps, c.low, c.high)
         if _is_torch(like):
             import torch
@@ -198,15 +198,33 @@ class Matte:
             return torch.from_numpy(a).to(like.device), torch.from_numpy(b).to(like.device)
         return a, b
 
+    def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool):
+        """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
+        else the last ones, which the new frame's own luma then shapes (guided_alpha)."""
+        key = (size, _is_torch(frame))
+        if steady and self._key != key:                  # a new size or device: a new history
+            self.reset()
+        c = self.config
+        probe = _host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
+        fresh = not steady or self._coef is None or self._frames % max(1, c.every) == 0
+        if not fresh and probe is not None and self._probe is not None and probe.shape == self._probe.shape:
+            moved = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
+            fresh = moved > c.probe_share             # the picture moved since the network last read it
+        coef = self._coefficients(_host(thumbnail()), size, steady, frame) if fresh else self._coef
+        if steady:
+            self._coef, self._key = coef, key
+            self._frames += 1
+            if fresh:
+                self._probe = probe
+        return coef
+
     def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = ()) -> Any:
         """float32 H x W alpha of a uint8 RGB image (NumPy array or torch tensor, like the image); `keep`:
         polygons ((N, 2) pixels) that are the person whatever the network says (the faces' hulls)."""
         k = _kernels(image)
         h, w = image.shape[:2]
         size = self.segmenter.input_size(w, h)
-        thumb = _host(k.rgb_thumbnail(image, size))
-        mask, guide = self._mask_for(thumb, (w, h), steady)
-        coef = self._coefficients(mask, guide, image)
+        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady)
         if _is_torch(image):
             luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
         else:
@@ -222,9 +240,8 @@ class Matte:
         k = _kernels(y)
         h, w = y.shape
         size = self.segmenter.input_size(w, h)
-        thumb = _host(k.i420_thumbnail(y, u, v, size))
-        mask, guide = self._mask_for(thumb, (w, h), steady)
-        alpha = k.keep_polygons(k.guided_alpha(self._coefficients(mask, guide, y), y), keep)
+        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
+        alpha = k.keep_polygons(k.guided_alpha(coef, y), keep)
         return alpha, k.half_alpha(alpha)
 
     def close(self) -> None:
@@ -280,7 +297,7 @@ class Backdrop:
 
 
 def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = None, backdrop: Backdrop | None = None,
-                picture_key: Any = None, blur_factor: int = 4) -> Any:
+                picture_key: Any = None, blur_factor: int = 8) -> Any:
     """uint8 RGB with the room behind the person replaced as `spec` says (`picture` for mode image)."""
     k = _kernels(image)
     h, w = image.shape[:2]
@@ -298,7 +315,7 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
 
 
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
-                 backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 4) -> tuple[Any, Any, Any]:
+                 backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8) -> tuple[Any, Any, Any]:
     """New (Y, U, V) with the room behind the person replaced as `spec` says; the planes given are not changed."""
     k = _kernels(y)
     a_y, a_uv = alphas

@@ -82,9 +82,11 @@ def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray) -> np.nd
     h, w = luma.shape
     a = cv2.resize(coef[0], (w, h), interpolation=cv2.INTER_LINEAR)
     b = cv2.resize(coef[1], (w, h), interpolation=cv2.INTER_LINEAR)
-    a *= luma
-    a += b
-    return np.clip(a, 0.0, 1.0, out=a)
+    cv2.multiply(a, luma, dst=a, dtype=cv2.CV_32F)      # in place, one pass each (OpenCV's loops)
+    cv2.add(a, b, dst=a)
+    cv2.threshold(a, 1.0, 1.0, cv2.THRESH_TRUNC, dst=a)
+    cv2.threshold(a, 0.0, 0.0, cv2.THRESH_TOZERO, dst=a)
+    return a
 
 
 def keep_polygons(alpha: np.ndarray, polygons) -> np.ndarray:
@@ -104,6 +106,14 @@ def half_alpha(alpha: np.ndarray) -> np.ndarray:
 def composite(fg: np.ndarray, bg: np.ndarray | float | tuple, alpha: np.ndarray) -> np.ndarray:
     """uint8 fg over bg by alpha, rounded: bg + alpha (fg - bg). `bg` is a plane like fg (uint8 or float),
     or one value per channel (a colour). Where alpha is 1 the result is fg exactly, where 0 it is bg."""
+    if fg.ndim == 2:                                     # a plane: OpenCV's passes (the stream's path)
+        b2 = bg.astype(np.float32, copy=False) if isinstance(bg, np.ndarray) else float(np.asarray(bg).reshape(-1)[0])
+        d = cv2.subtract(fg.astype(np.float32), b2) if isinstance(b2, np.ndarray) else fg.astype(np.float32) - np.float32(b2)
+        cv2.multiply(d, alpha, dst=d)
+        if isinstance(b2, np.ndarray):
+            cv2.add(d, b2, dst=d)
+            return cv2.convertScaleAbs(d)                   # rounded to nearest, saturated
+        return cv2.convertScaleAbs(d, alpha=1.0, beta=b2)
     out = fg.astype(np.float32)
     b = np.asarray(bg, np.float32)
     a = alpha[..., None] if fg.ndim == 3 else alpha

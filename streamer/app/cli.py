@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "control": "streamer.app.commands.control",
     "bench": "streamer.app.commands.bench",
     "eval": "streamer.app.commands.eval",
+    "models": "streamer.app.commands.models",
 }
 
 

@@ -34,6 +34,8 @@ class FrameState:
     raw_landmarks: dict[int, np.ndarray] = field(default_factory=dict)  # faces: track id -> unsmoothed
     fused: list[dict[str, Any]] = field(default_factory=list)        # fusion: track, source, weight per face
     swapped: list[dict[str, Any]] = field(default_factory=list)      # swap: track, source, card per face
+    enhanced: list[dict[str, Any]] = field(default_factory=list)     # enhance: track, model, strength per face
+    parsed: list[dict[str, Any]] = field(default_factory=list)       # parse: track, model, kept pixels per face
     edits: dict[str, float] = field(default_factory=dict)            # edits: the edits applied, by name
     watermark: str | None = None                                     # watermark: the payload, hex
     timings: dict[str, float] = field(default_factory=dict)

@@ -4,6 +4,7 @@ knows which stage follows which and which part gets which.
 
 Per frame:  faces (detect + track + smooth) -> fusion (source identity: geometric, then the neural swap
             when a --swapper is loaded, each as the frame's fusion mode says) -> edits (prompt + sliders)
+            -> background (blur, a colour key or a picture behind the person, when a session asks)
             -> watermark (always last, so every output frame carries it).
 
 Models that are expensive and thread-safe are built once per process and shared (source registry with
@@ -37,6 +38,7 @@ from streamer.safety.privacy import purge_session
 from streamer.safety.watermark_policy import payload_recorder, resolve_policy
 from streamer.services import Services
 from streamer.session.session import FUSION_MODES, Session
+from streamer.pipeline.stages.background import BackgroundStage, BackgroundStageConfig
 from streamer.pipeline.stages.edits import EditsStage, EditsStageConfig
 from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
@@ -46,7 +48,7 @@ from streamer.pipeline.stages.watermark import WatermarkStage
 
 log = logging.getLogger(__name__)
 
-STAGE_NAMES = ("faces", "fusion", "edits", "watermark")
+STAGE_NAMES = ("faces", "fusion", "edits", "background", "watermark")
 
 
 def default_results() -> str:
@@ -75,6 +77,7 @@ class ProductConfig:
     fusion_mode: str = ""             # geometric | neural | both; "" = neural with a swapper, else geometric
     sources: SourceConfig = field(default_factory=SourceConfig)
     edits: EditsStageConfig = field(default_factory=EditsStageConfig)
+    background: BackgroundStageConfig = field(default_factory=BackgroundStageConfig)   # runs once a session asks
     still: StillConfig = field(default_factory=StillConfig)   # off: a still face neither keeps its landmarks nor reuses fusion's and edits' result
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     encoder: str | None = None        # e5, minilm or a local transformers folder; None = e5
@@ -264,6 +267,8 @@ class Product:
                 cache = self.prompts
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error,
                                          still=StillFaces(still)))
+            elif name == "background":
+                stages.append(BackgroundStage(self.config.background))
             elif name == "watermark":
                 stages.append(watermark_stage(self.safety))
         return Pipeline(stages)

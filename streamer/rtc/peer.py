@@ -273,7 +273,16 @@ class PeerSession:
             if kind == "map_face":
                 return self._map_face(msg, mid)
             if kind == "set_params":
-                changes = protocol.params_to_controls(msg)
+                try:
+                    changes = protocol.params_to_controls(msg)
+                except protocol.ProtocolError as exc:
+                    return exc.reply()
+                bg = changes.get("background")
+                if bg is not None and bg.mode == "image" and bg.image_id not in self.session.backgrounds:
+                    return protocol.error("unknown_background", f"no background picture {bg.image_id!r} in this "
+                                          "session; upload it first (POST /sessions/{id}/background)", id=mid)
+                if bg is not None and "background" not in self.worker.pipeline.names:
+                    return protocol.error("no_background", "this server's pipeline has no background stage", id=mid)
                 sid = changes.get("source_id")
                 if sid is not None and sid not in self.session.sources:
                     return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
@@ -285,7 +294,8 @@ class PeerSession:
                                           "without --swapper", id=mid)
                 self.session.update(**changes)
                 self.services.audit("params", session=self.session.id,
-                                    **{k: (dict(v) if isinstance(v, dict) else v) for k, v in changes.items()})
+                                    **{k: (dict(v) if isinstance(v, dict) else v.to_json() if hasattr(v, "to_json") else v)
+                                       for k, v in changes.items()})
                 return {"type": "ack", "of": kind, "id": mid, "result": sorted(changes)}
         except Exception as exc:  # the hook failed: tell the client, keep the stream
             log.exception("session %s: %s failed", self.session.id, kind)

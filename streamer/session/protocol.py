@@ -12,6 +12,8 @@ from typing import Any
 
 import jsonschema
 
+from engines.background import MODES as BACKGROUND_MODES
+from engines.background import BackgroundError, parse_background
 from engines.edit_vocabulary import EDIT_SPECS
 from engines.sources import SOURCE_ID_PATTERN
 from streamer.session.face_map import MAX_MAPPED_FACES, MAX_TRACK_ID
@@ -24,6 +26,22 @@ _EDITS = {
     "type": "object",
     "properties": {s.name: {"type": "number", "minimum": s.low, "maximum": s.high} for s in EDIT_SPECS},
     "additionalProperties": False,
+}
+
+# set_params.background: "blur", a CSS colour, "none", or {"mode", "strength", "color", "image_id"} (the
+# picture's id from POST /sessions/{id}/background); engines.background.parse_background reads it
+BACKGROUND_ID_PATTERN = "^bg-[0-9a-f]{12}$"
+BACKGROUND_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "maxLength": 64},
+        {"type": "object",
+         "properties": {"mode": {"enum": list(BACKGROUND_MODES)},
+                        "strength": {"type": "number", "minimum": 0, "maximum": 1},
+                        "color": {"type": "string", "maxLength": 64},
+                        "image_id": {"type": "string", "pattern": BACKGROUND_ID_PATTERN}},
+         "required": ["mode"], "additionalProperties": False},
+        {"type": "null"},
+    ],
 }
 
 CLIENT_SCHEMA: dict[str, Any] = {
@@ -64,6 +82,7 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "enabled": {"type": "boolean"},
                 # neural / both only where a swapper is loaded; null = back to the server's --fusion
                 "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
+                "background": BACKGROUND_SCHEMA,
             },
             "required": ["type"],
             "additionalProperties": False,
@@ -192,6 +211,12 @@ def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
         changes["face_sources"] = {int(k): v for k, v in changes["face_sources"].items()}
     if "strength" in changes:
         changes["strength"] = float(changes["strength"])
+    if "background" in changes:
+        try:
+            spec = parse_background(changes["background"])
+        except BackgroundError as exc:
+            raise ProtocolError("invalid", f"background: {exc}", msg.get("id")) from None
+        changes["background"] = spec if spec.active else None
     return changes
 
 

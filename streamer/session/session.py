@@ -38,6 +38,9 @@ class Controls:
     keep_mouth: bool = True
     keep_eyes: bool = True
     enabled: bool = True
+    # what goes behind the person (engines.background.BackgroundSpec: blur, a colour, an uploaded picture);
+    # None = the frame's own room, and the background stage costs nothing
+    background: Any = None
     fusion: FusionMode | None = None      # which fusion backend runs; None = the server's default (--fusion)
 
 
@@ -48,6 +51,8 @@ def fusion_mode(controls: Controls, default: str) -> str:
 
 EventSink = Callable[[dict[str, Any]], None]
 _NO_SOURCES: Mapping[str, "SourceFace"] = MappingProxyType({})
+_NO_BACKGROUNDS: Mapping[str, Any] = MappingProxyType({})
+MAX_BACKGROUNDS = 4     # pictures a session keeps for its background (the oldest not in use goes first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,7 @@ class FrameContext:
     controls: Controls
     sources: Mapping[str, "SourceFace"]      # source id -> registered source face (read-only)
     notify: EventSink                        # tell the client (errors, what a prompt was understood as)
+    backgrounds: Mapping[str, Any] = field(default_factory=lambda: _NO_BACKGROUNDS)   # picture id -> RGB picture
 
 
 def frame_context(controls: Controls = Controls(), sources: Mapping[str, "SourceFace"] = _NO_SOURCES,
@@ -77,6 +83,7 @@ class Session:
         self._controls = Controls()
         self._lock = threading.Lock()
         self._sources: Mapping[str, "SourceFace"] = _NO_SOURCES
+        self._backgrounds: Mapping[str, Any] = _NO_BACKGROUNDS
         self._events: deque[dict[str, Any]] = deque(maxlen=256)
         self._event_sink: EventSink | None = None
         self.closed = threading.Event()
@@ -102,6 +109,27 @@ class Session:
             if activate:
                 self._controls = replace(self._controls, source_id=source_id)
 
+    @property
+    def backgrounds(self) -> Mapping[str, Any]:
+        """Picture id -> an uploaded background picture (H x W x 3 uint8 RGB), read-only."""
+        return self._backgrounds
+
+    def add_background(self, image: Any) -> str:
+        """Keep an uploaded background picture; its new id. Past MAX_BACKGROUNDS the oldest picture the
+        controls do not name is let go."""
+        image_id = "bg-" + uuid.uuid4().hex[:12]
+        with self._lock:
+            kept = dict(self._backgrounds)
+            in_use = getattr(self._controls.background, "image_id", None)
+            for old in list(kept):
+                if len(kept) < MAX_BACKGROUNDS:
+                    break
+                if old != in_use:
+                    del kept[old]
+            kept[image_id] = image
+            self._backgrounds = MappingProxyType(kept)
+        return image_id
+
     def clear_sources(self) -> int:
         """Drop every source face; returns how many there were."""
         with self._lock:
@@ -111,7 +139,7 @@ class Session:
     def frame_context(self) -> FrameContext:
         """One consistent view of the controls and sources for the frame about to run."""
         with self._lock:
-            return FrameContext(self.id, self._controls, self._sources, self.notify)
+            return FrameContext(self.id, self._controls, self._sources, self.notify, self._backgrounds)
 
     def update(self, **changes: Any) -> Controls:
         if "edits" in changes:

@@ -35,7 +35,7 @@ def test_fused_edited_and_marked(product, astronaut, grace_hopper):
     assert product.set_prompt(session, "a slight smile, warmer skin")["allowed"]
     frames = moving_clip(grace_hopper, n=12)
     states, names = run_clip(product, session, frames)
-    assert names == ["faces", "fusion", "edits", "watermark"]
+    assert names == ["faces", "fusion", "edits", "background", "watermark"]
     last, src = states[-1], frames[-1]
     assert not last.errors, last.errors
     assert len(last.faces) == 1

@@ -1,0 +1,116 @@
+"""The background stage: off, the frame and its planes are untouched and no model loads; on, the room
+behind the person is blurred, keyed or replaced on the stream's planes and on RGB frames, every face the
+face stage follows stays exactly as it was, a missing picture fails the stage (the frame passes through),
+and the torch planes give what the NumPy ones give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import _person_scenes as ps
+from engines.background import BackgroundSpec
+from engines.faces import Face
+from kernels.numpy.color import i420_to_rgb, rgb_to_i420
+from streamer.media.planes import Planes
+from streamer.pipeline.pipeline import FrameState, Pipeline
+from streamer.pipeline.stages.background import BackgroundStage
+from streamer.session.session import Session, frame_context
+
+
+def _planes(rgb: np.ndarray) -> Planes:
+    h, w = rgb.shape[:2]
+    y, u, v = rgb_to_i420(rgb)
+    return Planes(np.concatenate([y, u.reshape(h // 4, w), v.reshape(h // 4, w)]), w, h)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return ps.pasted_scene("grace_hopper", "rocket", height=0.8, centre_x=0.3)
+
+
+def _face(scene) -> Face:
+    hull = scene.face_hull.astype(np.float32)
+    lm = np.concatenate([hull, np.zeros((len(hull), 1), np.float32)], axis=1)
+    x0, y0, x1, y1 = scene.face
+    return Face(landmarks=lm, bbox=(x0, y0, x1, y1))
+
+
+def test_off_touches_nothing_and_loads_nothing(scene):
+    made = []
+    stage = BackgroundStage(matte_factory=lambda: made.append(1))
+    planes = _planes(scene.image)
+    before = planes.buffer.copy()
+    state = stage(FrameState(image=None, planes=planes), frame_context())
+    assert state.planes is planes and np.array_equal(planes.buffer, before) and not planes.changed
+    assert not made
+
+
+def test_colour_key_on_the_stream_planes(scene):
+    stage = BackgroundStage()
+    ctx = frame_context(Session().update(background=BackgroundSpec("color", color=(0, 255, 0))))
+    planes = _planes(scene.image)
+    before = i420_to_rgb(planes.y.copy(), planes.u.copy(), planes.v.copy())
+    state = FrameState(image=None, planes=planes)
+    state.faces = [_face(scene)]
+    Pipeline([stage])(state, ctx)
+    assert not state.errors and planes.changed
+    after = i420_to_rgb(planes.y, planes.u, planes.v)
+    room = ~scene.person
+    green = np.abs(after[room].astype(int) - [0, 255, 0]).max(axis=1) <= 3
+    assert green.mean() > 0.95
+    face = scene.face_region()
+    mse = np.mean((after[face].astype(float) - before[face]) ** 2)
+    assert mse == 0 or 10 * np.log10(255 ** 2 / mse) >= 45.0  # the face as the earlier stages left it
+    import cv2
+
+    inner = cv2.erode(face.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+    assert np.array_equal(after[inner], before[inner])        # exactly, but for the chroma of its rim
+    stage.close()
+
+
+def test_blur_on_rgb_keeps_the_person_sharp(scene):
+    stage = BackgroundStage(live=False)
+    ctx = frame_context(Session().update(background=BackgroundSpec("blur", 1.0)))
+    state = Pipeline([stage])(FrameState(image=scene.image.copy()), ctx)
+    assert not state.errors
+    out = state.image
+    core = scene.person & ~np.roll(~scene.person, 12, axis=1) & ~np.roll(~scene.person, -12, axis=1)
+    assert np.abs(out[core].astype(int) - scene.image[core]).mean() < 1.0
+    room = ~scene.person
+    sharp = lambda img: np.abs(np.diff(img.astype(np.float32), axis=1)).mean(axis=2)[room[:, 1:]].mean()  # noqa: E731
+    assert sharp(out) < 0.5 * sharp(scene.image)
+    stage.close()
+
+
+def test_picture_behind_the_person_and_a_missing_one_passes_the_frame(scene, astronaut):
+    session = Session()
+    image_id = session.add_background(astronaut)
+    stage = BackgroundStage()
+    ctx = frame_context(session.update(background=BackgroundSpec("image", image_id=image_id)))
+    ctx = type(ctx)(ctx.session_id, ctx.controls, ctx.sources, ctx.notify, session.backgrounds)
+    state = Pipeline([stage])(FrameState(image=None, planes=_planes(scene.image)), ctx)
+    assert not state.errors
+    after = i420_to_rgb(state.planes.y, state.planes.u, state.planes.v)
+    assert np.abs(after[:40, -300:].astype(int) - scene.image[:40, -300:]).mean() > 10
+
+    missing = frame_context(Session().update(background=BackgroundSpec("image", image_id="bg-000000000000")))
+    planes = _planes(scene.image)
+    before = planes.buffer.copy()
+    state = Pipeline([stage])(FrameState(image=None, planes=planes), missing)
+    assert "not in this session" in state.errors["background"]
+    assert np.array_equal(planes.buffer, before)
+    stage.close()
+
+
+def test_torch_planes_give_the_numpy_result(scene):
+    torch = pytest.importorskip("torch")
+    from streamer.media.device_planes import torch_plane_ops
+
+    ctx = frame_context(Session().update(background=BackgroundSpec("color", color=(0, 0, 255))))
+    host = _planes(scene.image)
+    dev = Planes(torch.from_numpy(host.buffer.copy()), host.width, host.height, torch_plane_ops("cpu"))
+    BackgroundStage()(FrameState(image=None, planes=host), ctx)
+    BackgroundStage()(FrameState(image=None, planes=dev), ctx)
+    diff = np.abs(host.buffer.astype(int) - dev.buffer.numpy())
+    assert diff.max() <= 2 and diff.mean() < 0.05

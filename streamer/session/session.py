@@ -42,6 +42,12 @@ class Controls:
     # None = the frame's own room, and the background stage costs nothing
     background: Any = None
     fusion: FusionMode | None = None      # which fusion backend runs; None = the server's default (--fusion)
+    enhance: float | None = None          # face enhancer strength 0..1; None = the server's default (docs/models.md)
+    # the avatar and face-data outputs asked for (streamer/sinks/face_outputs.py: vmc, vtube_studio, face_events,
+    # mirror, face_track); None = the server's defaults (serve --vmc / --vtube-studio)
+    outputs: Mapping[str, Any] | None = None
+    calibration: int = 0                  # raised by each `calibrate` request: the face rig collects a neutral face
+    face_neutral: Mapping[str, Any] | None = None   # a neutral from an earlier `face_calibrated` event, restored
 
 
 def fusion_mode(controls: Controls, default: str) -> str:

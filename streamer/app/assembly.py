@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 STAGE_NAMES = ("faces", "fusion", "edits", "background", "watermark")
 
+from streamer.pipeline.stages.face_out import FaceOutStage
+from streamer.sinks.face_outputs import FaceOutputs, OutputSettings
 
 def default_results() -> str:
     """LIVEFUSE_RESULTS, else the user's state folder (beside the audit log's default)."""
@@ -103,6 +105,9 @@ class ProductConfig:
     @property
     def default_fusion(self) -> str:
         """The fusion mode sessions start in (a session may switch when a swapper is loaded)."""
+    # the avatar and face-data outputs every session starts with (serve --vmc / --vtube-studio, process
+    # --face-data); a session changes its own with set_params.outputs
+    outputs: OutputSettings = field(default_factory=OutputSettings)
         return self.fusion_mode or ("neural" if self.swapper.enabled else "geometric")
 
 
@@ -309,6 +314,10 @@ class Product:
         from engines import mesh
 
         self.registry, self.prompts, self.safety, self.swapper  # noqa: B018 - properties that build on first use
+                # the face rig and the session's avatar outputs: nothing runs until an output is asked for
+                stages.append(FaceOutStage(FaceOutputs(self.config.outputs)))
+                if self.face_parser is not None:   # before anything changes a face: its keep mask feeds them all
+                    stages.append(ParseStage(self.face_parser, self.config.parse))
         mesh.loops(), mesh.triangles()
         self.photos.parts()
         self.photos.models.landmarker_model()

@@ -13,14 +13,18 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
                  strength: float = 1.0, codec: str | None = None, crf: int = 20, progress: bool = True,
                  overwrite: bool = False, consent: bool = False,
                  on_frame: Callable[[int, int | None], None] | None = None, source_form: dict[str, str] | None = None,
-                 session: Any = None, face_map: Mapping[int, str] | None = None) -> dict[str, Any]:
+                 session: Any = None, face_map: Mapping[int, str] | None = None, pace: bool = False,
+                 enhance: float | None = None) -> dict[str, Any]:
     """Decode -> pipeline -> encode, in order, no frame dropped (a file is not live). A source other
     than the bundled demo face needs `consent`; a prompt the policy refuses stops before any work.
     `on_frame(done, total)` after each frame (progress; an exception it raises stops the run and
     leaves no output file). `source` may also be a decoded RGB array, with `source_form` the upload's
     form fields (a clip job's), and `session` the Session it runs in (its id goes into the audit log).
     `face_map`: track id -> a source image path, "demo" or "keep" (`livefuse process --map`); faces not
-    in it get `source` (none: unchanged). Each mapped image passes the same consent gate as `source`."""
+    in it get `source` (none: unchanged). Each mapped image passes the same consent gate as `source`.
+    `enhance`: the face enhancer's strength where one is loaded (None: the clip default, 1).
+    `pace`: frames go no faster than the clip's own rate (a clip driving a live avatar app over VMC or VTube
+    Studio: the avatar moves as the person did)."""
     import av
     from tqdm import tqdm
 
@@ -75,6 +79,9 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
         bar = tqdm(total=total, unit="frame", disable=not progress, desc=src.name, file=sys.stderr)
         frames = errors = 0
         faces: dict[int, dict[str, Any]] = {}
+        import time
+
+        started = time.monotonic()
         try:
             streams = [vin] + ([ain] if ain is not None else [])
             for packet in container.demux(*streams):
@@ -82,6 +89,10 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
                     writer.write_audio_packet(packet)
                     continue
                 for frame in packet.decode():
+                    if pace:
+                        ahead = started + frames / float(rate) - time.monotonic()
+                        if ahead > 0:
+                            time.sleep(ahead)
                     state = pipeline(frame_to_state(frame), session.frame_context())
                     errors += len(state.errors)
                     _note_faces(faces, state)

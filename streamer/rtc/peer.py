@@ -292,6 +292,9 @@ class PeerSession:
                 if changes.get("fusion") in ("neural", "both") and "swap" not in self.worker.pipeline.names:
                     return protocol.error("no_swapper", "neural fusion needs a swap model: this server runs "
                                           "without --swapper", id=mid)
+                refused = self._face_outputs(changes)
+                if refused is not None:
+                    return protocol.error(refused[0], refused[1], id=mid)
                 self.session.update(**changes)
                 self.services.audit("params", session=self.session.id,
                                     **{k: (dict(v) if isinstance(v, dict) else v.to_json() if hasattr(v, "to_json") else v)
@@ -301,6 +304,27 @@ class PeerSession:
             log.exception("session %s: %s failed", self.session.id, kind)
             return protocol.error("failed", f"{kind} failed: {exc}", id=mid)
         return None  # pragma: no cover - the schema admits only the types above
+
+    def _face_outputs(self, changes: dict[str, Any]) -> tuple[str, str] | None:
+        """set_params' avatar parts, made into controls in place: `outputs` merged over the session's,
+        `calibrate` as the next calibration, `face_neutral` checked; (code, message) when refused."""
+        if "outputs" in changes:
+            if "face_out" not in self.worker.pipeline.names:
+                return "no_face_outputs", "this server's pipeline has no face-out stage"
+            refusal = protocol.output_refusal(self.session.client, changes["outputs"])
+            if refusal is not None:
+                return "output_refused", refusal
+            changes["outputs"] = protocol.merge_outputs(self.session.controls.outputs, changes["outputs"])
+        if changes.pop("calibrate", False):
+            changes["calibration"] = self.session.controls.calibration + 1
+        if changes.get("face_neutral") is not None:
+            from engines.face_rig import Neutral
+
+            try:
+                Neutral.from_json(changes["face_neutral"])
+            except ValueError as exc:
+                return "invalid", f"face_neutral: {exc}"
+        return None
 
     def _map_face(self, msg: dict[str, Any], mid: Any) -> dict[str, Any]:
         """map_face: a face the stream tracks (or one already mapped) gets a registered source, "keep" or
@@ -325,7 +349,7 @@ class PeerSession:
             controller.deliver(msg)
         ch = self.channel
         if ch is None or ch.readyState != "open":
-            if msg.get("type") not in ("stats", "bye"):
+            if msg.get("type") not in ("stats", "bye", "face"):   # face events are a stream: the next one follows
                 self._unsent.append(msg)
             return False
         try:

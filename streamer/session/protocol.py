@@ -29,6 +29,21 @@ _EDITS = {
 }
 
 # set_params.background: "blur", a CSS colour, "none", or {"mode", "strength", "color", "image_id"} (the
+# set_params.outputs and REST's POST /v1/sessions/{id}/outputs: the avatar and face-data outputs
+# (streamer/sinks/face_outputs.py); a key left out keeps its current value, null turns an output off
+OUTPUTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "vmc": {"anyOf": [{"type": "string", "maxLength": 300,
+                           "pattern": "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]*)(:[0-9]{1,5})?$"}, {"type": "null"}]},
+        "vtube_studio": {"anyOf": [{"type": "string", "maxLength": 300, "pattern": "^wss?://[^\\s]+$"}, {"type": "null"}]},
+        "face_events": {"type": "number", "minimum": 0, "maximum": 60},
+        "mirror": {"type": "boolean"},
+        "face_track": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID}, {"type": "null"}]},
+    },
+    "additionalProperties": False,
+}
+
 # picture's id from POST /sessions/{id}/background); engines.background.parse_background reads it
 BACKGROUND_ID_PATTERN = "^bg-[0-9a-f]{12}$"
 BACKGROUND_SCHEMA: dict[str, Any] = {
@@ -86,6 +101,9 @@ CLIENT_SCHEMA: dict[str, Any] = {
             },
             "required": ["type"],
             "additionalProperties": False,
+                "outputs": OUTPUTS_SCHEMA,
+                "calibrate": {"const": True},       # hold a neutral face: the face rig's neutral from the next 2 s
+                "face_neutral": {"anyOf": [{"type": "object", "maxProperties": 8}, {"type": "null"}]},
             "minProperties": 2,
         },
         {   # one face's choice: a source id, "keep" (leave it unchanged) or null (back to the default)
@@ -225,5 +243,56 @@ def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def dumps(msg: dict[str, Any]) -> str:
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def output_host(kind: str, value: str) -> str:
+    """The host an output's address names (vmc: HOST:PORT, vtube_studio: ws://HOST:PORT/...)."""
+    from urllib.parse import urlsplit
+
+    if kind == "vtube_studio":
+        try:
+            return urlsplit(value).hostname or ""
+        except ValueError:
+            return ""
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def output_refusal(client: str, outputs: dict[str, Any]) -> str | None:
+    """Why a session's client may not send its outputs where it asks, or None. A client points avatar
+    outputs at its own machine: loopback, or the address it connects from (written as an address, not a
+    name: no lookups on the control path); elsewhere only the operator may (serve --vmc / --vtube-studio)."""
+    import ipaddress
+
+    for kind in ("vmc", "vtube_studio"):
+        value = outputs.get(kind)
+        if not value:
+            continue
+        host = output_host(kind, value) or "127.0.0.1"
+        if host in LOOPBACK_NAMES:
+            continue
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return f"{kind}: name the host by its address (loopback or your own, {client or 'unknown'}), not {host!r}"
+        if ip.is_loopback:
+            continue
+        try:
+            own = ipaddress.ip_address(client)
+        except ValueError:
+            own = None
+        if ip != own:
+            return (f"{kind}: a session sends its outputs to loopback or to the address it connects from "
+                    f"({client or 'unknown'}), not {host}; the server's operator may set others (serve --{kind.replace('_', '-')})")
+    return None
+
+
+def merge_outputs(current: Any, requested: dict[str, Any]) -> dict[str, Any]:
+    """A session's outputs after a request: the keys it names replace the current ones, the rest stay."""
+    return {**(dict(current) if current else {}), **requested}
+
+
     """Strict JSON out too: a NaN here is a bug, and raises rather than reaching a client as invalid JSON."""
     return json.dumps(msg, separators=(",", ":"), default=float, allow_nan=False)

@@ -7,7 +7,7 @@ Bounds: a message above `SocketLimits.max_message_bytes` gets the protocol's `to
 `hard_limit_bytes` closes the socket (1009) unread; more than `rate_per_s` (burst `burst`) messages a second
 are answered `rate_limited` and not acted on. Replies (the rate_limited ones too) hold the socket's reading
 back while half the outbox waits to be written, so a client that sends faster than it reads slows itself
-down and is never closed for it; a client that stops reading loses stats first, then, when a pushed event
+down and is never closed for it; a client that stops reading loses stats and face events first, then, when a pushed event
 finds the outbox full, the socket (1008 "too slow"). The socket closes (1001, "session ended: REASON")
 when its session ends."""
 
@@ -82,7 +82,7 @@ class ControlSocket:
             self.outbox.put_nowait(msg)
         except asyncio.QueueFull:
             self.dropped += 1
-            if msg.get("type") != "stats":   # an event lost to a client that stopped reading: let it go
+            if msg.get("type") not in ("stats", "face"):   # an event lost to a client that stopped reading: let it go
                 log.info("session %s: control socket not reading; closing it", self.peer.session.id)
                 self._closing = True
                 self._close_reason = "too slow"

@@ -10,49 +10,13 @@ import numpy as np
 import pytest
 
 from engines.backends import select_backend
-from engines.edit_render import render_edits
 from engines.face_rig import (ARKIT_NAMES, MIRROR_ORDER, FaceRig, Neutral, RigConfig, angles_of, gaze_degrees,
                               iris_offsets, matrix_of, mirrored_name, pick_face, quaternion_of, _rotation)
 from engines.faces import LandmarkerConfig
-from engines.mesh import triangles
-from kernels.numpy.warp import piecewise_affine
+from tests.face_scenes import scenes as scenes_of
 from tests.faceclips import add_noise
 
-# upper and lower lid points of each eye, paired along the lid (the person's right eye, then left)
-RIGHT_LIDS = ([246, 161, 160, 159, 158, 157, 173], [7, 163, 144, 145, 153, 154, 155])
-LEFT_LIDS = ([466, 388, 387, 386, 385, 384, 398], [249, 390, 373, 374, 380, 381, 382])
 FPS = 30
-
-
-def _warp(image: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    tris = triangles()
-    tris = tris[(tris < 468).all(axis=1)]
-    warped, covered = piecewise_affine(image, src[:468, :2].astype(np.float32), dst[:468, :2].astype(np.float32),
-                                       tris, image.shape[:2])
-    out = image.copy()
-    out[covered] = warped[covered]
-    return out
-
-
-def shut_eyes(image: np.ndarray, landmarks: np.ndarray, lids=(RIGHT_LIDS, LEFT_LIDS)) -> np.ndarray:
-    """The photo with the upper lids of `lids` drawn down onto the lower ones (the lid skin stretched over
-    the eye, as in a blink)."""
-    dst = landmarks.copy()
-    for upper, lower in lids:
-        for u, lo in zip(upper, lower):
-            dst[u, :2] = landmarks[lo, :2] - 0.05 * (landmarks[lo, :2] - landmarks[u, :2])
-    return _warp(image, landmarks, dst)
-
-
-def turn_head(image: np.ndarray, landmarks: np.ndarray, degrees: float) -> np.ndarray:
-    """The face turned by `degrees` about a vertical axis on its own mesh depth (> 0: toward the person's
-    left, the nose toward the image's right), seen orthographically."""
-    p = landmarks[:468].astype(np.float64)
-    a = np.radians(degrees)
-    cx, zc = p[:, 0].mean(), p[:, 2].mean()
-    dst = p.copy()
-    dst[:, 0] = cx + (p[:, 0] - cx) * np.cos(a) - (p[:, 2] - zc) * np.sin(a)   # z: MediaPipe's, negative toward the camera
-    return _warp(image, p, dst)
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +29,7 @@ def landmarker():
 @pytest.fixture(scope="module")
 def scenes(grace_hopper, landmarker):
     """Named still frames of one person: neutral, smiling, eyes shut, left eye shut, head turned each way."""
-    face = landmarker.detect(grace_hopper, 0)[0]
-    lm = face.landmarks
-    return {"neutral": grace_hopper, "smile": render_edits(grace_hopper, [lm], {"smile": 1.0}),
-            "blink": shut_eyes(grace_hopper, lm), "wink_left": shut_eyes(grace_hopper, lm, (LEFT_LIDS,)),
-            "turn_left": turn_head(grace_hopper, lm, 20.0), "turn_right": turn_head(grace_hopper, lm, -20.0)}
+    return scenes_of(grace_hopper, landmarker.detect(grace_hopper, 0)[0].landmarks)
 
 
 @pytest.fixture(scope="module")

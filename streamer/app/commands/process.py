@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-y", "--overwrite", action="store_true", help="replace OUTPUT if it exists")
     from streamer.app.commands.serve import add_product_arguments
 
+    parser.add_argument("--face-data", dest="face_data", metavar="FILE.jsonl",
+                        help="the face rig's frames as JSON lines (blendshapes, head, gaze: docs/api.md, Face events); "
+                             "with --vmc / --vtube-studio a recorded clip drives an avatar app")
     add_product_arguments(parser)
 
 
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
-                                   consent=args.consent, face_map=face_map)
+                                   consent=args.consent, face_map=face_map, enhance=args.enhance,
+                                   pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)))
             if remote_out:
                 stored = store_output(dst, remote_out, _media_type(dst))
                 summary["output"] = f"{remote_out} ({stored.size} bytes in {stored.parts} part(s))"

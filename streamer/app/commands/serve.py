@@ -117,6 +117,13 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-watermark", action="store_true",
                    help="turn the invisible watermark off (logged and written to the audit log; needs --no-watermark-reason)")
     p.add_argument("--no-watermark-reason", default="", help="why marking is off (recorded)")
+    o = parser.add_argument_group("avatar outputs (docs/vtuber.md): the face rig's blendshapes, head pose and gaze")
+    o.add_argument("--vmc", nargs="?", const="127.0.0.1:39539", metavar="HOST:PORT",
+                   help="VMC over UDP to VSeeFace / VNyan / Warudo / VMagicMirror (alone: 127.0.0.1:39539)")
+    o.add_argument("--vtube-studio", dest="vtube_studio", nargs="?", const="ws://localhost:8001", metavar="URL",
+                   help="VTube Studio's plugin API (alone: ws://localhost:8001; allow the plugin once in VTS)")
+    o.add_argument("--no-mirror", dest="mirror", action="store_false", default=True,
+                   help="the avatar makes the user's own motions, not their mirror image (the default)")
 
 
 def product_config(args: argparse.Namespace, host: str):
@@ -154,6 +161,9 @@ def product_config(args: argparse.Namespace, host: str):
     redis_url = getattr(args, "jobs_redis", None) or os.environ.get("LIVEFUSE_JOBS_REDIS", "")
     if redis_url:
         config = replace(config, jobs_redis=redis_url)
+    outputs = avatar_outputs(args)
+    if outputs != config.outputs:
+        config = replace(config, outputs=outputs)
     if getattr(args, "stages", None):
         config = replace(config, stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()))
     backend = config.faces.backend
@@ -166,6 +176,25 @@ def product_config(args: argparse.Namespace, host: str):
     if backend != config.faces.backend:
         config = replace(config, faces=replace(config.faces, backend=backend))
     return config
+
+
+def avatar_outputs(args: argparse.Namespace):
+    """OutputSettings from --vmc, --vtube-studio, --no-mirror and (process) --face-data; a bad address
+    stops the command with what is wrong."""
+    from streamer.sinks.face_outputs import OutputSettings
+    from streamer.sinks.vmc import parse_target
+
+    vmc = getattr(args, "vmc", None) or ""
+    vts = getattr(args, "vtube_studio", None) or ""
+    try:
+        if vmc:
+            parse_target(vmc)
+    except ValueError as exc:
+        raise SystemExit(f"--vmc: {exc}") from None
+    if vts and not vts.startswith(("ws://", "wss://")):
+        raise SystemExit(f"--vtube-studio: the address is ws://HOST:PORT (default ws://localhost:8001), not {vts!r}")
+    return OutputSettings(vmc=vmc, vtube_studio=vts, face_data=getattr(args, "face_data", None) or "",
+                          mirror=getattr(args, "mirror", True))
 
 
 def swapper_config(args: argparse.Namespace):

@@ -35,7 +35,7 @@ def test_fused_edited_and_marked(product, astronaut, grace_hopper):
     assert product.set_prompt(session, "a slight smile, warmer skin")["allowed"]
     frames = moving_clip(grace_hopper, n=12)
     states, names = run_clip(product, session, frames)
-    assert names == ["faces", "fusion", "edits", "background", "watermark"]
+    assert names == ["faces", "face_out", "fusion", "edits", "background", "watermark"]
     last, src = states[-1], frames[-1]
     assert not last.errors, last.errors
     assert len(last.faces) == 1
@@ -98,12 +98,12 @@ def test_a_swapper_adds_the_neural_stage_shared_by_every_session(swap_files, tmp
         assert p.swapper.embed_calls == 1          # the source vector is made at registration, not on a frame
         states, names = run_clip(p, one, moving_clip(grace_hopper, n=3))
         assert p.swapper.embed_calls == 1
-        assert names == ["faces", "fusion", "swap", "watermark"]
+        assert names == ["faces", "face_out", "fusion", "swap", "watermark"]
         last = states[-1]
         assert not last.errors, last.errors
         assert last.fused == [] and [d["card"] for d in last.swapped] == ["inswapper_128"]   # neural by default
         a, b = p.make_pipeline(one), p.make_pipeline(two)
-        assert a.stages[2].swapper is b.stages[2].swapper is p.swapper   # one model for all sessions
+        assert a.stages[3].swapper is b.stages[3].swapper is p.swapper   # one model for all sessions
         a.close(), b.close()
     finally:
         p.close()

@@ -92,7 +92,7 @@ async def test_a_prompt_over_the_socket_reaches_the_products_edits_and_stats_arr
                 assert ws.subprotocol == CONTROL_SUBPROTOCOL
                 welcome = json.loads(await ws.recv())
                 assert welcome["type"] == "welcome" and welcome["session"] == sid
-                assert welcome["stages"] == ["faces", "fusion", "edits", "background", "watermark"]
+                assert welcome["stages"] == ["faces", "face_out", "fusion", "edits", "background", "watermark"]
 
                 await ws.send(json.dumps({"type": "set_prompt", "text": "a big smile", "id": 7}))
                 ack = await next_message(ws, lambda m: m.get("id") == 7)

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
-                                   consent=args.consent, face_map=face_map, enhance=args.enhance,
+                                   consent=args.consent, face_map=face_map, enhance=getattr(args, "enhance", None),
                                    pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)))
             if remote_out:
                 stored = store_output(dst, remote_out, _media_type(dst))

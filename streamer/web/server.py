@@ -305,6 +305,39 @@ class LiveFuseServer:
         peer.send({"type": "source", **result})
         return web.json_response(result)
 
+    async def background(self, request: web.Request) -> web.Response:
+        """A picture to put behind the person: read and decoded as a source photo is (the same limits and
+        the same 4xx refusals with codes), shrunk to at most MAX_BACKGROUND_SIDE on its long side, kept by
+        the session; with `apply` (default "true") the session's background becomes it at once, else the
+        client names it later (set_params background {"mode": "image", "image_id": ...})."""
+        peer = self.owned_peer(request, request.match_info["session"])
+        loop = asyncio.get_running_loop()
+        with self.uploads.budget.lease() as lease:
+            try:
+                with self.upload_slots.take(self.metrics):
+                    data, form = await read_image_upload(request, self.config.max_source_bytes, self.config.body_limits, lease)
+                image = await self.uploads.decode(data, self.upload_limits, lease=lease, hold=2.0)
+                del data
+                image = await loop.run_in_executor(None, fit_background, image)
+            except DecoderBusy as exc:
+                self.metrics.refused.labels("background").inc()
+                raise Refused(503, str(exc), {"Retry-After": "1"}, code=exc.as_event()["code"]) from None
+            except SourceRefused as exc:      # the source photo's reasons: background_bad_image, background_too_large, ...
+                self.metrics.refused.labels("background").inc()
+                raise Refused(422, str(exc), code=f"background_{exc.reason}") from None
+        image_id = peer.session.add_background(image)
+        result: dict[str, Any] = {"image_id": image_id, "width": int(image.shape[1]), "height": int(image.shape[0])}
+        if form.get("apply", "true").lower() not in ("false", "0", "no"):
+            if "background" not in peer.worker.pipeline.names:
+                raise Refused(409, "this server's pipeline has no background stage", code="no_background")
+            from engines.background import BackgroundSpec
+
+            peer.session.update(background=BackgroundSpec(mode="image", image_id=image_id))
+            result["applied"] = True
+        self.services.audit("background", session=peer.session.id, image_id=image_id, size=f"{image.shape[1]}x{image.shape[0]}")
+        peer.send({"type": "background", **result})
+        return web.json_response(result)
+
     async def control(self, request: web.Request) -> web.StreamResponse:
         """The session's control protocol over a WebSocket (streamer.web.control_socket), for its owner."""
         peer = self.owned_peer(request, request.match_info["session"])
@@ -410,6 +443,20 @@ async def read_image_upload(request: web.Request, limit: int, body: BodyLimits, 
     return got.files["image"].data or b"", form
 
 
+MAX_BACKGROUND_SIDE = 1920   # a background picture covers a frame of at most 1080p; larger is memory spent for nothing
+
+
+def fit_background(image: Any) -> Any:
+    """An uploaded background picture, area-shrunk so its long side is at most MAX_BACKGROUND_SIDE."""
+    import cv2
+
+    h, w = image.shape[:2]
+    k = MAX_BACKGROUND_SIDE / max(h, w)
+    if k >= 1.0:
+        return image
+    return cv2.resize(image, (max(1, round(w * k)), max(1, round(h * k))), interpolation=cv2.INTER_AREA)
+
+
 SERVER_KEY = web.AppKey("livefuse", LiveFuseServer)
 WARMUP_KEY = web.AppKey("livefuse_warmup", asyncio.Future)
 
@@ -437,6 +484,7 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_post("/whep/{session}", server.whep)
     r.add_delete("/whep/{session}/{viewer}", server.whep_delete)
     r.add_post("/sessions/{session}/source", server.source)
+    r.add_post("/sessions/{session}/background", server.background)
     r.add_post("/sessions/watch", server.watch_link_create)
     r.add_get("/sessions/watch/{watch}", server.watch_link_state)
     r.add_get("/sessions/{session}", server.session_info)

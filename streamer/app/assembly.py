@@ -41,6 +41,8 @@ from streamer.session.session import FUSION_MODES, Session
 from streamer.pipeline.stages.background import BackgroundStage, BackgroundStageConfig
 from streamer.pipeline.stages.edits import EditsStage, EditsStageConfig
 from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
+from streamer.pipeline.stages.face_out import FaceOutStage
+from streamer.sinks.face_outputs import FaceOutputs, OutputSettings
 from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
 from streamer.pipeline.stages.still import StillConfig, StillFaces
 from streamer.pipeline.stages.swap import SwapStage, SwapStageConfig
@@ -50,8 +52,6 @@ log = logging.getLogger(__name__)
 
 STAGE_NAMES = ("faces", "fusion", "edits", "background", "watermark")
 
-from streamer.pipeline.stages.face_out import FaceOutStage
-from streamer.sinks.face_outputs import FaceOutputs, OutputSettings
 
 def default_results() -> str:
     """LIVEFUSE_RESULTS, else the user's state folder (beside the audit log's default)."""
@@ -89,6 +89,9 @@ class ProductConfig:
     results: str = field(default_factory=lambda: default_results())   # clip-job results: s3://bucket/prefix or a folder
     jobs: JobConfig = field(default_factory=JobConfig)
     jobs_redis: str = ""              # redis://host:port/db: clip jobs shared by every replica; "" = this process only
+    # the avatar and face-data outputs every session starts with (serve --vmc / --vtube-studio, process
+    # --face-data); a session changes its own with set_params.outputs
+    outputs: OutputSettings = field(default_factory=OutputSettings)
 
     def __post_init__(self) -> None:
         unknown = set(self.stages) - set(STAGE_NAMES)
@@ -105,9 +108,6 @@ class ProductConfig:
     @property
     def default_fusion(self) -> str:
         """The fusion mode sessions start in (a session may switch when a swapper is loaded)."""
-    # the avatar and face-data outputs every session starts with (serve --vmc / --vtube-studio, process
-    # --face-data); a session changes its own with set_params.outputs
-    outputs: OutputSettings = field(default_factory=OutputSettings)
         return self.fusion_mode or ("neural" if self.swapper.enabled else "geometric")
 
 
@@ -261,6 +261,8 @@ class Product:
                 continue
             if name == "faces":
                 stages.append(FaceStage(faces))
+                # the face rig and the session's avatar outputs: nothing runs until an output is asked for
+                stages.append(FaceOutStage(FaceOutputs(self.config.outputs)))
             elif name == "fusion":
                 mode = self.config.default_fusion
                 follower = FaceFollower(self.registry.embedder)   # per-face mappings follow the person
@@ -314,10 +316,6 @@ class Product:
         from engines import mesh
 
         self.registry, self.prompts, self.safety, self.swapper  # noqa: B018 - properties that build on first use
-                # the face rig and the session's avatar outputs: nothing runs until an output is asked for
-                stages.append(FaceOutStage(FaceOutputs(self.config.outputs)))
-                if self.face_parser is not None:   # before anything changes a face: its keep mask feeds them all
-                    stages.append(ParseStage(self.face_parser, self.config.parse))
         mesh.loops(), mesh.triangles()
         self.photos.parts()
         self.photos.models.landmarker_model()

@@ -29,21 +29,6 @@ _EDITS = {
 }
 
 # set_params.background: "blur", a CSS colour, "none", or {"mode", "strength", "color", "image_id"} (the
-# set_params.outputs and REST's POST /v1/sessions/{id}/outputs: the avatar and face-data outputs
-# (streamer/sinks/face_outputs.py); a key left out keeps its current value, null turns an output off
-OUTPUTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "vmc": {"anyOf": [{"type": "string", "maxLength": 300,
-                           "pattern": "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]*)(:[0-9]{1,5})?$"}, {"type": "null"}]},
-        "vtube_studio": {"anyOf": [{"type": "string", "maxLength": 300, "pattern": "^wss?://[^\\s]+$"}, {"type": "null"}]},
-        "face_events": {"type": "number", "minimum": 0, "maximum": 60},
-        "mirror": {"type": "boolean"},
-        "face_track": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID}, {"type": "null"}]},
-    },
-    "additionalProperties": False,
-}
-
 # picture's id from POST /sessions/{id}/background); engines.background.parse_background reads it
 BACKGROUND_ID_PATTERN = "^bg-[0-9a-f]{12}$"
 BACKGROUND_SCHEMA: dict[str, Any] = {
@@ -57,6 +42,21 @@ BACKGROUND_SCHEMA: dict[str, Any] = {
          "required": ["mode"], "additionalProperties": False},
         {"type": "null"},
     ],
+}
+
+# set_params.outputs and REST's POST /v1/sessions/{id}/outputs: the avatar and face-data outputs
+# (streamer/sinks/face_outputs.py); a key left out keeps its current value, null turns an output off
+OUTPUTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "vmc": {"anyOf": [{"type": "string", "maxLength": 300,
+                           "pattern": "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]*)(:[0-9]{1,5})?$"}, {"type": "null"}]},
+        "vtube_studio": {"anyOf": [{"type": "string", "maxLength": 300, "pattern": "^wss?://[^\\s]+$"}, {"type": "null"}]},
+        "face_events": {"type": "number", "minimum": 0, "maximum": 60},
+        "mirror": {"type": "boolean"},
+        "face_track": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID}, {"type": "null"}]},
+    },
+    "additionalProperties": False,
 }
 
 CLIENT_SCHEMA: dict[str, Any] = {
@@ -97,13 +97,13 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "enabled": {"type": "boolean"},
                 # neural / both only where a swapper is loaded; null = back to the server's --fusion
                 "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
+                "outputs": OUTPUTS_SCHEMA,
+                "calibrate": {"const": True},       # hold a neutral face: the face rig's neutral from the next 2 s
+                "face_neutral": {"anyOf": [{"type": "object", "maxProperties": 8}, {"type": "null"}]},
                 "background": BACKGROUND_SCHEMA,
             },
             "required": ["type"],
             "additionalProperties": False,
-                "outputs": OUTPUTS_SCHEMA,
-                "calibrate": {"const": True},       # hold a neutral face: the face rig's neutral from the next 2 s
-                "face_neutral": {"anyOf": [{"type": "object", "maxProperties": 8}, {"type": "null"}]},
             "minProperties": 2,
         },
         {   # one face's choice: a source id, "keep" (leave it unchanged) or null (back to the default)
@@ -238,11 +238,6 @@ def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "error", "code": code, "message": message, **extra}
-
-
-def dumps(msg: dict[str, Any]) -> str:
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -294,5 +289,10 @@ def merge_outputs(current: Any, requested: dict[str, Any]) -> dict[str, Any]:
     return {**(dict(current) if current else {}), **requested}
 
 
+def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "error", "code": code, "message": message, **extra}
+
+
+def dumps(msg: dict[str, Any]) -> str:
     """Strict JSON out too: a NaN here is a bug, and raises rather than reaching a client as invalid JSON."""
     return json.dumps(msg, separators=(",", ":"), default=float, allow_nan=False)

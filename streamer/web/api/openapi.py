@@ -52,6 +52,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                 "schema": {"$ref": "#/components/schemas/FuseForm"},
                 "encoding": {"source": {"contentType": "image/jpeg, image/png, image/webp"},
                              "target": {"contentType": "image/jpeg, image/png, image/webp"},
+                             "background_image": {"contentType": "image/jpeg, image/png, image/webp"},
                              "edits": {"contentType": "application/json"}}}}},
             "parameters": [{"name": "Accept", "in": "header", "required": False,
                             "schema": {"type": "string", "default": "image/png",
@@ -74,7 +75,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                 "406": _error("Accept names neither image/png nor image/jpeg (code not_acceptable)"),
                 "422": _error("refused: map_bad_index, source_no_consent, source_no_face, source_too_small, source_too_turned, "
                               "source_occluded, source_bad_image, source_protected_identity, target_no_face, "
-                              "target_bad_image, prompt_refused (with its category, the clause that decided and method: term, pattern or classifier), prompt_not_understood"),
+                              "target_bad_image, background_image_bad_image, prompt_refused (with its category, the clause that decided and method: term, pattern or classifier), prompt_not_understood"),
                 "500": _error("a pipeline step failed (code <stage>_failed); no unmarked image is ever returned"),
                 "503": _error("busy, with Retry-After: upload bodies in transfer (uploads_busy), photos in progress or the "
                               "memory budget for images in flight (busy, source_busy, target_busy); or prompt_unavailable"),
@@ -152,6 +153,12 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                     "prompt": {"type": "string", "maxLength": 500, "description": "edits in words, e.g. 'a slight smile'"},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
                     "edits": {"$ref": "#/components/schemas/Edits"},
+                    "background": {"type": "string", "maxLength": 64,
+                                   "description": "behind the person: 'blur', a CSS colour ('#00ff00', 'lime', "
+                                                  "'rgb(0,0,255)') or 'none'; 'image' (or nothing) with a "
+                                                  "background_image part; a bad one is 400 bad_background"},
+                    "background_image": {"type": "string", "contentMediaType": "image/*",
+                                         "description": "a picture put behind the person, scaled to cover the photo"},
                     "map": {"type": "string", "pattern": "^\\s*[0-9]{1,6}\\s*=\\s*(source|keep)\\s*(,\\s*[0-9]{1,6}\\s*=\\s*(source|keep)\\s*){0,15}$",
                             "description": "per-face choice by face index in reading order (0 = leftmost): "
                                            "'source' or 'keep' (left unchanged), e.g. 0=keep,1=source; faces not "

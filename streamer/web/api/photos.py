@@ -32,6 +32,7 @@ from streamer.session.face_map import KEEP, FaceMapError, parse_face_map
 from streamer.pipeline.pipeline import FrameState, Pipeline
 from streamer.safety.watermark_policy import WatermarkPolicy
 from streamer.session.session import Session, frame_context
+from streamer.pipeline.stages.background import BackgroundStage
 from streamer.pipeline.stages.edits import EditsStage, EditsStageConfig
 from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
 
@@ -82,6 +83,10 @@ class PhotoRequest:
     # face index in reading order (left to right, as a source's `index`) -> "source" or "keep"; faces not
     # in it get the source
     face_map: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))
+    # what goes behind the person (engines.background.BackgroundSpec; None: the photo's own room), and the
+    # uploaded picture for it (then the mode is "image")
+    background: Any = None
+    background_image: np.ndarray | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -396,9 +401,18 @@ class PhotoFuser:
         events: list[dict[str, Any]] = []
         context = frame_context(session.controls, session.sources, session_id=api_session_id(req.principal),
                                 notify=events.append)
+        if req.background is not None or req.background_image is not None:
+            spec = req.background
+            if req.background_image is not None:
+                from engines.background import BackgroundSpec
+
+                spec = BackgroundSpec(mode="image", image_id=session.add_background(req.background_image))
+            session.update(background=spec)
+            context = replace(context, controls=session.controls, backgrounds=session.backgrounds)
         pipeline = Pipeline([_FoundFaces(faces), FusionStage(parts.fusion),
                              EditsStage(parts.prompt_cache, replace(parts.edits, blend_frames=1),   # no next frame to blend over
                                         unavailable=parts.prompts_error),
+                             *([BackgroundStage(live=False)] if context.controls.background is not None else []),
                              watermark])
         state = pipeline(FrameState(image=np.ascontiguousarray(req.target)), context)
         pipeline.close()

@@ -116,6 +116,26 @@ async def read_upload(ctx: ApiContext, request: web.Request, spec: FormSpec, lea
             raise Refused(503, str(exc), {"Retry-After": "1", "Connection": "close"}, code="busy") from None
 
 
+def photo_background(field: str, has_picture: bool) -> Any:
+    """The `background` form field (blur, a CSS colour, none) and whether a background_image part came ->
+    a BackgroundSpec or None, or a 400 bad_background saying why."""
+    from engines.background import BackgroundError, parse_background
+
+    word = field.strip().lower()
+    if has_picture:
+        if word not in ("", "image"):
+            raise Refused(400, f"background is {field.strip()[:40]!r} but a background_image was sent too; "
+                               "send one of them", code="bad_background")
+        return None                                  # the picture decides (PhotoRequest.background_image)
+    if word == "image":
+        raise Refused(400, "background \"image\" needs a background_image file part", code="bad_background")
+    try:
+        spec = parse_background(field or None)
+    except BackgroundError as exc:
+        raise Refused(400, str(exc), code="bad_background") from None
+    return spec if spec.active else None
+
+
 def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
     """(prompt, strength, edits) from the form, or a 400."""
     prompt = form.get("prompt", "")
@@ -189,11 +209,13 @@ class ApiRoutes:
         if self.backend.photos is None:
             raise Refused(503, "this server does not fuse photos", code="unavailable")
         limit = self.ctx.max_image_bytes
-        spec = FormSpec({"source": FilePart(limit, IMAGE_TYPES), "target": FilePart(limit, IMAGE_TYPES)},
+        spec = FormSpec({"source": FilePart(limit, IMAGE_TYPES), "target": FilePart(limit, IMAGE_TYPES),
+                         "background_image": FilePart(limit, IMAGE_TYPES)},   # optional: a picture behind the person
                         required=("source", "target"), fields={"prompt": PROMPT_FIELD})
         with self.ctx.uploads.budget.lease() as lease:   # everything this photo holds, given back at its end
             form = await read_upload(self.ctx, request, spec, lease)
             prompt, strength, edits = photo_fields(form.fields)
+            background = photo_background(form.fields.get("background", ""), "background_image" in form.files)
             try:
                 face_map = parse_photo_map(form.fields.get("map"))
             except FuseRefused as exc:
@@ -201,10 +223,13 @@ class ApiRoutes:
             with self.photo_slots.take(self.ctx.metrics):
                 source = await self.decode(form.files["source"].data, "source", lease, SOURCE_HOLD)
                 target = await self.decode(form.files["target"].data, "target", lease, TARGET_HOLD)
+                picture = (await self.decode(form.files["background_image"].data, "background_image", lease, TARGET_HOLD)
+                           if "background_image" in form.files else None)
                 form.files.clear()   # the compressed bytes are not needed past their decode
                 req = PhotoRequest(source=source, target=target, principal=principal,
                                    consent=form.fields.get("consent", ""), prompt=prompt, strength=strength,
-                                   edits=edits, face_map=face_map)
+                                   edits=edits, face_map=face_map, background=background, background_image=picture)
+                del picture
                 del source, target
                 response = await self._fuse_photo(req, media_type)
                 await response.prepare(request)   # written while the lease holds its bytes

@@ -134,6 +134,13 @@ class ServerConfig:
     # out (Location, WHEP, source upload) are absolute on it so follow-ups reach the replica holding them
     public_url: str = ""
     drain_timeout: float = 900.0          # s a drain waits for running sessions before closing them
+    # the gRPC service (livefuse.v1.Fusion, health, reflection) on this port beside HTTP, same TLS; 0: off
+    grpc_port: int = 0
+    # where clients fetch clip results: the base of a cache edge or CDN (https://cdn.example.com/results)
+    # in front of this server's GET /results/<key>; "" = the API's own URLs
+    results_public_url: str = ""
+    results_private: bool = False         # results are `Cache-Control: private, no-store` (no shared cache keeps them)
+    results_purge: tuple[str, ...] = ()   # caches (http://host:port) a deleted result is PURGEd from, every address of each
 
     def __post_init__(self) -> None:
         if self.codec not in CODECS:
@@ -161,6 +168,12 @@ class ServerConfig:
             raise ValueError(f"drain_timeout must be >= 0, got {self.drain_timeout}")
         if self.public_url:
             check_public_url(self.public_url)
+        if not 0 <= self.grpc_port < 65536 or (self.grpc_port and self.grpc_port == self.port):
+            raise ValueError(f"grpc_port must be 0 (off) or a port other than the HTTP one, got {self.grpc_port}")
+        if self.results_public_url:
+            check_public_url(self.results_public_url)
+        for url in self.results_purge:
+            check_public_url(url)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key")
 

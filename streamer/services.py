@@ -94,3 +94,6 @@ class Services:
     routes answer 503."""
     reload: Callable[[], None] = _nothing
     """Re-read what may change under a running server (the tokens file); `livefuse serve` runs it on SIGHUP."""
+    rpc_access: Any = None
+    """The gRPC service's door (`streamer.rpc.access.RpcAccess`: the same tokens and limits as
+    `middlewares`); None: loopback callers only."""

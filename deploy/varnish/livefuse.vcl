@@ -1,4 +1,4 @@
-# The cache edge in front of LiveFuse's results origin (GET /results/<key> on `livefuse serve`, or a bucket).
+# The cache edge in front of LiveFuse's results origin (GET /results/<key> on `livefuse serve`).
 # Result keys are immutable and unguessable, so a result is cached by its path alone and kept until it is
 # purged or evicted; the origin's Cache-Control decides: `public, max-age=31536000, immutable` is cached,
 # `private, no-store` (serve --results-private) never is. Varnish answers If-None-Match (304) and Range

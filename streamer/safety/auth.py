@@ -281,7 +281,8 @@ class AccessPolicy:
     # page's own files (the page, its scripts, its icon and demo face, the watch player's page); every
     # other route, /metrics and /edits included, asks for a token whenever tokens are required
     public_paths: tuple[str, ...] = ("/", "/healthz", "/readyz", "/favicon.ico", "/assets/demo_source.jpg")
-    public_prefixes: tuple[str, ...] = ("/static/", "/watch/")
+    # ... and /results/<key>, a clip result through the cache edge, where the unguessable key is the capability
+    public_prefixes: tuple[str, ...] = ("/static/", "/watch/", "/results/")
     session_routes: tuple[tuple[str, str], ...] = (("POST", "/offer"), ("POST", "/whip"), ("POST", "/whep"))
     open_rate_per_minute: float = 120.0            # per client address when running open on loopback
     open_max_sessions: int = 16

@@ -24,7 +24,10 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from engines.prompt.language import MAX_PROMPT_CHARS
+
 from streamer.storage.base import ResultStore, StoreError, media_type
+from streamer.storage.edge import result_key
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +278,7 @@ class JobQueue:
             log.warning("job %s: queueing failed: %s", spec.id, exc)
             self.states.update(spec.id, state="failed", error="queueing the job failed (the job store is unreachable)")
             raise
-        self.audit("job_submitted", job=spec.id, token=spec.owner, frames=spec.frames_total, prompt=spec.prompt[:500])
+        self.audit("job_submitted", job=spec.id, token=spec.owner, frames=spec.frames_total, prompt=spec.prompt[:MAX_PROMPT_CHARS])
         return job
 
     def get(self, job_id: str, principal: str | None, admin: bool = False) -> Job | None:
@@ -308,6 +311,12 @@ class JobQueue:
         if job.state != "done" or job.result_key is None:
             return None
         return self.store.presigned_url(job.result_key, self.config.url_expires_s)
+
+    def delete_result(self, job: Job) -> Job:
+        """Delete the job's result from the store; the job keeps its state, with no result."""
+        if job.result_key is not None:
+            self.store.delete(job.result_key)
+        return self.states.update(job.id, result_key=None)
 
     def reap(self, now: float | None = None) -> list[Job]:
         """Fail the running jobs whose runner is gone (no heartbeat for `stale_after_s`), with the reason."""
@@ -407,7 +416,7 @@ class JobQueue:
                 self._finish(spec, "failed", error=f"processing failed ({type(exc).__name__})", detail=str(exc)[:500])
                 return
             self.states.update(spec.id, frames_done=int(summary.get("frames", 0)), heartbeat=time.time())
-            key = f"jobs/{spec.id}/result{spec.suffix}"
+            key = result_key(spec.id, spec.suffix)   # unguessable and never reused: an edge may keep it for good
             try:
                 self.store.put_file(key, out, media_type(out))
             except (StoreError, OSError) as exc:

@@ -162,3 +162,22 @@ rules:
       as: "livefuse_frame_budget_used_ratio"
     metricsQuery: {{ $rule.metricsQuery | quote }}
 {{- end }}
+
+{{/* LIVEFUSE_RESULTS_PURGE: the caches a deleted result is purged from, the chart's Varnish tier (its headless
+Service: every cache pod) and server.resultsPurge */}}
+{{- define "livefuse.resultsPurge" -}}
+{{- $out := list }}
+{{- if .Values.cache.enabled }}
+{{- $out = append $out (printf "http://%s-cache-pods.%s.svc:%v" (include "livefuse.fullname" .) .Release.Namespace .Values.cache.port) }}
+{{- end }}
+{{- range .Values.server.resultsPurge }}
+{{- $out = append $out . }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/* gRPC probes when the pods serve gRPC, probes.grpc asks for them and the port is plaintext (the kubelet's
+gRPC probe speaks no TLS) */}}
+{{- define "livefuse.grpcProbes" -}}
+{{- if and .Values.server.grpcPort .Values.probes.grpc (empty .Values.server.tls.secretName) }}true{{ end }}
+{{- end }}

@@ -115,6 +115,12 @@ class WatchJobRequest(_message.Message):
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
+class DeleteResultRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
 class Job(_message.Message):
     __slots__ = ("id", "state", "frames_done", "frames_total", "error", "result_url", "created", "updated")
     class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

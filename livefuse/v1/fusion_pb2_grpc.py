@@ -59,6 +59,11 @@ class FusionStub:
                 request_serializer=livefuse_dot_v1_dot_fusion__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=livefuse_dot_v1_dot_fusion__pb2.Job.FromString,
                 _registered_method=True)
+        self.DeleteResult = channel.unary_unary(
+                '/livefuse.v1.Fusion/DeleteResult',
+                request_serializer=livefuse_dot_v1_dot_fusion__pb2.DeleteResultRequest.SerializeToString,
+                response_deserializer=livefuse_dot_v1_dot_fusion__pb2.Job.FromString,
+                _registered_method=True)
         self.FuseStream = channel.stream_stream(
                 '/livefuse.v1.Fusion/FuseStream',
                 request_serializer=livefuse_dot_v1_dot_fusion__pb2.StreamRequest.SerializeToString,
@@ -103,6 +108,14 @@ class FusionServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteResult(self, request, context):
+        """Deletes the job's result from the results store and purges it from the cache edge; the reply is the
+        job, with no result_url (REST DELETE /v1/jobs/{id}/result).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FuseStream(self, request_iterator, context):
         """A live stream of frames: the first message is a StreamStart (source face, consent, controls), then
         frames (and control changes). Fused frames come back in the order they were sent; when frames arrive
@@ -139,6 +152,11 @@ def add_FusionServicer_to_server(servicer, server):
             'WatchJob': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchJob,
                     request_deserializer=livefuse_dot_v1_dot_fusion__pb2.WatchJobRequest.FromString,
+                    response_serializer=livefuse_dot_v1_dot_fusion__pb2.Job.SerializeToString,
+            ),
+            'DeleteResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteResult,
+                    request_deserializer=livefuse_dot_v1_dot_fusion__pb2.DeleteResultRequest.FromString,
                     response_serializer=livefuse_dot_v1_dot_fusion__pb2.Job.SerializeToString,
             ),
             'FuseStream': grpc.stream_stream_rpc_method_handler(
@@ -281,6 +299,33 @@ class Fusion:
             target,
             '/livefuse.v1.Fusion/WatchJob',
             livefuse_dot_v1_dot_fusion__pb2.WatchJobRequest.SerializeToString,
+            livefuse_dot_v1_dot_fusion__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/livefuse.v1.Fusion/DeleteResult',
+            livefuse_dot_v1_dot_fusion__pb2.DeleteResultRequest.SerializeToString,
             livefuse_dot_v1_dot_fusion__pb2.Job.FromString,
             options,
             channel_credentials,

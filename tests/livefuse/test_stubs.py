@@ -30,7 +30,8 @@ def test_the_service_is_the_one_the_issue_names() -> None:
     assert service.full_name == "livefuse.v1.Fusion"
     methods = {m.name: (m.client_streaming, m.server_streaming) for m in service.methods}
     assert methods == {"Fuse": (False, False), "CreateJob": (False, False), "GetJob": (False, False),
-                       "CancelJob": (False, False), "WatchJob": (False, True), "FuseStream": (True, True)}
+                       "CancelJob": (False, False), "WatchJob": (False, True), "DeleteResult": (False, False),
+                       "FuseStream": (True, True)}
     fields = {f.name for f in fusion_pb2.FuseRequest.DESCRIPTOR.fields}
     assert {"source", "target", "prompt", "strength", "consent"} <= fields
     assert "image" in {f.name for f in fusion_pb2.FuseResponse.DESCRIPTOR.fields}

@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="per-face sources by track id (as `livefuse inspect` numbers them): an image, 'demo' or "
                              "'keep' (left unchanged), e.g. 1=alice.jpg,2=keep; faces not named get --source")
     parser.add_argument("--prompt", default="", help="edit prompt, e.g. 'a slight smile'")
+    parser.add_argument("--background", metavar="blur|COLOR|FILE",
+                        help="behind the person: 'blur', a CSS colour ('#00ff00' for a chroma key) or a picture file "
+                             "(scaled to cover the frame); default: the clip's own room")
     parser.add_argument("--strength", type=float, default=1.0, help="fusion strength 0..1")
     parser.add_argument("--codec", help="video codec (default: the container's)")
     parser.add_argument("--crf", type=int, default=20, help="H.264 quality, lower is better (default 20)")
@@ -37,6 +40,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the face rig's frames as JSON lines (blendshapes, head, gaze: docs/api.md, Face events); "
                              "with --vmc / --vtube-studio a recorded clip drives an avatar app")
     add_product_arguments(parser)
+
+
+def background_session(value: str | None):
+    """The Session a clip runs in when --background is given (None without it): 'blur', a CSS colour, or a
+    picture file, read and checked as a source photo is (SourceRefused with the same reasons)."""
+    if not value:
+        return None
+    from engines.background import BackgroundError, BackgroundSpec, parse_background
+    from streamer.session.session import Session
+
+    session = Session()
+    path = Path(value)
+    if path.is_file():
+        from engines.sources import decode_image
+        from streamer.web.server import fit_background
+
+        picture = fit_background(decode_image(path.read_bytes()))
+        spec = BackgroundSpec(mode="image", image_id=session.add_background(picture))
+    else:
+        try:
+            spec = parse_background(value)
+        except BackgroundError as exc:
+            raise ValueError(f"{exc}; or name a picture file") from None
+        if spec.mode == "image":
+            raise ValueError("name the picture's file: --background FILE")
+    session.update(background=spec if spec.active else None)
+    return session
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"livefuse process: --map: {exc}", file=sys.stderr)
         return 2
+    try:
+        background = background_session(args.background)
+    except (ValueError, OSError, SourceRefused) as exc:
+        print(f"livefuse process: --background: {exc}", file=sys.stderr)
+        return 2
     services = _services_or_exit(args, "127.0.0.1", live=False)   # a clip: every frame fresh
     try:
         with tempfile.TemporaryDirectory(prefix="livefuse-process-") as scratch:
@@ -63,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
-                                   consent=args.consent, face_map=face_map, enhance=getattr(args, "enhance", None),
+                                   consent=args.consent, session=background, face_map=face_map, enhance=getattr(args, "enhance", None),
                                    pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)))
             if remote_out:
                 stored = store_output(dst, remote_out, _media_type(dst))

@@ -184,16 +184,18 @@ def open_blendshapes() -> BlendshapeRunner:
 def iris_offsets(landmarks: np.ndarray) -> np.ndarray:
     """(4,) each iris centre's offset from its eye's centre over half the eye's width: left x, y, right x,
     y; x toward the person's left, y up, along and across the line through both outer corners."""
-    p = np.asarray(landmarks, np.float64)
-    ex = p[LEFT_EYE[0], :2] - p[RIGHT_EYE[0], :2]
-    ex /= max(float(np.hypot(*ex)), 1e-9)
-    ey = np.array([ex[1], -ex[0]])          # image y runs down: up is ex turned a quarter back
+    p = landmarks
+    lx, ly = float(p[LEFT_EYE[0], 0]), float(p[LEFT_EYE[0], 1])
+    rx, ry = float(p[RIGHT_EYE[0], 0]), float(p[RIGHT_EYE[0], 1])
+    n = math.hypot(lx - rx, ly - ry) or 1e-9
+    ex, ey = (lx - rx) / n, (ly - ry) / n
+    ux, uy = ey, -ex                    # image y runs down: up is ex turned a quarter back
     out = np.empty(4)
     for k, (outer, inner, iris) in enumerate((LEFT_EYE, RIGHT_EYE)):
-        mid = (p[outer, :2] + p[inner, :2]) * 0.5
-        half = max(float(np.hypot(*(p[outer, :2] - p[inner, :2]))) * 0.5, 1e-9)
-        d = p[iris, :2] - mid
-        out[2 * k], out[2 * k + 1] = float(d @ ex) / half, float(d @ ey) / half
+        ox, oy, ix, iy = float(p[outer, 0]), float(p[outer, 1]), float(p[inner, 0]), float(p[inner, 1])
+        half = max(math.hypot(ox - ix, oy - iy) * 0.5, 1e-9)
+        dx, dy = float(p[iris, 0]) - (ox + ix) * 0.5, float(p[iris, 1]) - (oy + iy) * 0.5
+        out[2 * k], out[2 * k + 1] = (dx * ex + dy * ey) / half, (dx * ux + dy * uy) / half
     return out
 
 
@@ -255,10 +257,12 @@ class FaceRig:
         self._samples: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._origin: np.ndarray | None = None
         c = config
-        self._f_scores = OneEuroValues(*c.score_cutoff)
-        self._f_angles = OneEuroValues(*c.angle_cutoff)
-        self._f_position = OneEuroValues(*c.position_cutoff)
-        self._f_gaze = OneEuroValues(*c.gaze_cutoff)
+        groups = ((c.score_cutoff, len(ARKIT_NAMES)), (c.angle_cutoff, 3), (c.position_cutoff, 3), (c.gaze_cutoff, 4))
+        # one filter over all 62 values (scores, yaw/pitch/roll, position, gaze), each group its own cutoffs
+        self._filter = OneEuroValues(np.concatenate([np.full(n, cut[0]) for cut, n in groups]),
+                                     np.concatenate([np.full(n, cut[1]) for cut, n in groups]))
+        self._order: np.ndarray | None = None      # the network's output order -> ARKIT_NAMES
+        self._order_len = 0
         self._last: FaceFrame | None = None
         self._last_pts: np.ndarray | None = None
         self._last_shapes: Mapping[str, float] | None = None
@@ -302,8 +306,7 @@ class FaceRig:
                                tuple(float(v) for v in np.median([x[3] for x in self._samples], axis=0)))  # type: ignore[arg-type]
         self._collect_until, self._samples = None, []
         self.calibrated_at = t
-        for f in (self._f_scores, self._f_angles, self._f_position, self._f_gaze):
-            f.reset()
+        self._filter.reset()
 
     # --- frames ----------------------------------------------------------------------------------------
 
@@ -325,7 +328,7 @@ class FaceRig:
             shapes = self._net(pts)
             self.network_runs += 1
             self._last_pts, self._last_shapes = pts, shapes
-        scores = np.fromiter((shapes.get(n, 0.0) for n in ARKIT_NAMES), np.float64, len(ARKIT_NAMES))
+        scores = self._vector(shapes)
         m = face.transform if face.transform is not None else face_transform(pts, frame_size)
         m = np.asarray(m, np.float64)
         scale = float(np.linalg.norm(m[:3, 0]))
@@ -348,10 +351,8 @@ class FaceRig:
         angles = np.array(angles_of(r))
         gaze = gaze_degrees(iris)
         if self.config.smoothing:
-            scores = np.clip(self._f_scores(scores, t), 0.0, 1.0)
-            angles = self._f_angles(angles, t)
-            pos = self._f_position(pos, t)
-            gaze = self._f_gaze(gaze, t)
+            v = self._filter(np.concatenate([scores, angles, pos, gaze]), t)
+            scores, angles, pos, gaze = np.clip(v[:52], 0.0, 1.0), v[52:55], v[55:58], v[58:62]
             r = _rotation(*angles)
         frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=scores,
                           yaw=float(angles[0]), pitch=float(angles[1]), roll=float(angles[2]),
@@ -361,6 +362,18 @@ class FaceRig:
                           calibrated=n is not None, frame_size=(int(frame_size[0]), int(frame_size[1])))
         self._last = frame
         return frame
+
+    def _vector(self, shapes: Mapping[str, float]) -> np.ndarray:
+        """The 52 scores in ARKIT_NAMES order from the network's name -> score mapping (its order is fixed,
+        so the reordering is worked out once)."""
+        values = np.fromiter(shapes.values(), np.float64, len(shapes))
+        if self._order is None or len(self._order) != len(ARKIT_NAMES) or len(shapes) != self._order_len:
+            keys = list(shapes)
+            self._order = np.array([keys.index(n) if n in shapes else -1 for n in ARKIT_NAMES])
+            self._order_len = len(shapes)
+        out = values[self._order]
+        out[self._order < 0] = 0.0           # names the network lacks (tongueOut)
+        return out
 
     def _lost(self, t: float, frame_size: tuple[int, int]) -> FaceFrame:
         last = self._last

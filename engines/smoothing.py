@@ -82,8 +82,10 @@ class OneEuroValues:
     component with its own speed: a still value stays steady, a fast one (a blink) opens the cutoff at
     once and is followed with little lag. One instance per stream of vectors."""
 
-    def __init__(self, min_cutoff: float, beta: float, d_cutoff: float = 2.0, max_gap_s: float = 0.5) -> None:
-        """min_cutoff (Hz) when still; beta (Hz per unit/s) how fast the cutoff rises with speed."""
+    def __init__(self, min_cutoff: "float | np.ndarray", beta: "float | np.ndarray", d_cutoff: float = 2.0,
+                 max_gap_s: float = 0.5) -> None:
+        """min_cutoff (Hz) when still; beta (Hz per unit/s) how fast the cutoff rises with speed; either may
+        be one value per component."""
         self.min_cutoff, self.beta, self.d_cutoff, self.max_gap_s = min_cutoff, beta, d_cutoff, max_gap_s
         self._x: np.ndarray | None = None
         self._dx: np.ndarray | None = None

@@ -119,36 +119,69 @@ class VmcEncoder:
         self._root_head = osc_string("/VMC/Ext/Root/Pos") + osc_string(",sfffffff") + osc_string("root")
         self._bone_head = osc_string("/VMC/Ext/Bone/Pos") + osc_string(",sfffffff") + osc_string("Head")
         self._apply = osc_message("/VMC/Ext/Blend/Apply", "")
+        self._layout: tuple[np.ndarray, np.ndarray, list[tuple[int, int]]] | None = None
 
-    def messages(self, frame: FaceFrame) -> list[bytes]:
-        """The frame's OSC messages in VMC's order."""
+    def _values(self, frame: FaceFrame) -> tuple[np.ndarray, tuple[float, ...], tuple[float, ...]]:
+        """The blend values (52 + presets, clipped), the root's and the head's position + rotation."""
         s = self.settings
         scores = frame.scores[MIRROR_ORDER] if s.mirror else frame.scores
         if self._preset_index is not None:
             scores = np.concatenate([scores, scores[self._preset_index]])
-        values = struct.pack(f">{len(scores)}f", *np.clip(scores, 0.0, 1.0).astype(np.float32).tolist())
         pos, quat = unity_pose(frame, s.mirror)
-        root = struct.pack(">7f", *(pos if s.move_root else (0.0, 0.0, 0.0)), 0.0, 0.0, 0.0, 1.0)
-        out = [self._ok, self._t_head + struct.pack(">f", frame.t), self._root_head + root,
-               self._bone_head + struct.pack(">7f", *pos, *quat)]
-        out += [head + values[4 * i:4 * i + 4] for i, head in enumerate(self._blend_heads)]
+        root = (*(pos if s.move_root else (0.0, 0.0, 0.0)), 0.0, 0.0, 0.0, 1.0)
+        return np.clip(scores, 0.0, 1.0), root, (*pos, *quat)
+
+    def messages(self, frame: FaceFrame) -> list[bytes]:
+        """The frame's OSC messages in VMC's order."""
+        blend, root, head = self._values(frame)
+        values = blend.astype(">f4").tobytes()
+        out = [self._ok, self._t_head + struct.pack(">f", frame.t), self._root_head + struct.pack(">7f", *root),
+               self._bone_head + struct.pack(">7f", *head)]
+        out += [h + values[4 * i:4 * i + 4] for i, h in enumerate(self._blend_heads)]
         out.append(self._apply)
         return out
 
     def datagrams(self, frame: FaceFrame) -> list[bytes]:
-        """The frame's messages packed into OSC bundles of at most MAX_DATAGRAM bytes each."""
-        out: list[bytes] = []
-        parts: list[bytes] = [_BUNDLE_HEAD]
-        size = len(_BUNDLE_HEAD)
-        for m in self.messages(frame):
+        """The frame's messages packed into OSC bundles of at most MAX_DATAGRAM bytes each. Every message
+        has a fixed size, so the bundles are laid out once; a frame writes its 72 floats into the layout
+        in one step."""
+        blend, root, head = self._values(frame)
+        floats = np.concatenate([[frame.t], root, head, blend]).astype(">f4")
+        if self._layout is None:
+            self._layout = self._lay_out(frame)
+        template, where, cuts = self._layout
+        buf = template.copy()
+        buf[where] = floats.view(np.uint8).reshape(-1, 4)
+        raw = buf.tobytes()
+        return [raw[a:b] for a, b in cuts]
+
+    def _lay_out(self, frame: FaceFrame) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        """The bundles' bytes with zeros for the floats, where each float goes (in `datagrams`' order:
+        time, root x7, head x7, blends), and each datagram's span."""
+        msgs = self.messages(frame)
+        # the float offsets inside each message: T's last 4 bytes, the Pos messages' last 28, each Val's last 4
+        spans: list[list[int]] = [[], [len(msgs[1]) - 4], [len(msgs[2]) - 28 + 4 * k for k in range(7)],
+                                  [len(msgs[3]) - 28 + 4 * k for k in range(7)]]
+        spans += [[len(m) - 4] for m in msgs[4:-1]] + [[]]
+        template = bytearray()
+        where: list[int] = []
+        cuts: list[tuple[int, int]] = []
+        start = 0
+        size = 0
+        for m, offsets in zip(msgs, spans):
             item = struct.pack(">i", len(m)) + m
-            if size + len(item) > MAX_DATAGRAM and len(parts) > 1:
-                out.append(b"".join(parts))
-                parts, size = [_BUNDLE_HEAD], len(_BUNDLE_HEAD)
-            parts.append(item)
+            if size == 0 or (size + len(item) > MAX_DATAGRAM and size > len(_BUNDLE_HEAD)):
+                if size:
+                    cuts.append((start, len(template)))
+                start = len(template)
+                template += _BUNDLE_HEAD
+                size = len(_BUNDLE_HEAD)
+            where += [len(template) + 4 + o for o in offsets]
+            template += item
             size += len(item)
-        out.append(b"".join(parts))
-        return out
+        cuts.append((start, len(template)))
+        order = np.array(where)
+        return np.frombuffer(bytes(template), np.uint8).copy(), order[:, None] + np.arange(4), cuts
 
 
 class VmcSender:

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +176,8 @@ class VtsClient:
         self._loop = loop or output_loop()
         self._wake: asyncio.Event | None = None
         self._wake_pending = False
+        self._unanswered = 0
+        self._template: str | None = None
         self._closed = False
         self._future = self._loop.submit(self._run())
 
@@ -245,12 +246,15 @@ class VtsClient:
     async def _call(self, ws: Any, kind: str, data: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
         rid, text = self._request(kind, data)
         await ws.send(text)
-        deadline = time.monotonic() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._reply(ws, kind, rid)
+        except TimeoutError:
+            raise VtsError(f"no answer to {kind} within {timeout:.0f} s") from None
+
+    async def _reply(self, ws: Any, kind: str, rid: str) -> dict[str, Any]:
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise VtsError(f"no answer to {kind} within {timeout:.0f} s")
-            raw = await asyncio.wait_for(ws.recv(), left)
+            raw = await ws.recv()
             try:
                 reply = json.loads(raw)
             except ValueError:
@@ -283,24 +287,61 @@ class VtsClient:
         raise VtsError(f"VTube Studio refused the plugin's token: {body.get('reason', 'not authenticated')}")
 
     async def _inject(self, ws: Any) -> None:
+        """Parameters with each new frame, the last ones again every `keepalive_s`. Injections are not
+        awaited one by one: a reader takes VTS's answers as they come and reads only errors closely (an
+        answer is tens of bytes of JSON; at the frame rate, parsing each would cost more than sending)."""
         s = self.settings
         wake = self._wake
         assert wake is not None
+        reader = asyncio.ensure_future(self._read_answers(ws))
         sent_frame: FaceFrame | None = None
-        while not self._closed:
-            try:
-                await asyncio.wait_for(wake.wait(), s.keepalive_s)
-            except asyncio.TimeoutError:
-                pass
-            wake.clear()
-            self._wake_pending = False
-            frame = self._latest
-            if frame is None:
-                continue
-            fresh = frame is not sent_frame
-            data = {"faceFound": bool(frame.found and fresh), "mode": "set",
-                    "parameterValues": vts_parameters(frame, s.mirror)}
-            await self._call(ws, "InjectParameterDataRequest", data, s.reply_timeout_s)
-            sent_frame = frame
-            self.sent += 1
+        try:
+            while not self._closed:
+                if not wake.is_set():
+                    try:
+                        async with asyncio.timeout(s.keepalive_s):
+                            await wake.wait()
+                    except TimeoutError:
+                        pass
+                wake.clear()
+                self._wake_pending = False
+                if reader.done():
+                    reader.result()          # the connection ended, or VTS refused: raise it here
+                    return
+                frame = self._latest
+                if frame is None:
+                    continue
+                fresh = frame is not sent_frame
+                await ws.send(self._injection(frame, bool(frame.found and fresh)))
+                self._unanswered += 1
+                if self._unanswered > 4 * 60:   # a minute of 60 fps without answers: the app has hung
+                    raise VtsError("VTube Studio stopped answering")
+                sent_frame = frame
+                self.sent += 1
+        finally:
+            reader.cancel()
 
+    def _injection(self, frame: FaceFrame, found: bool) -> str:
+        """The InjectParameterDataRequest's text, the envelope and names laid out once."""
+        if self._template is None:
+            parts = ",".join('{"id":"%s","value":%%.4f,"weight":1}' % p for p in PARAMETERS)
+            self._template = ('{"apiName":"%s","apiVersion":"%s","requestID":"lf%%d","messageType":'
+                              '"InjectParameterDataRequest","data":{"faceFound":%%s,"mode":"set",'
+                              '"parameterValues":[%s]}}' % (API_NAME, API_VERSION, parts))
+        values = tuple(p["value"] for p in vts_parameters(frame, self.settings.mirror))
+        return self._template % ((next(self._ids), "true" if found else "false") + values)
+
+    async def _read_answers(self, ws: Any) -> None:
+        async for raw in ws:
+            self._unanswered = 0
+            if "APIError" not in (raw if isinstance(raw, str) else raw.decode("utf-8", "replace")):
+                continue
+            try:
+                body = json.loads(raw).get("data") or {}
+            except (ValueError, AttributeError):
+                body = {}
+            self.error = f"InjectParameterDataRequest: {body.get('message', 'error')} (errorID {body.get('errorID')})"
+            log.warning("VTube Studio at %s: %s", self.url, self.error)
+            if body.get("errorID") == 8:    # no longer authenticated: connect and authenticate again
+                raise VtsError(self.error, 8)
+        raise VtsError("VTube Studio closed the connection")

@@ -1,0 +1,238 @@
+"""Avatar outputs: what face data, VMC and VTube Studio cost per frame, side by side with the outputs off,
+on real faces (a clip of a real photo through the stream's face stage, paced at 30 fps).
+
+    flock /tmp/livefuse-bench.lock livefuse bench avatar --json
+    livefuse bench avatar --json --frames 150 --repeats 3
+
+Rows, each over the same frames, the sides interleaved run by run:
+- `off`: the face-out stage with nothing asked for (what every session pays).
+- `outputs`: face events at 30 a second (made into JSON text as the server sends them) + VMC to a UDP receiver +
+  VTube Studio to a fake VTS (tests/vts_fake.py) on loopback. `frame_thread` is the stage's own time on the frame
+  thread (wall and thread CPU); `outputs_loop`
+  the VTube Studio client's CPU on the outputs' loop thread, per frame.
+- `network_cpu_ms_per_frame`: the blendshapes network's CPU in place (the face rig's one model; it runs once per
+  frame the face's landmarks change, `network_runs_per_frame`; a still face keeps its landmarks and its scores);
+  `network_alone` the same network timed in a loop of its own. `outputs_ms_cpu` (the summary) is the frame
+  thread's median less the network, plus the outputs loop's share: the outputs' cost against the issue's 0.5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--frames", type=int, default=150, help="frames per side per run (default 150: 5 s at 30 fps)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per side, interleaved (default 2)")
+    parser.add_argument("--fps", type=float, default=30.0, help="the pace frames arrive at (default 30)")
+
+
+def _stats(ms: list[float]) -> dict[str, float]:
+    a = np.asarray(ms)
+    return {"median_ms": round(float(np.median(a)), 4), "p95_ms": round(float(np.percentile(a, 95)), 4), "n": len(ms)}
+
+
+def _frames(n: int) -> list[Any]:
+    """Face-stage states of a clip from a real photo: Grace Hopper drifting and nodding slightly, with noise,
+    the stream's face stage (landmarks kept while still, smoothing) run once, up front."""
+    import cv2
+    import matplotlib.cbook
+    from PIL import Image
+
+    from streamer.pipeline.pipeline import FrameState
+    from streamer.pipeline.stages.faces import FaceStage
+    from tests.faceclips import add_noise, place
+
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+        photo = np.ascontiguousarray(np.asarray(Image.open(f).convert("RGB")))
+    cv2.setNumThreads(1)
+    rng = np.random.default_rng(5)
+    stage = FaceStage()
+    states = []
+    try:
+        for i in range(n):
+            frame, _ = place(photo, size=(640, 480), scale=0.8, angle=3.0 * np.sin(i / 9.0),
+                             shift=(6.0 * np.sin(i / 15.0), 0.0))
+            states.append(stage(FrameState(image=add_noise(frame, 3.0, rng), pts=i * 3000), None))
+    finally:
+        stage.close()
+    return states
+
+
+class _Receiver:
+    """A UDP socket read on its own thread (VMC's receiver), counting datagrams."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.count = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                self.sock.recv(65536)
+                self.count += 1
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(1.0)
+        self.sock.close()
+
+
+def _thread_cpu(thread: threading.Thread) -> float:
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))   # type: ignore[arg-type]
+
+
+def _side(states: list[Any], outputs_on: bool, fps: float, vts_url: str, vmc_port: int, token_file: str,
+          loop: Any) -> dict[str, Any]:
+    from streamer.pipeline.stages.face_out import FaceOutStage
+    from streamer.session.protocol import dumps
+    from streamer.session.session import Controls, frame_context
+    from streamer.sinks.face_outputs import FaceOutputs
+    from streamer.sinks.vtube_studio import VtsSettings
+
+    from engines.face_rig import open_blendshapes
+
+    events: list[str] = []
+    outputs = FaceOutputs(vts_settings=VtsSettings(token_file=token_file), loop=loop)
+    net = open_blendshapes()
+    net_ms: list[float] = []
+
+    def timed(landmarks):   # the network's own CPU time, in place, frame by frame
+        c0 = time.thread_time()
+        try:
+            return net(landmarks)
+        finally:
+            net_ms.append((time.thread_time() - c0) * 1000.0)
+
+    stage = FaceOutStage(outputs, blendshapes=timed)
+    asked = {"vmc": f"127.0.0.1:{vmc_port}", "vtube_studio": vts_url, "face_events": 30.0} if outputs_on else None
+    # each event as the server sends it: JSON text (on the server this runs on the event loop)
+    context = frame_context(Controls(outputs=asked), notify=lambda e: events.append(dumps(e)))
+    wall, cpu = [], []
+    try:
+        stage(states[0], context)                  # the network loads, the client connects
+        if outputs_on:
+            end = time.monotonic() + 5.0
+            while outputs.vts.state != "live" and time.monotonic() < end:
+                time.sleep(0.02)
+        runs0 = stage.rig.network_runs
+        net_ms.clear()
+        loop_cpu0 = _thread_cpu(loop._thread)
+        t_next = time.perf_counter()
+        for st in states:
+            t_next += 1.0 / fps
+            w0, c0 = time.perf_counter(), time.thread_time()
+            stage(st, context)
+            cpu.append((time.thread_time() - c0) * 1000.0)
+            wall.append((time.perf_counter() - w0) * 1000.0)
+            left = t_next - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+        time.sleep(0.2)
+        loop_ms = (_thread_cpu(loop._thread) - loop_cpu0) * 1000.0 / len(states)
+        status = outputs.status()
+        less_net = sorted(c - n for c, n in zip(cpu, _per_frame(net_ms, stage, states))) if outputs_on else cpu
+        return {"frame_thread_wall": _stats(wall), "frame_thread_cpu": _stats(cpu),
+                "frame_thread_cpu_less_network": _stats(less_net),
+                "network_cpu_ms_per_frame": round(sum(net_ms) / len(states), 4),
+                "outputs_loop_cpu_ms_per_frame": round(loop_ms, 4),
+                "network_runs_per_frame": round((stage.rig.network_runs - runs0) / len(states), 3),
+                "face_events": sum(1 for e in events if e.startswith('{"type":"face"')),
+                "vts_sent": status.get("vtube_studio", {}).get("sent", 0),
+                "vmc_frames": status.get("vmc", {}).get("frames", 0)}
+    finally:
+        stage.close()
+
+
+def _per_frame(net_ms: list[float], stage: Any, states: list[Any]) -> list[float]:
+    """The network's time on each frame (0 where a still face kept its scores): the runs, in order, land
+    on the frames whose landmarks changed; approximated by spreading them evenly when counts differ."""
+    frames = len(states)
+    out = [0.0] * frames
+    if not net_ms:
+        return out
+    step = frames / len(net_ms)
+    for i, v in enumerate(net_ms):
+        out[min(frames - 1, int(i * step))] += v
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import tempfile
+
+    import torch
+
+    from engines.face_rig import open_blendshapes
+    from streamer.sinks.output_loop import OutputLoop
+    from tests.vts_fake import FakeVts, VtsApp
+
+    torch.set_num_threads(1)
+    states = _frames(args.frames)
+    loop = OutputLoop("bench-outputs")
+    vts_loop = OutputLoop("bench-fake-vts")     # the fake app on a thread of its own (another process in life)
+    app = VtsApp()
+    vts = vts_loop.submit(FakeVts(app).start()).result(10.0)
+    rx = _Receiver()
+    sides: dict[str, list[dict[str, Any]]] = {"off": [], "outputs": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            token_file = f"{tmp}/tokens.json"
+            for i in range(args.repeats):
+                for name in (("off", "outputs") if i % 2 == 0 else ("outputs", "off")):
+                    sides[name].append(_side(states, name == "outputs", args.fps, vts.url, rx.sock.getsockname()[1],
+                                             token_file, loop))
+        net = open_blendshapes()
+        pts = next(s for s in states if s.faces).faces[0].landmarks
+        for _ in range(20):
+            net(pts)
+        net_ms = []
+        for _ in range(300):
+            t0 = time.thread_time()
+            net(pts)
+            net_ms.append((time.thread_time() - t0) * 1000.0)
+    finally:
+        rx.close()
+        vts_loop.submit(vts.stop()).result(5.0)
+        loop.close()
+        vts_loop.close()
+    network = _stats(net_ms)
+
+    def med(side: str, *path: str) -> float:
+        vals = []
+        for r in sides[side]:
+            v: Any = r
+            for p in path:
+                v = v[p]
+            vals.append(float(v))
+        return float(np.median(vals))
+
+    frame_less = med("outputs", "frame_thread_cpu_less_network", "median_ms")
+    loop_cpu = med("outputs", "outputs_loop_cpu_ms_per_frame")
+    return {"benchmark": "avatar", "frames": args.frames, "fps": args.fps, "repeats": args.repeats,
+            "runs": sides, "network_alone": network,
+            "summary": {"off_ms_cpu": round(med("off", "frame_thread_cpu", "median_ms"), 4),
+                        "outputs_ms_cpu": round(frame_less + loop_cpu, 4),
+                        "outputs_frame_thread_ms_cpu": round(frame_less, 4),
+                        "outputs_loop_ms_cpu": round(loop_cpu, 4),
+                        "network_ms_cpu_per_frame": round(med("outputs", "network_cpu_ms_per_frame"), 4),
+                        "budget_ms": 0.5}}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    print(run(p.parse_args()))

@@ -21,6 +21,8 @@ const state = {
   photos: [{ id: "demo", name: "Demo face", blob: null, consent: store?.getItem("livefuse.consent.demo") === "1", key: "demo" }],
   prompts: [],    // the active prompt phrases, in order; the session gets them joined with ", "
   strength: 100,  // identity strength, per cent
+  // what goes behind the person: mode none / blur / color / image; a picture is uploaded to each session
+  background: { mode: "none", strength: 70, color: "#00ff00", picture: null, imageId: null, imageSession: null },
   applied: null,  // the session's controls as the server reports them (GET /sessions/{id})
   syncs: 0,       // read-backs done in this session
   synced: false,  // everything the page holds was sent to this session and read back
@@ -187,6 +189,7 @@ async function syncAll() {
     if (c !== conn) return;
   }
   await c.call({ type: "set_params", ...wantedParams() });
+  await applyBackground();
   if (state.prompts.length) await sendPrompts(state.prompts, "resend");
   if (c !== conn) return;
   let diff = differences(await readBack());
@@ -726,6 +729,78 @@ $("strength").addEventListener("input", (e) => {
     readBackSoon();
   }, 80);
 });
+// ---- the background: off, blur (with its strength), a colour, a picture -----------------------------------
+function backgroundParams() {
+  const bg = state.background;
+  if (bg.mode === "blur") return { mode: "blur", strength: bg.strength / 100 };
+  if (bg.mode === "color") return { mode: "color", color: bg.color };
+  if (bg.mode === "image" && bg.imageId && conn && bg.imageSession === conn.session) return { mode: "image", image_id: bg.imageId };
+  return null;
+}
+
+function backgroundWords() {
+  const bg = state.background;
+  if (bg.mode === "blur") return `Background blurred (${bg.strength} %); you stay sharp.`;
+  if (bg.mode === "color") return `Background filled with ${bg.color}: key it out in OBS with a Chroma Key filter.`;
+  if (bg.mode === "image") return "Your picture is behind you.";
+  return "";
+}
+
+function showBackgroundControls() {
+  const mode = state.background.mode;
+  $("background").value = mode;
+  $("background-strength").hidden = mode !== "blur";
+  $("background-color").hidden = mode !== "color";
+  $("background-upload-label").hidden = mode !== "image";
+}
+
+// Sent with every session and on each change; a picture is uploaded to the session (its id is the session's).
+async function applyBackground() {
+  const c = conn, bg = state.background, status = $("background-status");
+  showBackgroundControls();
+  if (!c || !c.session) { status.textContent = backgroundWords(); return; }
+  if (bg.mode === "image" && bg.imageSession !== c.session) {
+    if (!bg.picture) { status.textContent = "Pick a picture to put behind you."; return; }
+    status.textContent = "Uploading the picture…";
+    try {
+      const got = await c.uploadBackground(bg.picture);
+      bg.imageId = got.image_id;
+      bg.imageSession = c.session;
+    } catch (err) {
+      bg.picture = null;
+      status.textContent = err instanceof RefusedError && err.status === 422 ? `That picture can't be used: ${err.message}`
+        : explain(err);
+      return;
+    }
+  }
+  const reply = await c.call({ type: "set_params", background: backgroundParams() });
+  status.textContent = reply && reply.type === "error" ? `Background not changed: ${reply.message}` : backgroundWords();
+  readBackSoon();
+}
+
+$("background").addEventListener("change", async (e) => {
+  state.background.mode = e.target.value;
+  await applyBackground();
+});
+let backgroundTimer = null;
+$("background-strength").addEventListener("input", (e) => {
+  state.background.strength = Number(e.target.value);
+  clearTimeout(backgroundTimer);
+  backgroundTimer = setTimeout(applyBackground, 80);
+});
+$("background-color").addEventListener("input", (e) => {
+  state.background.color = e.target.value;
+  clearTimeout(backgroundTimer);
+  backgroundTimer = setTimeout(applyBackground, 80);
+});
+$("background-upload").addEventListener("change", async (e) => {
+  const file = e.target.files[0];
+  e.target.value = "";
+  if (!file) return;
+  Object.assign(state.background, { mode: "image", picture: file, imageId: null, imageSession: null });
+  await applyBackground();
+});
+
 $("fusion").addEventListener("change", async (e) => {
   if (!conn) return;
   await conn.call({ type: "set_params", fusion: e.target.value || null });

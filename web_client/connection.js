@@ -87,6 +87,21 @@ export class LiveFuseConnection extends EventTarget {
     return body;
   }
 
+  // A picture to put behind the person (POST /sessions/{id}/background), applied at once: {image_id, ...}.
+  async uploadBackground(blob) {
+    const form = new FormData();
+    form.append("image", blob, "background.jpg");
+    let resp;
+    try {
+      resp = await fetch(`${this.base}/sessions/${this.session}/background`, { method: "POST", body: form });
+    } catch (err) {
+      throw new UnreachableError(`server unreachable: ${err.message}`);
+    }
+    const body = await resp.json().catch(() => ({}));
+    if (!resp.ok) throw new RefusedError(resp.status, body.error || resp.statusText, null, body.code);
+    return body;
+  }
+
   // One message and its reply (ack or error with the same id); null when the channel is not open or no
   // reply came within `timeoutMs`.
   call(msg, timeoutMs = 10000) {

@@ -21,7 +21,9 @@ from typing import Any
 from aiohttp import web
 
 from streamer.session import protocol
+from streamer.web.api.results import mount as mount_results
 from streamer.web.api.routes import ApiBackend, ApiContext, mount as mount_api
+from streamer.storage.edge import EdgeConfig
 from streamer.config import ServerConfig
 from streamer.web.control_socket import CONTROL_SUBPROTOCOL, SocketLimits, serve_control
 from streamer.ops.drain import Drainer, DrainResult
@@ -74,6 +76,7 @@ class LiveFuseServer:
         self.drain = Drainer(self.peers, config.drain_timeout, audit=services.audit, on_done=self._drained)
         self.on_drained: Any = None   # what runs once drained (`livefuse serve`: stop the process)
         self.warm = False             # the shared models have loaded
+        self.api: Any = None          # the /v1 routes' state (ApiRoutes): the gRPC service beside them shares it
         self.gpu: GpuProbe | None = None
         if config.vcam:
             from streamer.sinks.vcam import CameraFeed
@@ -497,12 +500,15 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/readyz", server.readyz)
     r.add_post("/admin/drain", server.admin_drain)
     r.add_get("/metrics", server.metrics_page)
-    mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
+    backend = services.api or ApiBackend()
+    server.api = mount_api(app, ApiContext(authorize=server.authorize, is_admin=services.is_admin, uploads=server.uploads,
                               limits=server.upload_limits, metrics=server.metrics,
                               max_image_bytes=config.max_source_bytes, max_clip_bytes=config.max_clip_bytes,
                               urls=server.urls, body=config.body_limits, upload_slots=server.upload_slots,
                               max_photos=config.max_photos),
-              services.api or ApiBackend())
+              backend)
+    mount_results(app, EdgeConfig(config.results_public_url, config.results_private, config.results_purge),
+                  backend.jobs if backend.photos is not None else None, server.authorize, services.is_admin)
     app.on_shutdown.append(server.close_all)
 
     async def _start_services(app_: web.Application) -> None:

@@ -205,6 +205,9 @@ class JobQueue:
         self._lock = threading.Lock()
         self._closed = False
         self._workers: list[threading.Thread] = []
+        # the base URL results are fetched by through a cache edge (ServerConfig.results_public_url), set where
+        # the results routes are mounted; "" = the store's own URL
+        self.public_results = ""
         # the server's memory budget (a streamer.web.uploads.MemoryBudget), set where the /v1 routes are mounted:
         # a running job's frames count in it beside the photos; None: not counted (`livefuse process`, tests)
         self.memory: Any = None
@@ -310,6 +313,8 @@ class JobQueue:
     def result_url(self, job: Job) -> str | None:
         if job.state != "done" or job.result_key is None:
             return None
+        if self.public_results:
+            return f"{self.public_results.rstrip('/')}/{job.result_key}"
         return self.store.presigned_url(job.result_key, self.config.url_expires_s)
 
     def delete_result(self, job: Job) -> Job:

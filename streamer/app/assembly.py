@@ -27,6 +27,7 @@ from engines.swappers.swapper import NeuralSwapper, SwapperConfig, load_swapper
 from streamer.web.api.jobs import JobConfig, JobQueue, JobSpec
 from streamer.web.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
 from streamer.web.api.routes import ApiBackend
+from streamer.rpc.access import RpcAccess
 from streamer.session.face_map import FaceFollower
 from streamer.pipeline.pipeline import Pipeline
 from streamer.safety.audit import AuditConfig, AuditLog
@@ -352,6 +353,7 @@ class Product:
             reload=self.reload_tokens,
             api=ApiBackend(photos=self.photos, jobs=self.jobs),
             record=self.record_session,
+            rpc_access=RpcAccess(self.safety.tokens, self.safety.access),
         )
 
 

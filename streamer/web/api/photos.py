@@ -88,6 +88,7 @@ class PhotoRequest:
     background: Any = None
     background_image: np.ndarray | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    deadline: float | None = None      # time.monotonic() past which the caller no longer waits (a gRPC deadline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,13 +378,24 @@ class PhotoFuser:
                 raise FuseRefused(422, "prompt_not_understood", str(decision.get("reason")))
         return reply
 
+    @staticmethod
+    def _in_time(req: PhotoRequest, parts: PhotoParts, step: str) -> None:
+        """The work stops before `step` once the caller's deadline has passed (audited, so the record
+        says the photo was given up, not lost)."""
+        if req.deadline is not None and time.monotonic() >= req.deadline:
+            parts.audit("api_fuse_refused", request=req.request_id, token=req.principal, code="deadline_exceeded",
+                        step=step)
+            raise FuseRefused(504, "deadline_exceeded", f"the caller's deadline passed before {step}")
+
     def fuse(self, req: PhotoRequest) -> PhotoResult:
         parts, watermark = self.parts()
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         session = Session(req.request_id, token_id=req.principal)
         base = {"request": req.request_id, "token": req.principal}
+        self._in_time(req, parts, "admit")
         reply = self.admit(session, req.source, req.consent, req.prompt)
+        self._in_time(req, parts, "detect")
         timings["admit_ms"] = (time.perf_counter() - t0) * 1000.0
         t1 = time.perf_counter()
         try:
@@ -395,6 +407,7 @@ class PhotoFuser:
         if not faces:
             parts.audit("api_fuse_refused", **base, code="target_no_face")
             raise FuseRefused(422, "target_no_face", "no face found in the target image")
+        self._in_time(req, parts, "fusion")
         source_id = reply["source_id"]
         faces, face_sources = reading_order(faces, req.face_map, source_id)
         session.update(strength=req.strength, edits=dict(req.edits), source_id=source_id, face_sources=face_sources)

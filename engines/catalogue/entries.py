@@ -291,3 +291,14 @@ def resolve(value: str, kind: str, folder: Path | None = None, catalogue: Catalo
         raise CatalogueError(f"{value!r} is neither a file nor a catalogue {kind}; catalogue {kind}s: {names}")
     path, entry = verified_path(value, kind, folder, cat)
     return Resolved(path, entry, expected_sha256(entry, folder) or "")
+
+
+def paired_with(value: str) -> str:
+    """The embedder a catalogue swapper pairs with ("" for a file or a model without one)."""
+    if Path(value).expanduser().is_file():
+        return ""
+    try:
+        cat = load()
+    except CatalogueError:
+        return ""
+    return cat.get(value).pairs_with if value in cat else ""

@@ -42,7 +42,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
     if dst.resolve() == src.resolve():
         raise ValueError("output must not be the input")
     session = session if session is not None else Session()
-    session.update(strength=strength)
+    session.update(strength=strength, enhance=enhance)
     if source is not None and not isinstance(source, str):   # an uploaded image, already decoded
         services.register_source(session, source, {"source_id": "source", **(source_form or {})})
     elif source:

@@ -28,17 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="behind the person: 'blur', a CSS colour ('#00ff00' for a chroma key) or a picture file "
                              "(scaled to cover the frame); default: the clip's own room")
     parser.add_argument("--strength", type=float, default=1.0, help="fusion strength 0..1")
+    parser.add_argument("--enhance", type=float, default=None, metavar="X",
+                        help="face enhancer strength 0..1 with --enhancer (default 1: on in clips)")
     parser.add_argument("--codec", help="video codec (default: the container's)")
     parser.add_argument("--crf", type=int, default=20, help="H.264 quality, lower is better (default 20)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--consent", action="store_true",
                         help="confirm you may use the --source face (recorded; not needed for 'demo')")
     parser.add_argument("-y", "--overwrite", action="store_true", help="replace OUTPUT if it exists")
-    from streamer.app.commands.serve import add_product_arguments
-
     parser.add_argument("--face-data", dest="face_data", metavar="FILE.jsonl",
                         help="the face rig's frames as JSON lines (blendshapes, head, gaze: docs/api.md, Face events); "
                              "with --vmc / --vtube-studio a recorded clip drives an avatar app")
+    from streamer.app.commands.serve import add_product_arguments
+
     add_product_arguments(parser)
 
 
@@ -84,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"livefuse process: --map: {exc}", file=sys.stderr)
         return 2
+    if args.enhance is not None and not 0.0 <= args.enhance <= 1.0:
+        print("livefuse process: --enhance must be within 0..1", file=sys.stderr)
+        return 2
     try:
         background = background_session(args.background)
     except (ValueError, OSError, SourceRefused) as exc:
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             summary = process_file(str(src), str(dst), services, source=args.source, prompt=args.prompt,
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
-                                   consent=args.consent, session=background, face_map=face_map, enhance=getattr(args, "enhance", None),
+                                   consent=args.consent, session=background, face_map=face_map, enhance=args.enhance,
                                    pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)))
             if remote_out:
                 stored = store_output(dst, remote_out, _media_type(dst))

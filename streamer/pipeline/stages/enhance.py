@@ -111,21 +111,26 @@ class FaceRegion:
 
 
 class EnhanceStage:
-    """One per session; the `FaceEnhancer` is shared by all. `live_cpu`: a live stream in host memory,
-    where the enhancer is off unless the session turns it on."""
+    """One per session; the `FaceEnhancer` is shared by all. `live`: a stream's pipeline, where the
+    enhancer is off by default while the frame's pixels are in host memory (the session may turn it on)."""
 
     name = "enhance"
 
     def __init__(self, enhancer: FaceEnhancer, config: EnhanceStageConfig = EnhanceStageConfig(), *,
-                 live_cpu: bool = False) -> None:
+                 live: bool = False) -> None:
         self.enhancer = enhancer
         self.config = config
-        self.default = config.live_cpu_strength if live_cpu else config.strength
+        self.live = live
         self.settings = EnhanceSettings(config.erode, config.feather)
+
+    def default(self, state: FrameState) -> float:
+        """The strength a session that set none gets: off on a live frame in host memory."""
+        on_device = state.planes is not None and state.planes.device is not None
+        return self.config.live_cpu_strength if self.live and not on_device else self.config.strength
 
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
         controls = context.controls
-        strength = enhance_strength(controls, self.default)
+        strength = enhance_strength(controls, self.default(state))
         if not controls.enabled or strength <= 0.0 or not state.faces:
             return state
         faces = list(state.faces)

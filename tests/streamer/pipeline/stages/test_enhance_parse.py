@@ -108,7 +108,7 @@ def test_enhance_changes_the_face_only_by_its_strength(models, scene, path):
 def test_enhance_is_off_by_default_on_the_live_cpu_stream(models, scene):
     enh, _ = models
     img, faces = scene
-    stage = EnhanceStage(enh, EnhanceStageConfig(), live_cpu=True)
+    stage = EnhanceStage(enh, EnhanceStageConfig(), live=True)
     state = stage(FrameState(image=img.copy(), faces=list(faces)), Session().frame_context())
     assert np.array_equal(state.image, img) and state.enhanced == []
     session = Session()

@@ -315,28 +315,24 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
 
 
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
-                 backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8,
-                 in_place: bool = False) -> tuple[Any, Any, Any]:
-    """(Y, U, V) with the room behind the person replaced as `spec` says: new planes, or with `in_place`
-    the planes given, written over."""
+                 backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8) -> tuple[Any, Any, Any]:
+    """New (Y, U, V) with the room behind the person replaced as `spec` says; the planes given are not changed."""
     k = _kernels(y)
     a_y, a_uv = alphas
     h, w = y.shape
-    outs = (y, u, v) if in_place else (None, None, None)
     if spec.mode == "blur":
         s = k.blur_sigma(spec.strength, h, blur_factor)
         half = max(1, blur_factor // 2)
-        small = (max(1, w // blur_factor), max(1, h // blur_factor))
-        room = k.room_weight(a_uv, small)               # once for the three planes
-        bgs = (k.background_blur(y, a_y, s, blur_factor, room), k.background_blur(u, a_uv, s, half, room),
-               k.background_blur(v, a_uv, s, half, room))
-    elif spec.mode == "color":
-        bgs = _color_i420(spec.color)
-    elif spec.mode == "image":
+        return (k.composite(y, k.background_blur(y, a_y, s, blur_factor), a_y),
+                k.composite(u, k.background_blur(u, a_uv, s, half), a_uv),
+                k.composite(v, k.background_blur(v, a_uv, s, half), a_uv))
+    if spec.mode == "color":
+        cy, cu, cv = _color_i420(spec.color)
+        return k.composite(y, cy, a_y), k.composite(u, cu, a_uv), k.composite(v, cv, a_uv)
+    if spec.mode == "image":
         if picture is None:
             raise BackgroundError(f"background picture {spec.image_id!r} is not available")
-        bgs = (backdrop or Backdrop()).picture_planes(picture, picture_key if picture_key is not None else spec.image_id,
-                                                      (w, h))
-    else:
-        return y, u, v
-    return tuple(k.composite(p, b, a, out=o) for p, b, a, o in zip((y, u, v), bgs, (a_y, a_uv, a_uv), outs))
+        py, pu, pv = (backdrop or Backdrop()).picture_planes(
+            picture, picture_key if picture_key is not None else spec.image_id, (w, h))
+        return k.composite(y, py, a_y), k.composite(u, pu, a_uv), k.composite(v, pv, a_uv)
+    return y, u, v

@@ -69,6 +69,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "while it runs (else only sessions whose offer says \"record\": true)")
     g.add_argument("--jobs-redis", help="redis://HOST:PORT/DB: clip jobs (state and queue) shared by every replica "
                    "that names it (env LIVEFUSE_JOBS_REDIS); default: jobs live in this process")
+    g.add_argument("--grpc-port", dest="grpc_port", type=int,
+                   help="also serve gRPC on this port: livefuse.v1.Fusion (proto/livefuse/v1/fusion.proto), "
+                        "grpc.health.v1 and reflection, with the same tokens and TLS (env LIVEFUSE_GRPC_PORT; default off)")
+    g.add_argument("--results-public-url", dest="results_public_url",
+                   help="the base URL clip results are fetched by through a cache edge or CDN, e.g. "
+                        "https://cdn.example.com/results; this server is then its origin at GET /results/<key> "
+                        "(env LIVEFUSE_RESULTS_PUBLIC_URL)")
+    g.add_argument("--results-private", dest="results_private", action="store_true", default=None,
+                   help="serve results `Cache-Control: private, no-store`: no shared cache keeps them "
+                        "(env LIVEFUSE_RESULTS_PRIVATE=1)")
+    g.add_argument("--results-purge", dest="results_purge", action="append",
+                   help="a cache (http://HOST:PORT) a deleted result is PURGEd from, at every address its name "
+                        "resolves to; repeatable (env LIVEFUSE_RESULTS_PURGE, comma-separated)")
     g.add_argument("--job-input-allow", dest="job_input_allow", action="append",
                    help="a URL prefix clip jobs may read their clip from (target_url), e.g. s3://uploads/ or "
                         "https://media.example.com/clips/; repeatable; none by default")
@@ -251,13 +264,15 @@ def run(args: argparse.Namespace) -> int:
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
         "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "pixels", "hold_audio", "public_url",
         "drain_timeout", "record_sessions", "h264_preset", "cv2_threads", "min_body_rate", "body_grace_s", "max_uploads",
-        "max_photos", "memory_budget")}
+        "max_photos", "memory_budget", "grpc_port", "results_public_url", "results_private")}
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:
         overrides["ice_servers"] = tuple(args.ice_servers)
+    if getattr(args, "results_purge", None):
+        overrides["results_purge"] = tuple(args.results_purge)
     config = ServerConfig.from_env(**overrides)
-    busy = port_problem(config.host, config.port)
+    busy = port_problem(config.host, config.port) or (port_problem(config.host, config.grpc_port) if config.grpc_port else None)
     if busy is not None:   # said before anything loads or is announced: one line, no traceback
         raise SystemExit(busy)
     if config.pixel_device is not None:   # CUDA asked for and absent: said now, not at the first frame
@@ -281,6 +296,9 @@ def run(args: argparse.Namespace) -> int:
     apply_process_settings(config)
     services = _services_or_exit(args, config.host)
     app = create_app(config, services)
+    from streamer.rpc.server import attach as attach_grpc
+
+    attach_grpc(app, config)   # gRPC beside HTTP, same process and loop (--grpc-port)
     shown = "localhost" if config.loopback else config.host
     logging.getLogger("livefuse").info("LiveFuse on %s://%s:%d  (codec %s, max %d sessions)", config.scheme, shown,
                                        config.port, config.codec, config.max_sessions)

@@ -1,8 +1,9 @@
 """The REST API end to end over loopback HTTP: photos/s and p50/p95 latency of POST /v1/fuse at several
 concurrencies, with dynamic batching on and off side by side (two products, one after the other, same
-photos), and the model batch sizes each run formed; and the memory row: `livefuse serve` in a process
-of its own, its RSS sampled while many large photos arrive at once (the memory budget answers the
-excess 503 + Retry-After)."""
+photos), and the model batch sizes each run formed; the interfaces row: the same photos through REST and
+through gRPC (livefuse.v1.Fusion/Fuse) against one server, rounds alternating between them; and the memory
+row: `livefuse serve` in a process of its own, its RSS sampled while many large photos arrive at once
+(the memory budget answers the excess 503 + Retry-After)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--memory-requests", type=int, default=16, help="photos sent at once for the memory row; 0 skips it")
     parser.add_argument("--memory-size", type=int, default=4096, help="the memory row's target photos, N x N pixels")
     parser.add_argument("--memory-only", action="store_true", help="only the memory row")
+    parser.add_argument("--interface-photos", type=int, default=64,
+                        help="photos per round of the REST vs gRPC row (each a different target); 0 skips it")
+    parser.add_argument("--interface-concurrency", default="1,8", help="the REST vs gRPC row's concurrencies")
+    parser.add_argument("--interface-rounds", type=int, default=3, help="rounds per interface, alternating (A B, B A, ...)")
+    parser.add_argument("--interfaces-only", action="store_true", help="only the REST vs gRPC row")
     parser.add_argument("--memory-cold", action="store_true",
                         help="warm up on a small photo only: the burst also builds the large size's watermark pattern")
 
@@ -249,6 +255,98 @@ async def _memory_row(args, source: bytes) -> dict:
             "answers": statuses, "refused_with_retry_after": all(a[1] for a in refused), "wall_s": round(wall, 1)}
 
 
+async def _interfaces(args, source: bytes, targets: list[bytes]) -> dict:
+    """The same photos through POST /v1/fuse and through gRPC Fuse, one server (REST and gRPC ports of one
+    app, batching on), each request a different target; rounds alternate REST, gRPC, gRPC, REST, ... so
+    a drifting machine slows both alike. Per interface: photos/s (median over its rounds) and p50/p95 of
+    every request's latency; the ratio gRPC / REST."""
+    import socket
+
+    import aiohttp
+    import grpc
+    import numpy as np
+    from aiohttp.test_utils import TestServer
+
+    from livefuse.v1 import fusion_pb2 as pb
+    from livefuse.v1 import fusion_pb2_grpc
+    from streamer.app.assembly import Product, ProductConfig
+    from streamer.config import ServerConfig
+    from streamer.rpc.server import attach
+    from streamer.safety.auth import TokenStore
+    from streamer.web.kit import SafetyConfig
+    from streamer.web.server import create_app
+
+    scratch = Path(tempfile.mkdtemp(prefix="livefuse-bench-interfaces-"))
+    store = TokenStore()
+    token = store.issue("bench", rate_per_minute=1e6, burst=10_000)
+    store.save(scratch / "tokens.json")
+    product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(scratch / "audit.jsonl"),
+                                                        tokens_file=str(scratch / "tokens.json"))))
+    await asyncio.get_running_loop().run_in_executor(None, product.warm_up)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        grpc_port = s.getsockname()[1]
+    config = ServerConfig(grpc_port=grpc_port)
+    app = create_app(config, product.services())
+    attach(app, config)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    url = str(server.make_url("/v1/fuse"))
+    levels = [int(v) for v in args.interface_concurrency.split(",") if v.strip()]
+    auth = (("authorization", f"Bearer {token}"),)
+    out: dict = {"photos": len(targets), "rounds": args.interface_rounds, "server": "one app: REST and gRPC ports"}
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max(levels)),
+                                         headers={"Authorization": f"Bearer {token}"}) as http, \
+                grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}", options=[
+                    ("grpc.max_receive_message_length", 256 << 20)]) as channel:
+            stub = fusion_pb2_grpc.FusionStub(channel)
+
+            async def rest(target: bytes) -> float:
+                form = aiohttp.FormData()
+                form.add_field("source", source, filename="s.jpg", content_type="image/jpeg")
+                form.add_field("target", target, filename="t.jpg", content_type="image/jpeg")
+                form.add_field("consent", "true")
+                t0 = time.perf_counter()
+                async with http.post(url, data=form) as r:
+                    await r.read()
+                    if r.status != 200:
+                        raise RuntimeError(f"REST: HTTP {r.status}")
+                return (time.perf_counter() - t0) * 1000.0
+
+            async def rpc(target: bytes) -> float:
+                t0 = time.perf_counter()
+                await stub.Fuse(pb.FuseRequest(source=source, target=target, consent=True), metadata=auth)
+                return (time.perf_counter() - t0) * 1000.0
+
+            kinds = {"rest": rest, "grpc": rpc}
+            await rest(targets[0])   # the watermark pattern and the source's registration, before any timing
+            await rpc(targets[0])
+            for c in levels:
+                lat: dict[str, list[float]] = {"rest": [], "grpc": []}
+                rates: dict[str, list[float]] = {"rest": [], "grpc": []}
+                for r in range(args.interface_rounds):
+                    for kind in (("rest", "grpc") if r % 2 == 0 else ("grpc", "rest")):
+                        gate = asyncio.Semaphore(c)
+
+                        async def limited(target: bytes, call=kinds[kind]) -> float:
+                            async with gate:
+                                return await call(target)
+
+                        t0 = time.perf_counter()
+                        lat[kind] += await asyncio.gather(*(limited(t) for t in targets))
+                        rates[kind].append(len(targets) / (time.perf_counter() - t0))
+                row = {kind: {"photos_per_s": round(float(np.median(rates[kind])), 2),
+                              "p50_ms": round(float(np.percentile(lat[kind], 50)), 1),
+                              "p95_ms": round(float(np.percentile(lat[kind], 95)), 1)} for kind in kinds}
+                row["grpc_over_rest_photos_per_s"] = round(row["grpc"]["photos_per_s"] / row["rest"]["photos_per_s"], 3)
+                out[f"c{c}"] = row
+    finally:
+        await server.close()
+        product.close()
+    return out
+
+
 def run(args) -> dict:
     import os
 
@@ -266,9 +364,16 @@ def run(args) -> dict:
     source = _jpeg(np.ascontiguousarray(skimage.data.astronaut()))
     result: dict = {"machine": {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)},
                     "target": f"{grace.shape[1]}x{grace.shape[0]}", "window_ms": args.window_ms, "max_batch": args.max_batch}
+    if args.interfaces_only:
+        photos = [_jpeg(np.roll(grace, 3 * i, axis=1)) for i in range(args.interface_photos)]
+        result["interfaces"] = asyncio.run(_interfaces(args, source, photos))
+        return result
     if not args.memory_only:
         for batching in (True, False):
             result["batching_on" if batching else "batching_off"] = asyncio.run(_run_mode(batching, args, source, targets, levels))
+    if not args.memory_only and args.interface_photos > 0:
+        photos = [_jpeg(np.roll(grace, 3 * i, axis=1)) for i in range(args.interface_photos)]
+        result["interfaces"] = asyncio.run(_interfaces(args, source, photos))
     if args.memory_requests > 0:
         result["memory"] = asyncio.run(_memory_row(args, source))
     return result

@@ -244,6 +244,7 @@ async function readBack() {
   if (c !== conn) return null;
   state.applied = info.controls;
   state.sources = info.sources;
+  followBackground(info.controls.background);
   state.syncs += 1;
   showSourceStatus();
   showNow();
@@ -744,6 +745,19 @@ function backgroundWords() {
   if (bg.mode === "color") return `Background filled with ${bg.color}: key it out in OBS with a Chroma Key filter.`;
   if (bg.mode === "image") return "Your picture is behind you.";
   return "";
+}
+
+// The background the server applies (a prompt's words may have set it), shown by the control.
+function followBackground(bg) {
+  if (!bg) return;
+  const mine = state.background;
+  if (bg.mode === "blur") mine.strength = Math.round(bg.strength * 100);
+  if (bg.mode === "color") mine.color = bg.color;
+  if (bg.mode === "image") { mine.imageId = bg.image_id; mine.imageSession = conn && conn.session; }
+  if (bg.mode !== mine.mode) { mine.mode = bg.mode; $("background-status").textContent = backgroundWords(); }
+  $("background-strength").value = mine.strength;
+  $("background-color").value = mine.color;
+  showBackgroundControls();
 }
 
 function showBackgroundControls() {

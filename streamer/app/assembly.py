@@ -297,7 +297,9 @@ class Product:
     def set_prompt(self, session: Session, text: str) -> dict[str, Any]:
         """The prompt is read once, through the cache (the edits stage then finds it ready), and the
         policy filter decides on that reading."""
-        return self.safety.prompts.set_prompt(session, text)
+        from streamer.session.background_prompt import set_background_prompt
+
+        return set_background_prompt(session, text, self.safety.prompts.set_prompt, self.audit)
 
     def session_ended(self, session: Session) -> None:
         purge_session(session, self.safety.audit)

@@ -51,7 +51,12 @@ async def test_page_background_control(chromium, tmp_path, face_free_images):
     cv2.imwrite(str(picture), face_free_images["rocket"][..., ::-1])
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"GIF89a not really")
-    app = create_app(ServerConfig(stats_interval_s=0.5), Services(make_pipeline=lambda s: Pipeline([BackgroundStage()])))
+    from streamer.services import log_event, store_prompt
+    from streamer.session.background_prompt import set_background_prompt
+
+    services = Services(make_pipeline=lambda s: Pipeline([BackgroundStage()]),
+                        set_prompt=lambda s, text: set_background_prompt(s, text, store_prompt, log_event))
+    app = create_app(ServerConfig(stats_interval_s=0.5), services)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("/"))
@@ -86,6 +91,11 @@ async def test_page_background_control(chromium, tmp_path, face_free_images):
                 await page.select_option("#background", "blur")
                 await page.wait_for_function("document.getElementById('background-status').textContent.includes('blurred')")
                 assert controls().background.mode == "blur"
+                # words in the prompt box set it too, and the control follows
+                await page.fill("#prompt", "green screen background")
+                await page.click("#prompt-form button")
+                await page.wait_for_function("document.getElementById('background').value === 'color'", timeout=10_000)
+                assert controls().background.color == (0, 255, 0)
                 await page.select_option("#background", "none")
                 await page.wait_for_function("window.livefuse.applied && window.livefuse.applied.background "
                                              "&& window.livefuse.applied.background.mode === 'none'", timeout=10_000)

@@ -494,6 +494,13 @@ def create_app(config: ServerConfig | None = None, services: Services | None = N
     r.add_get("/sessions/{session}", server.session_info)
     r.add_get("/sessions/{session}/recording", server.recording)
     r.add_get("/sessions/{session}/control", server.control)
+    from streamer.web.outputs_route import session_outputs
+
+    async def outputs(request: web.Request) -> web.Response:   # GET / POST /v1/sessions/{session}/outputs
+        return await session_outputs(server, request)
+
+    r.add_get("/v1/sessions/{session}/outputs", outputs)
+    r.add_post("/v1/sessions/{session}/outputs", outputs)
     r.add_get("/watch/{session}", server.watch_page)
     r.add_get("/edits", server.edits)
     r.add_get("/healthz", server.healthz)

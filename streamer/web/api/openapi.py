@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engines.edit_vocabulary import EDIT_NAMES
+from streamer.session.protocol import OUTPUTS_SCHEMA
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 # a form part's name: plain ASCII (a name outside it may reach the server as bytes another name also
@@ -85,6 +86,31 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}},
                           **_common_errors()}}},
     }
+    session_id = {"name": "session", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 64}}
+    outputs_state = {"application/json": {"schema": {"$ref": "#/components/schemas/SessionOutputs"}}}
+    paths["/v1/sessions/{session}/outputs"] = {
+        "get": {"operationId": "getSessionOutputs", "summary": "A live session's avatar and face-data outputs and their state",
+                "parameters": [session_id],
+                "responses": {"200": {"description": "what the session asks for, each output's state", "content": outputs_state},
+                              **_common_errors(), "404": _error("no such session for this token")}},
+        "post": {"operationId": "setSessionOutputs",
+                 "summary": "Turn a live session's VMC, VTube Studio and face events on or off, start a neutral calibration",
+                 "description": "The control protocol's set_params names (docs/api.md, Face events; docs/vtuber.md): "
+                                "keys left out of outputs keep their value, null turns an output off. A session points "
+                                "outputs at loopback or the address it connects from.",
+                 "parameters": [session_id],
+                 "requestBody": {"required": True, "content": {"application/json": {
+                     "schema": {"$ref": "#/components/schemas/SessionOutputsChange"}}}},
+                 "responses": {"200": {"description": "the outputs after the change", "content": outputs_state},
+                               "400": _error("not JSON (bad_json), or not the schema (invalid)"),
+                               **_common_errors(),
+                               "403": _error("an output pointed away from the client's machine (output_refused), or the "
+                                             "request's Origin is not admitted (origin_not_allowed)"),
+                               "404": _error("no such session for this token"),
+                               "408": _error("the body stalled or arrived too slowly (read_timeout, too_slow)"),
+                               "409": _error("this server's pipeline has no face-out stage (no_face_outputs)"),
+                               "413": _error("the body is over 16 KiB (too_large)"),
+                               "415": _error("not application/json (unsupported_media_type)")}}}
     if jobs:
         job_id = {"name": "job", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
         job = {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}
@@ -138,6 +164,14 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                            "description": "a token from `livefuse tokens issue` (not needed on an open loopback server)"}},
             "schemas": {
+                "SessionOutputsChange": {
+                    "type": "object", "additionalProperties": False, "minProperties": 1,
+                    "properties": {"outputs": OUTPUTS_SCHEMA, "calibrate": {"const": True},
+                                   "face_neutral": {"anyOf": [{"type": "object", "maxProperties": 8}, {"type": "null"}]}}},
+                "SessionOutputs": {
+                    "type": "object", "required": ["session", "outputs", "calibration", "state"],
+                    "properties": {"session": {"type": "string"}, "outputs": {"type": "object"},
+                                   "calibration": {"type": "integer"}, "state": {"type": "object"}}},
                 "Error": {"type": "object", "required": ["error", "code"],
                           "properties": {"error": {"type": "string"}, "code": {"type": "string"},
                                          "category": {"type": "string"}}},

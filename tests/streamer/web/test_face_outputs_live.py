@@ -110,6 +110,25 @@ async def test_outputs_events_calibration_over_the_control_socket(product, grace
                 await ws.send(json.dumps({"type": "set_params", "id": 5, "outputs": {"face_events": 100}}))
                 assert (await next_message(ws, lambda m: m.get("id") == 5))["code"] == "invalid"
 
+                # the same over REST: POST /v1/sessions/{id}/outputs takes the protocol's names, GET says the state
+                rest = f"{url}/v1/sessions/{sid}/outputs"
+                async with http.post(rest, json={"outputs": {"face_events": 5}}) as r:
+                    body = await r.json()
+                    assert r.status == 200 and body["outputs"]["face_events"] == 5, body
+                async with http.get(rest) as r:
+                    body = await r.json()
+                    assert body["state"]["vtube_studio"]["state"] == "live" and body["state"]["vmc"]["frames"] > 0
+                    assert body["calibration"] == 1
+                for payload, status, code in (({"outputs": {"vmc": "192.0.2.7:39539"}}, 403, "output_refused"),
+                                              ({"outputs": {"face_events": -1}}, 400, "invalid"),
+                                              ({"prompt": "x"}, 400, "invalid")):
+                    async with http.post(rest, json=payload) as r:
+                        assert r.status == status and (await r.json())["code"] == code, (payload, await r.text())
+                async with http.post(rest, data=b"{}", headers={"Content-Type": "text/plain"}) as r:
+                    assert r.status == 415
+                async with http.get(f"{url}/v1/sessions/nope/outputs") as r:
+                    assert r.status == 404
+
                 # off again: vmc null, no events; the other outputs keep their settings
                 await ws.send(json.dumps({"type": "set_params", "id": 6, "outputs": {"vmc": None, "face_events": 0}}))
                 await next_message(ws, lambda m: m.get("id") == 6)

@@ -88,3 +88,17 @@ def test_a_url_names_its_transport():
     for bad in ("localhost:50051", "ftp://x", "grpc://"):
         with pytest.raises(ValueError):
             Client(bad)
+
+
+async def test_the_readme_example_fuses_a_photo(urls, api_world, astronaut, grace_hopper, tmp_path, monkeypatch):  # noqa: F811
+    """The README's five lines, run as written against a real server (its URL and a token filled in)."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "from livefuse.client import Client" in b]
+    (tmp_path / "me.jpg").write_bytes(encode(astronaut))
+    (tmp_path / "photo.jpg").write_bytes(encode(grace_hopper))
+    monkeypatch.chdir(tmp_path)
+    code = code.replace("grpc://127.0.0.1:50051", urls["grpc"])
+    await asyncio.to_thread(exec, code, {"TOKEN": api_world.tokens["alice"]})
+    assert _image((tmp_path / "fused.png").read_bytes()).shape == grace_hopper.shape

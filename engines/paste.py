@@ -42,6 +42,15 @@ def warp_to_frame(crop_space: np.ndarray, m: np.ndarray, box: tuple[int, int, in
                           borderValue=0.0)
 
 
+def blend_box(out: np.ndarray, fg: np.ndarray, alpha: np.ndarray, box: tuple[int, int, int, int]) -> None:
+    """In place: `fg` (float32 RGB 0..255, the box's size) blended into `out`'s box by `alpha`; pixels
+    where alpha is 0 keep their value exactly."""
+    x0, y0, x1, y1 = box
+    region = out[y0:y1, x0:x1]
+    blended = np.clip(np_blend.alpha_blend(fg, region, alpha) + 0.5, 0, 255).astype(np.uint8)
+    out[y0:y1, x0:x1] = np.where((alpha > 0)[..., None], blended, region)
+
+
 def paste_crop(out: np.ndarray, crop: np.ndarray, mask: np.ndarray, m: np.ndarray) -> bool:
     """In place: blend `crop` (float32 RGB 0..255, crop space) into `out` (uint8 RGB frame) by `mask` (crop
     space, 0..1). False (and `out` untouched) when the mask lands outside the frame."""

@@ -49,23 +49,44 @@ def prep(entry: Entry) -> Prep:
 
 
 def to_network(crops: np.ndarray, p: Prep) -> np.ndarray:
-    """N x S x S x 3 uint8 RGB -> the network's float32 input (its colour order, range and layout)."""
-    x = np.asarray(crops).astype(np.float32) * np.float32(1.0 / 255.0)
+    """N x S x S x 3 uint8 RGB -> the network's float32 input (its colour order, range and layout):
+    x = (rgb / 255 - mean) / std per channel, as one scale and one offset per channel, in place."""
+    crops = np.asarray(crops)
+    scale = (1.0 / (255.0 * np.asarray(p.std, np.float32))).astype(np.float32)
+    offset = (-np.asarray(p.mean, np.float32) / np.asarray(p.std, np.float32)).astype(np.float32)
     if p.bgr:
-        x = x[..., ::-1]
-    x = (x - np.asarray(p.mean, np.float32)) / np.asarray(p.std, np.float32)
-    return np.ascontiguousarray(x if p.nhwc else x.transpose(0, 3, 1, 2))
+        scale, offset = scale[::-1], offset[::-1]
+    if p.nhwc:
+        x = crops[..., ::-1].astype(np.float32) if p.bgr else crops.astype(np.float32)
+        x *= scale[::-1] if p.bgr else scale
+        x += offset[::-1] if p.bgr else offset
+        return np.ascontiguousarray(x)
+    import cv2
+
+    n, h, w, _ = crops.shape
+    x = np.empty((n, 3, h, w), np.float32)
+    for i in range(n):                       # planes split in C, then widened into the float32 layout
+        planes = cv2.split(np.ascontiguousarray(crops[i]))
+        for c in range(3):
+            x[i, c] = planes[2 - c] if p.bgr else planes[c]
+    x *= scale.reshape(1, 3, 1, 1)[:, ::-1] if p.bgr else scale.reshape(1, 3, 1, 1)
+    x += offset.reshape(1, 3, 1, 1)[:, ::-1] if p.bgr else offset.reshape(1, 3, 1, 1)
+    return x
 
 
 def image_from_network(y: np.ndarray, p: Prep) -> np.ndarray:
     """An image-valued output (N x 3 x S x S, or NHWC) -> N x S x S x 3 float32 RGB in [0, 255]."""
+    import cv2
+
     lo, hi = p.output_range or (0.0, 1.0)
-    y = np.asarray(y, np.float32)
-    x = y if p.nhwc else y.transpose(0, 2, 3, 1)
-    x = (np.clip(x, lo, hi) - lo) * np.float32(255.0 / (hi - lo))
-    if p.bgr:
-        x = x[..., ::-1]
-    return np.ascontiguousarray(x)
+    y = np.array(y, np.float32, copy=True)
+    np.clip(y, lo, hi, out=y)
+    y -= np.float32(lo)
+    y *= np.float32(255.0 / (hi - lo))
+    if p.nhwc:
+        return np.ascontiguousarray(y[..., ::-1]) if p.bgr else y
+    order = (2, 1, 0) if p.bgr else (0, 1, 2)
+    return np.stack([cv2.merge([y[i, c] for c in order]) for i in range(len(y))])   # planes joined in C
 
 
 def _tensors(specs) -> tuple[Tensor, ...]:

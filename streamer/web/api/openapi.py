@@ -145,7 +145,13 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
             "responses": {"200": {"description": "the fused clip", "content": {"video/*": {"schema": {"type": "string"}}}},
                           "302": {"description": "to the presigned URL of the result in object storage"},
                           **_common_errors(), "404": _error("no such job for this token"),
-                          "409": _error("the job has no result (yet)")}}}
+                          "409": _error("the job has no result (yet)")}},
+            "delete": {
+                "operationId": "deleteJobResult",
+                "summary": "Delete the result from the store and PURGE it from the cache edge; the job stays, with no result",
+                "parameters": [job_id],
+                "responses": {"200": {"description": "the job, its result_url null", "content": job}, **_common_errors(),
+                              "404": _error("no such job for this token, or it has no result")}}}
         paths["/v1/jobs/{job}/events"] = {"get": {
             "operationId": "jobEvents", "summary": "Server-Sent Events: the job's state and progress as it runs",
             "parameters": [job_id],

@@ -36,6 +36,12 @@ def main() -> int:
     services.startup()
     services.shutdown()
     print("image check: the server's services load")
+    import grpc  # the gRPC side (--grpc-port) and the client: their native extension loads in this image
+
+    from livefuse.client import Client  # noqa: F401
+    from streamer.rpc.server import FUSION
+
+    print(f"image check: grpcio {grpc.__version__} serves {FUSION}, livefuse.client imports")
     out = subprocess.run(["livefuse", "prompt", "hi", "--json"], capture_output=True, text=True, timeout=300,
                          env={**os.environ})
     if out.returncode != 0:

@@ -166,3 +166,12 @@ def test_xseg_gives_the_same_occluder_from_bgr_nhwc(grace_hopper, hopper_lm, net
             p.region(parse, "lips")
     finally:
         p.close()
+
+
+def test_class_map_is_argmax_with_its_tie_rule():
+    from engines.face_parser import class_map
+
+    y = np.random.default_rng(0).normal(size=(19, 40, 40)).astype(np.float32)
+    y[3, :10] = y[5, :10] = y[0, :10] = 50.0          # ties: the first class wins, as argmax says
+    y[7, 20:30] = y[9, 20:30] = 60.0
+    assert np.array_equal(class_map(y), y.argmax(axis=0))

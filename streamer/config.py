@@ -95,6 +95,12 @@ class ServerConfig:
     max_source_pixels: int = 4096 * 4096
     max_clip_bytes: int = 256 * 1024 * 1024   # a clip job's upload (streamed to disk as it arrives)
     record_sessions: bool = False         # record every session to the results store (else those that ask: "record": true)
+    # RTMP(S) destinations every session's output is pushed to (serve --restream; streamer/web/restreams.py), and
+    # the push's encode: bits/s, seconds between keyframes, WIDTHxHEIGHT ("" = the session's own size)
+    restream: tuple[str, ...] = ()
+    restream_bitrate: int = 2_500_000
+    restream_keyframe_s: float = 2.0
+    restream_size: str = ""
     max_message_bytes: int = 16 * 1024    # one data-channel message
     idle_timeout_s: float = 10.0          # no media and no control for this long -> the peer is gone
     # a request's headers must all arrive within this of its connection opening (or of the last reply);

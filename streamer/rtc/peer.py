@@ -314,6 +314,11 @@ class PeerSession:
             refusal = protocol.output_refusal(self.session.client, changes["outputs"])
             if refusal is not None:
                 return "output_refused", refusal
+            if "restream" in changes["outputs"]:
+                hook = getattr(self, "restream_hook", None)   # the server's restreams (streamer/web/restreams.py)
+                if hook is None:
+                    return "no_restream", "this server does not restream sessions"
+                hook(list(changes["outputs"]["restream"]))
             changes["outputs"] = protocol.merge_outputs(self.session.controls.outputs, changes["outputs"])
         if changes.pop("calibrate", False):
             changes["calibration"] = self.session.controls.calibration + 1

@@ -55,6 +55,9 @@ OUTPUTS_SCHEMA: dict[str, Any] = {
         "face_events": {"type": "number", "minimum": 0, "maximum": 60},
         "mirror": {"type": "boolean"},
         "face_track": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID}, {"type": "null"}]},
+        # RTMP(S) destinations for the session's output (rtmp://HOST/APP/KEY); [] stops them
+        "restream": {"type": "array", "maxItems": 4,
+                     "items": {"type": "string", "maxLength": 2048, "pattern": "^rtmps?://[^\\s]+$"}},
     },
     "additionalProperties": False,
 }

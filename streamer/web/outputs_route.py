@@ -48,4 +48,8 @@ async def session_outputs(server: Any, request: web.Request) -> web.Response:
         if reply.get("type") == "error":
             code = str(reply.get("code", "invalid"))
             raise Refused(STATUS_OF.get(code, 400), str(reply.get("message", "refused")), code=code)
-    return web.json_response(outputs_state(peer), headers={"Cache-Control": "no-store"})
+    body = outputs_state(peer)
+    restreams = getattr(server, "restreams", None)
+    if restreams is not None:   # each destination's state, its address with the key hidden
+        body["restream"] = restreams.status(peer.session.id)
+    return web.json_response(body, headers={"Cache-Control": "no-store"})

@@ -63,6 +63,9 @@ class LiveFuseServer:
         self.heap = HeapKeeper(on_collected=self.metrics.heap_release.observe)   # memory back after each peer
         self.peers: dict[str, PeerSession] = {}
         self.recordings: dict[str, tuple[str | None, Any]] = {}   # session id -> (owner, recording), the last 256
+        from streamer.web.restreams import Restreams
+
+        self.restreams = Restreams(config, self.metrics, services.audit)   # RTMP(S) pushes of sessions' output
         self._finishing: set[asyncio.Task] = set()                 # recordings being finalised
         self._pending = 0
         self.started = time.time()
@@ -149,6 +152,10 @@ class LiveFuseServer:
             self.services.audit("session_opened", session=session.id, kind=kind, client=session.client, token=token)
             if self.camera is not None and kind != "whep":
                 await self.camera.offer(session.id, peer.worker.outbox)
+            if kind != "whep":
+                peer.restream_hook = self.restreams.hook(peer)
+                if self.restreams.urls:
+                    self.restreams.start(peer, list(self.restreams.urls))
             return peer
         finally:
             self._pending -= 1
@@ -184,6 +191,7 @@ class LiveFuseServer:
         self.watch_links.session_ended(peer.session.id)
         if self.camera is not None:
             self.camera.release(peer.session.id)
+        self.restreams.session_ended(peer.session.id)
         self.metrics.sessions.set(len(self.peers))
         self.heap.session_ended()
 
@@ -196,6 +204,7 @@ class LiveFuseServer:
 
     async def close_all(self, _app: web.Application | None = None) -> None:
         self.watch_links.close()
+        await self.restreams.close()
         await asyncio.gather(*(p.close("server shutting down") for p in list(self.peers.values())), return_exceptions=True)
         if self.camera is not None:
             self.camera.close()

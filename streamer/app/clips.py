@@ -14,7 +14,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
                  overwrite: bool = False, consent: bool = False,
                  on_frame: Callable[[int, int | None], None] | None = None, source_form: dict[str, str] | None = None,
                  session: Any = None, face_map: Mapping[int, str] | None = None, pace: bool = False,
-                 enhance: float | None = None) -> dict[str, Any]:
+                 enhance: float | None = None, restream: tuple[list[str], Any] | None = None) -> dict[str, Any]:
     """Decode -> pipeline -> encode, in order, no frame dropped (a file is not live). A source other
     than the bundled demo face needs `consent`; a prompt the policy refuses stops before any work.
     `on_frame(done, total)` after each frame (progress; an exception it raises stops the run and
@@ -24,7 +24,8 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
     in it get `source` (none: unchanged). Each mapped image passes the same consent gate as `source`.
     `enhance`: the face enhancer's strength where one is loaded (None: the clip default, 1).
     `pace`: frames go no faster than the clip's own rate (a clip driving a live avatar app over VMC or VTube
-    Studio: the avatar moves as the person did)."""
+    Studio: the avatar moves as the person did). `restream`: (RTMP(S) URLs, RestreamSettings): the fused frames
+    and the clip's audio pushed there too (streamer/sinks/restream.py), each destination's state in the summary."""
     import av
     from tqdm import tqdm
 
@@ -82,11 +83,19 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
         import time
 
         started = time.monotonic()
+        pushes: list[Any] = []
+        if restream:
+            from streamer.sinks.restream import RtmpPush
+
+            pushes = [RtmpPush(u, restream[1], audio=ain is not None) for u in restream[0]]
         try:
             streams = [vin] + ([ain] if ain is not None else [])
             for packet in container.demux(*streams):
                 if packet.stream is ain:
                     writer.write_audio_packet(packet)
+                    for af in (packet.decode() if pushes else ()):
+                        for p in pushes:
+                            p.push_audio(af)
                     continue
                 for frame in packet.decode():
                     if pace:
@@ -99,12 +108,16 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
                     out = state_to_frame(state, frame)
                     out.pts, out.time_base = frames, 1 / fractions.Fraction(rate)   # the writer numbers frames in order
                     writer.write_video(out)
+                    for p in pushes:
+                        p.push_video(out)
                     frames += 1
                     bar.update(1)
                     if on_frame is not None:
                         on_frame(frames, total)
             writer.close()
         except BaseException:
+            for p in pushes:
+                p.close()
             bar.close()
             try:
                 writer.container.close()
@@ -112,12 +125,14 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
                 tmp.unlink(missing_ok=True)
             raise
         bar.close()
+        for p in pushes:
+            p.close()
         pipeline.close()
         services.session_ended(session)
         tmp.replace(dst)
     return {"output": str(dst), "frames": frames, "width": writer.video.width, "height": writer.video.height,
             "audio": ("copied" if writer.audio_copied else "re-encoded") if ain is not None else "none",
-            "stage_errors": errors, "stages": pipeline.names,
+            "stage_errors": errors, "stages": pipeline.names, "restream": [p.status() for p in pushes],
             "faces": {tid: {"box": f["box"], "sources": sorted(f["sources"])} for tid, f in sorted(faces.items())}}
 
 

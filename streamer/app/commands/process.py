@@ -71,6 +71,23 @@ def background_session(value: str | None):
     return session
 
 
+def restream_of(args: argparse.Namespace) -> tuple[list[str], object] | None:
+    """(--restream URLs, their RestreamSettings) or None; a bad address or setting stops with why."""
+    if not getattr(args, "restream", None):
+        return None
+    from streamer.sinks.restream import RestreamSettings, check_url
+    from streamer.web.restreams import _size
+
+    try:
+        urls = [check_url(u) for u in args.restream]
+        w, h = _size(getattr(args, "restream_size", None) or "")
+        settings = RestreamSettings(video_bitrate=getattr(args, "restream_bitrate", None) or 2_500_000,
+                                    keyframe_s=getattr(args, "restream_keyframe_s", None) or 2.0, width=w, height=h)
+    except ValueError as exc:
+        raise SystemExit(f"livefuse process: --restream: {exc}") from None
+    return urls, settings
+
+
 def run(args: argparse.Namespace) -> int:
     from engines.sources import SourceRefused
     from streamer.app.commands.serve import _services_or_exit
@@ -104,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
                                    consent=args.consent, session=background, face_map=face_map, enhance=args.enhance,
-                                   pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)))
+                                   pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)
+                                             or getattr(args, "restream", None)),
+                                   restream=restream_of(args))
             if remote_out:
                 stored = store_output(dst, remote_out, _media_type(dst))
                 summary["output"] = f"{remote_out} ({stored.size} bytes in {stored.parts} part(s))"
@@ -115,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
         services.shutdown()
     print(f"wrote {summary['output']}: {summary['frames']} frames, {summary['width']}x{summary['height']}, "
           f"audio {summary['audio']}, {summary['stage_errors']} stage errors", file=sys.stderr)
+    for st in summary.get("restream", []):
+        print(f"restream {st['url']}: {st['frames']} frames, {st['state']}" + (f" ({st['error']})" if st["error"] else ""),
+              file=sys.stderr)
     if summary.get("faces"):
         print("faces: " + ", ".join(f"{tid} -> {'/'.join(f['sources'])}" for tid, f in summary["faces"].items()),
               file=sys.stderr)

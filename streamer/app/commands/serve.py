@@ -137,6 +137,16 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
                    help="VTube Studio's plugin API (alone: ws://localhost:8001; allow the plugin once in VTS)")
     o.add_argument("--no-mirror", dest="mirror", action="store_false", default=True,
                    help="the avatar makes the user's own motions, not their mirror image (the default)")
+    r = parser.add_argument_group("restream (docs/obs.md, Stream straight to Twitch / YouTube): RTMP(S) ingest, "
+                                  "H.264 + AAC; the stream key is never logged")
+    r.add_argument("--restream", action="append", metavar="URL",
+                   help="push the fused output to rtmp(s)://HOST/APP/KEY (repeatable; serve: every session)")
+    r.add_argument("--restream-bitrate", dest="restream_bitrate", type=int, metavar="BITS",
+                   help="the push's video bitrate in bits/s (default 2500000)")
+    r.add_argument("--restream-keyframe", dest="restream_keyframe_s", type=float, metavar="SECONDS",
+                   help="seconds between keyframes (default 2, what Twitch and YouTube ask for)")
+    r.add_argument("--restream-size", dest="restream_size", metavar="WxH",
+                   help="scale the push to WIDTHxHEIGHT, e.g. 1280x720 (default: the stream's own size)")
 
 
 def product_config(args: argparse.Namespace, host: str):
@@ -264,7 +274,10 @@ def run(args: argparse.Namespace) -> int:
         "host", "port", "tls_cert", "tls_key", "min_bitrate", "max_bitrate", "max_sessions", "ice_username",
         "ice_credential", "idle_timeout_s", "read_timeout_s", "vcam", "overlap", "pixels", "hold_audio", "public_url",
         "drain_timeout", "record_sessions", "h264_preset", "cv2_threads", "min_body_rate", "body_grace_s", "max_uploads",
-        "max_photos", "memory_budget", "grpc_port", "results_public_url", "results_private")}
+        "max_photos", "memory_budget", "grpc_port", "results_public_url", "results_private",
+        "restream_bitrate", "restream_keyframe_s", "restream_size")}
+    if getattr(args, "restream", None):
+        overrides["restream"] = tuple(args.restream)
     if args.codec:
         overrides["codec"] = args.codec.upper()
     if args.ice_servers:

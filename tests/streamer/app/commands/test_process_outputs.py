@@ -113,3 +113,23 @@ def test_a_clip_drives_vmc_and_writes_face_data(clip, tmp_path, capsys):
     yaw = {name: np.mean([ln["head"]["yaw"] for ln, lab in zip(lines, labels) if lab == name]) for name in ("turn_left", "turn_right")}
     assert yaw["turn_left"] > 1.5 and yaw["turn_right"] < -1.5, yaw
     assert all(ln["found"] for ln in lines)
+
+
+def test_a_clip_restreamed_to_a_real_rtmp_server_arrives_watermarked(clip, tmp_path, capsys):
+    """`process --restream`: FFmpeg listening as the platform; what it kept is decoded by the FFmpeg binary
+    (frames, size) and carries the product's watermark (`livefuse verify`); the key is in no output."""
+    from tests.streamer.sinks.test_restream import KEY, RtmpServer, decode_video, free_port
+
+    path, labels = clip
+    port = free_port()
+    server = RtmpServer(port, tmp_path / "got.ts")
+    url = f"rtmp://127.0.0.1:{port}/live/{KEY}"
+    assert main(["process", str(path), "-o", str(tmp_path / "out.mp4"), "--restream", url, "--restream-keyframe", "1",
+                 "--no-progress", "--audit-log", str(tmp_path / "audit.jsonl")]) == 0
+    server.wait()
+    err = capsys.readouterr().err
+    assert f"restream rtmp://127.0.0.1:{port}/live/***" in err and KEY not in err
+    frames = decode_video(tmp_path / "got.ts", 512, 600)
+    assert len(frames) >= len(labels) - 10, len(frames)
+    assert main(["verify", str(tmp_path / "got.ts"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["watermarked"] is True

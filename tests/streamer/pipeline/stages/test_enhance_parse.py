@@ -181,3 +181,30 @@ def test_merge_keep_is_the_union():
     assert (m.x0, m.y0, m.mask.shape) == (10, 8, (6, 6))
     assert m.mask[2, 0] == 0.5 and m.mask[2, 3] == 1.0 and m.mask[0, 0] == 0.0
     assert merge_keep(None, b) is b
+
+
+def test_planes_on_a_torch_device_give_what_host_planes_give(models, scene, sources):  # noqa: F811
+    """The stages bring a device region down once, work on it in host memory and put it back: the stream
+    on a torch device (here torch's CPU device; CUDA takes the same path) gives the host stream's frame,
+    up to fusion's torch twin."""
+    pytest.importorskip("torch")
+    enh, par = models
+    img, faces = scene
+    occluded, green = with_occluder(img, faces[0])
+    session = session_with(sources["astronaut"], enhance=1.0)
+    frame = av.VideoFrame.from_ndarray(occluded, format="rgb24").reformat(format="yuv420p")
+    outs = []
+    for device in (None, "cpu"):
+        pipe = Pipeline([ParseStage(par), FusionStage(), EnhanceStage(enh, live=True)])
+        state = frame_to_state(frame, device=device)
+        assert (state.planes.device is None) == (device is None)
+        state.faces = list(faces)
+        state = pipe(state, session.frame_context())
+        assert not state.errors, state.errors
+        assert state.enhanced and state.parsed[0]["kept_px"] > 0
+        outs.append(state_to_frame(state, frame).to_ndarray(format="rgb24").astype(int))
+    diff = np.abs(outs[0] - outs[1])
+    assert diff.mean() < 0.5 and diff.max() <= 6
+    # on a device the enhancer's default is on (a GPU stream), on host planes of a live stream off
+    stage = EnhanceStage(enh, live=True)
+    assert stage.default(frame_to_state(frame, device="cpu")) == 1.0 and stage.default(frame_to_state(frame)) == 0.0

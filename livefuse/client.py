@@ -134,11 +134,13 @@ def _grpc_error(exc: Any) -> LiveFuseError:
 
 
 def _fuse_pb(source: bytes, target: bytes, prompt: str, strength: float | None, consent: bool,
-             edits: Mapping[str, float] | None, face_map: str, fmt: str) -> Any:
+             edits: Mapping[str, float] | None, face_map: str, fmt: str, background: str = "",
+             background_image: bytes | None = None) -> Any:
     from livefuse.v1 import fusion_pb2 as pb
 
     req = pb.FuseRequest(source=source, target=target, prompt=prompt, consent=consent, edits=dict(edits or {}),
-                         face_map=face_map, format=FORMATS[_fmt(fmt)])
+                         face_map=face_map, format=FORMATS[_fmt(fmt)], background=background,
+                         background_image=background_image or b"")
     if strength is not None:
         req.strength = float(strength)
     return req
@@ -243,8 +245,11 @@ def _sniff(data: bytes) -> str:
 
 
 def _fuse_form(source: bytes, target: bytes, prompt: str, strength: float | None, consent: bool,
-               edits: Mapping[str, float] | None, face_map: str) -> tuple[bytes, str]:
+               edits: Mapping[str, float] | None, face_map: str, background: str = "",
+               background_image: bytes | None = None) -> tuple[bytes, str]:
     fields = {"consent": "true" if consent else ""}
+    if background:
+        fields["background"] = background
     if prompt:
         fields["prompt"] = prompt
     if strength is not None:
@@ -253,7 +258,10 @@ def _fuse_form(source: bytes, target: bytes, prompt: str, strength: float | None
         fields["edits"] = json.dumps(dict(edits))
     if face_map:
         fields["map"] = face_map
-    return _multipart(fields, {"source": ("source", source, _sniff(source)), "target": ("target", target, _sniff(target))})
+    files = {"source": ("source", source, _sniff(source)), "target": ("target", target, _sniff(target))}
+    if background_image:
+        files["background_image"] = ("background", background_image, _sniff(background_image))
+    return _multipart(fields, files)
 
 
 def _job_form(source: bytes, clip: bytes | None, target_url: str | None, clip_type: str, prompt: str,
@@ -369,12 +377,14 @@ class Client:
     # -- the methods --
     def fuse(self, source: bytes, target: bytes, *, consent: bool = False, prompt: str = "",
              strength: float | None = None, edits: Mapping[str, float] | None = None, face_map: str = "",
-             format: str = "png", timeout: float | None = None) -> FuseResult:
-        """One photo: `source`'s face fused into `target`'s faces (both JPEG, PNG or WebP bytes)."""
+             format: str = "png", background: str = "",
+             background_image: bytes | None = None, timeout: float | None = None) -> FuseResult:
+        """One photo: `source`'s face fused into `target`'s faces (both JPEG, PNG or WebP bytes); `background`
+        ("blur", a CSS colour, "none") or `background_image` (a picture) goes behind the person."""
         if self.kind == "grpc":
-            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format)
+            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format, background, background_image)
             return _fuse_result_pb(self._call("Fuse", req, timeout))
-        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map)
+        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map, background, background_image)
         data, headers = self._http("POST", "/v1/fuse", body, ctype, f"image/{_fmt(format)}", timeout)
         return _fuse_result_rest(data, headers)
 
@@ -507,11 +517,12 @@ class AsyncClient:
 
     async def fuse(self, source: bytes, target: bytes, *, consent: bool = False, prompt: str = "",
                    strength: float | None = None, edits: Mapping[str, float] | None = None, face_map: str = "",
-                   format: str = "png", timeout: float | None = None) -> FuseResult:
+                   format: str = "png", background: str = "",
+                   background_image: bytes | None = None, timeout: float | None = None) -> FuseResult:
         if self.kind == "grpc":
-            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format)
+            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format, background, background_image)
             return _fuse_result_pb(await self._call("Fuse", req, timeout))
-        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map)
+        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map, background, background_image)
         data, headers = await self._http("POST", "/v1/fuse", body, ctype, f"image/{_fmt(format)}", timeout)
         return _fuse_result_rest(data, headers)
 

@@ -19,7 +19,7 @@ IMAGE_FORMAT_JPEG: ImageFormat
 IMAGE_FORMAT_RAW_RGB: ImageFormat
 
 class FuseRequest(_message.Message):
-    __slots__ = ("source", "target", "prompt", "strength", "consent", "edits", "face_map", "format")
+    __slots__ = ("source", "target", "prompt", "strength", "consent", "edits", "face_map", "format", "background", "background_image")
     class EditsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class FuseRequest(_message.Message):
     EDITS_FIELD_NUMBER: _ClassVar[int]
     FACE_MAP_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_IMAGE_FIELD_NUMBER: _ClassVar[int]
     source: bytes
     target: bytes
     prompt: str
@@ -43,7 +45,9 @@ class FuseRequest(_message.Message):
     edits: _containers.ScalarMap[str, float]
     face_map: str
     format: ImageFormat
-    def __init__(self, source: _Optional[bytes] = ..., target: _Optional[bytes] = ..., prompt: _Optional[str] = ..., strength: _Optional[float] = ..., consent: _Optional[bool] = ..., edits: _Optional[_Mapping[str, float]] = ..., face_map: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ...) -> None: ...
+    background: str
+    background_image: bytes
+    def __init__(self, source: _Optional[bytes] = ..., target: _Optional[bytes] = ..., prompt: _Optional[str] = ..., strength: _Optional[float] = ..., consent: _Optional[bool] = ..., edits: _Optional[_Mapping[str, float]] = ..., face_map: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ..., background: _Optional[str] = ..., background_image: _Optional[bytes] = ...) -> None: ...
 
 class FuseResponse(_message.Message):
     __slots__ = ("image", "media_type", "request_id", "watermark", "faces", "fused", "edits", "timings_ms")

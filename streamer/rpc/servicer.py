@@ -25,7 +25,8 @@ from streamer.rpc.errors import RpcRefusal, abort, from_http_exception, refusal
 from streamer.rpc.stream import FrameSlot
 from streamer.safety.auth import AuthError
 from streamer.web.api.photos import FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, source_refusal
-from streamer.web.api.routes import CLIP_TYPES, SOURCE_HOLD, TARGET_HOLD, ApiRoutes, photo_fields, probe_clip
+from streamer.web.api.routes import (CLIP_TYPES, SOURCE_HOLD, TARGET_HOLD, ApiRoutes, photo_background, photo_fields,
+                                     probe_clip)
 from streamer.web.httpkit import Refused
 from streamer.web.uploads import DecoderBusy
 
@@ -142,25 +143,31 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
         limit = self.api.ctx.max_image_bytes
         self._check_size(request.source, "source", limit)
         self._check_size(request.target, "target", limit)
+        if request.background_image:
+            self._check_size(request.background_image, "background_image", limit)
         prompt, strength = _prompt(request.prompt), _strength(request)
         edits = parse_edits(dict(request.edits)) if request.edits else {}
         face_map = parse_photo_map(request.face_map)
+        background = photo_background(request.background, bool(request.background_image))
         remaining = context.time_remaining()
         deadline = time.monotonic() + remaining if remaining is not None else None
         ctx = self.api.ctx
         with ctx.uploads.budget.lease() as lease:
             try:
-                lease.grow(len(request.source) + len(request.target))   # as REST counts a body's bytes
+                lease.grow(len(request.source) + len(request.target) + len(request.background_image))   # as REST counts a body's bytes
             except DecoderBusy as exc:
                 self.metrics.refused.labels("memory_busy").inc()
                 raise refusal(503, "busy", str(exc), {"Retry-After": "1"}) from None
             with self.api.photo_slots.take(self.metrics):
                 source = await self.api.decode(request.source, "source", lease, SOURCE_HOLD)
                 target = await self.api.decode(request.target, "target", lease, TARGET_HOLD)
+                picture = (await self.api.decode(request.background_image, "background_image", lease, TARGET_HOLD)
+                           if request.background_image else None)
                 req = PhotoRequest(source=source, target=target, principal=caller.principal,
                                    consent="true" if request.consent else "", prompt=prompt, strength=strength,
-                                   edits=edits, face_map=face_map, deadline=deadline)
-                del source, target
+                                   edits=edits, face_map=face_map, background=background, background_image=picture,
+                                   deadline=deadline)
+                del source, target, picture
 
                 def work() -> tuple[Any, bytes]:
                     result = photos.fuse(req)

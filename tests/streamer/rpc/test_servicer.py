@@ -329,3 +329,52 @@ async def test_clip_jobs_create_watch_get_cancel(channel, api_world, astronaut, 
     assert cancelled.state in (pb.Job.CANCELLED, pb.Job.RUNNING, pb.Job.DONE)
     final = [j async for j in stub.WatchJob(pb.WatchJobRequest(id=second.id), metadata=auth, timeout=120)][-1]
     assert final.state in (pb.Job.CANCELLED, pb.Job.DONE)
+
+
+async def test_fuse_puts_a_background_behind_the_person_and_refuses_a_bad_one(channel, served, api_world, astronaut,
+                                                                           face_free_images):
+    """REST's background field and picture, over gRPC: the same product, the same codes; the calls are in the
+    server's metrics under grpc_Fuse."""
+    import aiohttp
+
+    from bench import _person_scenes as ps
+    from tests.streamer.web.api.test_fuse_background import _room
+
+    scene = ps.photo_scene("grace_hopper")
+    far = _room(scene)
+    stub = fusion_pb2_grpc.FusionStub(channel)
+    reply = await stub.Fuse(pb.FuseRequest(source=encode(astronaut), target=encode(scene.image, "PNG"), consent=True,
+                                           background="lime"), metadata=bearer(api_world))
+    out = np.asarray(Image.open(io.BytesIO(reply.image)).convert("RGB"))
+    assert np.abs(np.median(out[far], axis=0) - [0, 255, 0]).max() <= 3 and len(reply.watermark) == 16
+    pictured = await stub.Fuse(pb.FuseRequest(source=encode(astronaut), target=encode(scene.image, "PNG"), consent=True,
+                                              background_image=encode(face_free_images["rocket"])), metadata=bearer(api_world))
+    room = np.asarray(Image.open(io.BytesIO(pictured.image)).convert("RGB"))
+    assert np.abs(room[far].astype(int) - scene.image[far]).mean() > 30
+    bad = await refused(stub.Fuse(pb.FuseRequest(source=encode(astronaut), target=encode(scene.image, "PNG"), consent=True,
+                                                 background="not-a-colour"), metadata=bearer(api_world)))
+    assert bad[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "bad_background")
+    async with aiohttp.ClientSession() as http, \
+            http.get(f"{served.http_url}/metrics", headers=api_world.headers()) as r:
+        metrics = await r.text()
+    assert 'livefuse_api_requests_total{route="grpc_Fuse",status="OK"}' in metrics
+    assert 'livefuse_api_requests_total{route="grpc_Fuse",status="INVALID_ARGUMENT"}' in metrics
+
+
+async def test_message_and_image_limits(api_world, astronaut, grace_hopper):
+    """A photo over max_source_bytes is refused as REST refuses it (source_too_large); a message over the
+    server's largest (a clip plus its source) is refused by gRPC itself, RESOURCE_EXHAUSTED."""
+    from streamer.config import ServerConfig
+
+    async with serve_rpc(api_world.product, ServerConfig(max_source_bytes=60_000, max_clip_bytes=60_000)) as served:
+        async with grpc.aio.insecure_channel(served.grpc_target, options=[("grpc.max_send_message_length", -1)]) as ch:
+            stub = fusion_pb2_grpc.FusionStub(ch)
+            big = encode(grace_hopper, "JPEG", 92)
+            assert 60_000 < len(big) < 120_000   # over the image limit, within the message limit
+            code, reason, _ = await refused(stub.Fuse(pb.FuseRequest(source=encode(astronaut, "JPEG", 70), target=big,
+                                                                     consent=True), metadata=bearer(api_world)))
+            assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "target_too_large")
+            huge = bytes(400_000)
+            code, _, _ = await refused(stub.Fuse(pb.FuseRequest(source=huge, target=huge, consent=True),
+                                                 metadata=bearer(api_world)))
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED

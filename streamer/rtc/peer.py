@@ -309,17 +309,20 @@ class PeerSession:
         """set_params' avatar parts, made into controls in place: `outputs` merged over the session's,
         `calibrate` as the next calibration, `face_neutral` checked; (code, message) when refused."""
         if "outputs" in changes:
-            if "face_out" not in self.worker.pipeline.names:
+            outputs = dict(changes.pop("outputs"))
+            restream = outputs.pop("restream", None)   # addresses with stream keys: neither kept nor audited
+            if outputs and "face_out" not in self.worker.pipeline.names:
                 return "no_face_outputs", "this server's pipeline has no face-out stage"
-            refusal = protocol.output_refusal(self.session.client, changes["outputs"])
+            refusal = protocol.output_refusal(self.session.client, outputs)
             if refusal is not None:
                 return "output_refused", refusal
-            if "restream" in changes["outputs"]:
-                hook = getattr(self, "restream_hook", None)   # the server's restreams (streamer/web/restreams.py)
-                if hook is None:
-                    return "no_restream", "this server does not restream sessions"
-                hook(list(changes["outputs"]["restream"]))
-            changes["outputs"] = protocol.merge_outputs(self.session.controls.outputs, changes["outputs"])
+            hook = getattr(self, "restream_hook", None)   # the server's restreams (streamer/web/restreams.py)
+            if restream is not None and hook is None:
+                return "no_restream", "this server does not restream sessions"
+            if restream is not None:
+                hook(list(restream))
+            if outputs:
+                changes["outputs"] = protocol.merge_outputs(self.session.controls.outputs, outputs)
         if changes.pop("calibrate", False):
             changes["calibration"] = self.session.controls.calibration + 1
         if changes.get("face_neutral") is not None:

@@ -123,11 +123,22 @@ async function start() {
     conn.addEventListener("prompt", (e) => showUnderstood(e.detail));
     conn.addEventListener("prompt_refused", (e) => showRefused(e.detail));
     conn.addEventListener("prompt_not_understood", (e) => showNotUnderstood(e.detail));
+    conn.addEventListener("face_calibrating", () => { $("avatar-status").textContent = "Hold still: calibrating…"; });
+    conn.addEventListener("face_calibrated", (e) => {   // kept for this browser: the next sessions start calibrated
+      localStorage.setItem("livefuse.faceNeutral", JSON.stringify(e.detail.neutral));
+      $("avatar-status").textContent = "Calibrated. Your avatar reads your face against this one (kept for next time).";
+    });
+    conn.addEventListener("output", (e) => {
+      const o = e.detail;
+      if (o.error || o.state === "denied") $("avatar-status").textContent = `${o.output}: ${o.state}${o.error ? ` (${o.error})` : ""}`;
+      else if (o.output === "vtube_studio" && o.state === "live") $("avatar-status").textContent = "VTube Studio: connected.";
+    });
     const body = await conn.connect();
     state.session = body.session;
     if (body.watch) showWatchLink(body.watch);
     $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
     $("fusion-box").hidden = !body.stages.includes("swap");   // the switch only where a swap model is loaded
+    $("avatar-box").hidden = !body.stages.includes("face_out");   // calibration only where the face rig runs
     $("stop").disabled = false;
     await syncAll();
   } catch (err) {
@@ -189,6 +200,7 @@ async function syncAll() {
     if (c !== conn) return;
   }
   await c.call({ type: "set_params", ...wantedParams() });
+  await restoreNeutral(c);
   await applyBackground();
   if (state.prompts.length) await sendPrompts(state.prompts, "resend");
   if (c !== conn) return;
@@ -813,6 +825,22 @@ $("background-upload").addEventListener("change", async (e) => {
   if (!file) return;
   Object.assign(state.background, { mode: "image", picture: file, imageId: null, imageSession: null });
   await applyBackground();
+});
+
+// The face rig's neutral face, calibrated in an earlier session of this browser, sent to the new one.
+async function restoreNeutral(c) {
+  const kept = localStorage.getItem("livefuse.faceNeutral");
+  if (!kept || $("avatar-box").hidden) return;
+  try {
+    const reply = await c.call({ type: "set_params", face_neutral: JSON.parse(kept) });
+    if (reply.type === "error") localStorage.removeItem("livefuse.faceNeutral");   // from another version: calibrate again
+  } catch (err) { localStorage.removeItem("livefuse.faceNeutral"); }
+}
+
+$("calibrate").addEventListener("click", async () => {
+  if (!conn) return;
+  const reply = await conn.call({ type: "set_params", calibrate: true });
+  if (reply.type === "error") $("avatar-status").textContent = `Calibration refused: ${reply.message}`;
 });
 
 $("fusion").addEventListener("change", async (e) => {

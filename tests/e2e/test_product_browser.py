@@ -225,9 +225,9 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
 
     # (a) the server's pipeline is the product's, it found the face and fused the demo source into it
     # (the test's observer runs after the product's four)
-    assert info["stages"] == ["faces", "fusion", "edits", "background", "watermark", "observer"] and info["sources"] == ["demo"]
+    assert info["stages"] == ["faces", "face_out", "fusion", "edits", "background", "watermark", "observer"] and info["sources"] == ["demo"]
     assert info["controls"]["prompt"] == PROMPT and info["controls"]["source_id"] == "demo"
-    assert set(info["stats"]["stages_ms"]) == {"faces", "fusion", "edits", "background", "watermark", "observer"}
+    assert set(info["stats"]["stages_ms"]) == {"faces", "face_out", "fusion", "edits", "background", "watermark", "observer"}
     assert last["faces"] == 1 and last["errors"] == {}
     assert demo_id and [f["source_id"] for f in last["fusion"]] == [demo_id] and last["fusion"][0]["weight"] > 0.5
     assert last["edits"]["lip_tint"] > 0.4 and last["watermark"]

@@ -21,6 +21,7 @@ const state = {
   photos: [{ id: "demo", name: "Demo face", blob: null, consent: store?.getItem("livefuse.consent.demo") === "1", key: "demo" }],
   prompts: [],    // the active prompt phrases, in order; the session gets them joined with ", "
   strength: 100,  // identity strength, per cent
+  enhance: null,  // face enhancer strength, per cent; null = the server's default
   // what goes behind the person: mode none / blur / color / image; a picture is uploaded to each session
   background: { mode: "none", strength: 70, color: "#00ff00", picture: null, imageId: null, imageSession: null },
   applied: null,  // the session's controls as the server reports them (GET /sessions/{id})
@@ -138,6 +139,7 @@ async function start() {
     if (body.watch) showWatchLink(body.watch);
     $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
     $("fusion-box").hidden = !body.stages.includes("swap");   // the switch only where a swap model is loaded
+    $("enhance-box").hidden = !body.stages.includes("enhance");   // the slider only where an enhancer is loaded
     $("avatar-box").hidden = !body.stages.includes("face_out");   // calibration only where the face rig runs
     $("stop").disabled = false;
     await syncAll();
@@ -230,6 +232,7 @@ function wantedParams() {
     source_id: photo.consent && state.sources.includes(photo.id) ? photo.id : null,
   };
   if (!$("fusion-box").hidden) params.fusion = $("fusion").value || null;
+  if (!$("enhance-box").hidden && state.enhance !== null) params.enhance = state.enhance / 100;
   return params;
 }
 
@@ -739,6 +742,17 @@ $("strength").addEventListener("input", (e) => {
   strengthTimer = setTimeout(async () => {
     if (!conn) return;
     await conn.call({ type: "set_params", strength: state.strength / 100 });
+    readBackSoon();
+  }, 80);
+});
+let enhanceTimer = null;
+$("enhance").addEventListener("input", (e) => {
+  state.enhance = Number(e.target.value);
+  $("enhance-value").textContent = `${e.target.value}%`;
+  clearTimeout(enhanceTimer);
+  enhanceTimer = setTimeout(async () => {
+    if (!conn) return;
+    await conn.call({ type: "set_params", enhance: state.enhance / 100 });
     readBackSoon();
   }, 80);
 });

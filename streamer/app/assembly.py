@@ -2,8 +2,10 @@
 per session) and hands the server and `livefuse process` their hooks (`Product.services()`). It alone
 knows which stage follows which and which part gets which.
 
-Per frame:  faces (detect + track + smooth) -> fusion (source identity: geometric, then the neural swap
-            when a --swapper is loaded, each as the frame's fusion mode says) -> edits (prompt + sliders)
+Per frame:  faces (detect + track + smooth) -> face_out (the face rig to VMC / VTube Studio / face events, when a
+            session asks) -> parse (a --parser's occluders and mouth interior join each face's keep mask)
+            -> fusion (source identity: geometric, then the neural swap when a --swapper is loaded, each as
+            the frame's fusion mode says) -> enhance (a --enhancer over each face) -> edits (prompt + sliders)
             -> background (blur, a colour key or a picture behind the person, when a session asks)
             -> watermark (always last, so every output frame carries it).
 
@@ -23,6 +25,10 @@ from typing import Any
 from pathlib import Path
 
 from engines.sources import SourceConfig, SourceRegistry
+from engines.catalogue.entries import Resolved, resolve
+from engines.enhancer import FaceEnhancer
+from engines.face_nets import FaceNetConfig
+from engines.face_parser import FaceParser
 from engines.swappers.swapper import NeuralSwapper, SwapperConfig, load_swapper
 from streamer.web.api.jobs import JobConfig, JobQueue, JobSpec
 from streamer.web.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
@@ -41,6 +47,8 @@ from streamer.services import Services
 from streamer.session.session import FUSION_MODES, Session
 from streamer.pipeline.stages.background import BackgroundStage, BackgroundStageConfig
 from streamer.pipeline.stages.edits import EditsStage, EditsStageConfig
+from streamer.pipeline.stages.enhance import EnhanceStage, EnhanceStageConfig
+from streamer.pipeline.stages.parse import ParseStage, ParseStageConfig
 from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 from streamer.pipeline.stages.face_out import FaceOutStage
 from streamer.sinks.face_outputs import FaceOutputs, OutputSettings
@@ -78,6 +86,13 @@ class ProductConfig:
     swapper: SwapperConfig = field(default_factory=SwapperConfig)   # the user's neural swap model, if any
     swap: SwapStageConfig = field(default_factory=SwapStageConfig)
     fusion_mode: str = ""             # geometric | neural | both; "" = neural with a swapper, else geometric
+    # face enhancer and face parser (docs/models.md): a catalogue name (installed with `livefuse models get`)
+    # or the user's own file, each recognised by its signature; none by default
+    enhancer: FaceNetConfig = field(default_factory=FaceNetConfig)
+    enhancer_fidelity: float = 0.5    # CodeFormer's weight input (0 = most restoration, 1 = most like the input)
+    enhance: EnhanceStageConfig = field(default_factory=EnhanceStageConfig)
+    parser: FaceNetConfig = field(default_factory=FaceNetConfig)
+    parse: ParseStageConfig = field(default_factory=ParseStageConfig)
     sources: SourceConfig = field(default_factory=SourceConfig)
     edits: EditsStageConfig = field(default_factory=EditsStageConfig)
     background: BackgroundStageConfig = field(default_factory=BackgroundStageConfig)   # runs once a session asks
@@ -124,6 +139,8 @@ class Product:
         self._prompts_error: str | None = None
         self._kit: SafetyKit | None = None
         self._swapper: NeuralSwapper | None = None
+        self._enhancer: FaceEnhancer | None = None
+        self._parser: FaceParser | None = None
         self._photos: PhotoFuser | None = None
         self._jobs: JobQueue | None = None
         self._results: Any = None
@@ -161,8 +178,40 @@ class Product:
         raises SwapperRefused naming what was expected."""
         with self._lock:
             if self._swapper is None and self.config.swapper.enabled:
-                self._swapper = load_swapper(self.config.swapper)
+                cfg = self.config.swapper
+                swap = resolve(cfg.swapper, "swapper")
+                emb = resolve(cfg.embedder, "embedder")
+                self._swapper = load_swapper(replace(
+                    cfg, swapper=str(swap.path), embedder=str(emb.path),
+                    card=cfg.card or (swap.entry.card if swap.entry else None),
+                    swapper_sha256=cfg.swapper_sha256 or swap.sha256, embedder_sha256=cfg.embedder_sha256 or emb.sha256))
+                _log_licence("swapper", swap, f"recognised as {self._swapper.card.name}: {self._swapper.card.licence}")
+                _log_licence("embedder", emb, f"recognised as {self._swapper.embedder_card.name}: "
+                                              f"{self._swapper.embedder_card.licence}")
             return self._swapper
+
+    @property
+    def enhancer(self) -> FaceEnhancer | None:
+        """The face enhancer every session shares (None without --enhancer); a file that cannot be used
+        raises FamilyRefused, a catalogue name not installed or altered CatalogueError."""
+        with self._lock:
+            if self._enhancer is None and self.config.enhancer.enabled:
+                found = resolve(self.config.enhancer.path, "enhancer")
+                self._enhancer = FaceEnhancer(_net_config(self.config.enhancer, found), self.config.enhancer_fidelity)
+                _log_licence("enhancer", found, f"recognised as {self._enhancer.entry.family}: "
+                                                f"{self._enhancer.entry.licence.name}")
+            return self._enhancer
+
+    @property
+    def face_parser(self) -> FaceParser | None:
+        """The face parser every session shares (None without --parser)."""
+        with self._lock:
+            if self._parser is None and self.config.parser.enabled:
+                found = resolve(self.config.parser.path, "parser")
+                self._parser = FaceParser(_net_config(self.config.parser, found))
+                _log_licence("parser", found, f"recognised as {self._parser.entry.family}: "
+                                              f"{self._parser.entry.licence.name}")
+            return self._parser
 
     @property
     def prompts_error(self) -> str | None:
@@ -246,7 +295,9 @@ class Product:
         registry = SourceRegistry(self.config.sources, embedder=models.embedder, landmarker_factory=models.landmarker)
         return PhotoParts(sources=SourceGate(registry, kit.sources.denylist, audit=kit.audit), prompts=kit.prompts,
                           prompt_cache=self.prompts, prompts_error=self.prompts_error, watermark=kit.watermark,
-                          audit=kit.audit, fusion=self.config.fusion, edits=self.config.edits)
+                          audit=kit.audit, fusion=self.config.fusion, edits=self.config.edits,
+                          enhancer=self.enhancer, parser=self.face_parser, enhance=self.config.enhance,
+                          parse=self.config.parse)
 
     # --- per session --------------------------------------------------------------------------------
     def make_pipeline(self, session: Session, *, live: bool = True) -> Pipeline:
@@ -264,6 +315,8 @@ class Product:
                 stages.append(FaceStage(faces))
                 # the face rig and the session's avatar outputs: nothing runs until an output is asked for
                 stages.append(FaceOutStage(FaceOutputs(self.config.outputs)))
+                if self.face_parser is not None:   # before anything changes a face: its keep mask feeds them all
+                    stages.append(ParseStage(self.face_parser, self.config.parse))
             elif name == "fusion":
                 mode = self.config.default_fusion
                 follower = FaceFollower(self.registry.embedder)   # per-face mappings follow the person
@@ -271,6 +324,8 @@ class Product:
                                           still=StillFaces(still)))
                 if self.swapper is not None:
                     stages.append(SwapStage(self.swapper, self.config.swap, default_mode=mode, follower=follower))
+                if self.enhancer is not None:      # off by default on a live stream in host memory (docs/models.md)
+                    stages.append(EnhanceStage(self.enhancer, self.config.enhance, live=live))
             elif name == "edits":
                 cache = self.prompts
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error,
@@ -318,7 +373,7 @@ class Product:
         thread stops every stream (the first prompt of a session froze its video for 1.4 s)."""
         from engines import mesh
 
-        self.registry, self.prompts, self.safety, self.swapper  # noqa: B018 - properties that build on first use
+        self.registry, self.prompts, self.safety, self.swapper, self.enhancer, self.face_parser  # noqa: B018 - properties that build on first use
         mesh.loops(), mesh.triangles()
         self.photos.parts()
         self.photos.models.landmarker_model()
@@ -337,6 +392,9 @@ class Product:
                 self._kit.close()
             if self._swapper is not None:
                 self._swapper.close()
+            for net in (self._enhancer, self._parser):
+                if net is not None:
+                    net.close()
 
     def services(self, *, live: bool = True) -> Services:
         """The hooks for `livefuse serve` (`live`: streams) or `livefuse process` (clips)."""
@@ -377,6 +435,23 @@ def build_safety(config: SafetyConfig, *, model: Any, registry: SourceRegistry, 
     return SafetyKit(config, audit, policy, prompts, sources, tokens, access)
 
 
+def _net_config(config: FaceNetConfig, found: Resolved) -> FaceNetConfig:
+    """A model named by catalogue name runs as that entry, pinned to the hash it was installed with."""
+    if found.entry is None:
+        return replace(config, path=str(found.path))
+    return replace(config, path=str(found.path), name=config.name or found.entry.name,
+                   sha256=config.sha256 or found.sha256)
+
+
+def _log_licence(role: str, found: Resolved, recognised: str) -> None:
+    """`serve` says under which licence each model it runs is, from the catalogue where it came from there."""
+    if found.entry is not None:
+        log.info("model licence (%s): %s", role, found.licence_line())
+    else:
+        log.info("model licence (%s): %s is the user's own file, %s; a file from elsewhere may be under "
+                 "other terms", role, found.path.name, recognised)
+
+
 def watermark_stage(kit: SafetyKit) -> WatermarkStage:
     """One per session pipeline, last; each new payload goes to the audit log."""
     return WatermarkStage(kit.watermark, on_payload=payload_recorder(kit.audit, kit.watermark.bucket_seconds))
@@ -387,5 +462,5 @@ def build_services(config: ProductConfig | None = None, *, live: bool = True) ->
     product's hooks. A --swapper file is loaded (and refused, with SwapperRefused) here, before the server
     or the file run starts."""
     product = Product(config or ProductConfig())
-    product.swapper  # noqa: B018 - loads and checks the user's model files now
+    product.swapper, product.enhancer, product.face_parser  # noqa: B018 - loads and checks the model files now
     return product.services(live=live)

@@ -100,6 +100,8 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "enabled": {"type": "boolean"},
                 # neural / both only where a swapper is loaded; null = back to the server's --fusion
                 "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
+                # the face enhancer's strength where one is loaded; null = back to the server's default
+                "enhance": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]},
                 "outputs": OUTPUTS_SCHEMA,
                 "calibrate": {"const": True},       # hold a neutral face: the face rig's neutral from the next 2 s
                 "face_neutral": {"anyOf": [{"type": "object", "maxProperties": 8}, {"type": "null"}]},
@@ -232,6 +234,8 @@ def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
         changes["face_sources"] = {int(k): v for k, v in changes["face_sources"].items()}
     if "strength" in changes:
         changes["strength"] = float(changes["strength"])
+    if changes.get("enhance") is not None:
+        changes["enhance"] = float(changes["enhance"])
     if "background" in changes:
         try:
             spec = parse_background(changes["background"])

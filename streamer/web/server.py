@@ -395,6 +395,7 @@ class LiveFuseServer:
             "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
                          "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled,
                          "face_sources": {str(k): v for k, v in c.face_sources.items()}, "fusion": c.fusion,
+                         "enhance": c.enhance,
                          "background": c.background.to_json() if c.background is not None else {"mode": "none"}},
             "sources": sorted(peer.session.sources),
             "recording": self.recordings[peer.session.id][1].info() if peer.session.id in self.recordings else None,

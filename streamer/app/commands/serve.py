@@ -101,15 +101,28 @@ def add_product_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--fusion", choices=["geometric", "neural", "both"],
                    help="fusion backend sessions start with (default: neural with --swapper, else geometric); "
                         "both = geometric, then the neural swap on its output")
-    f.add_argument("--swapper", help="swap model file (.onnx: inswapper_128, hyperswap_1x_256, simswap_256, "
-                   "ghost_x_256, simswap_unofficial_512), recognised by its inputs and outputs")
+    f.add_argument("--swapper", help="a catalogue swapper installed with `livefuse models get` (inswapper_128, ...) "
+                   "or a swap model file (.onnx: inswapper_128, hyperswap_1x_256, simswap_256, ghost_x_256, "
+                   "simswap_unofficial_512), recognised by its inputs and outputs")
     f.add_argument("--swapper-embedder", dest="swapper_embedder",
-                   help="its identity embedder (.onnx, ArcFace signature N x 3 x 112 x 112 -> N x 512, e.g. w600k_r50.onnx)")
+                   help="its identity embedder: a catalogue name or a file (.onnx, ArcFace signature N x 3 x 112 x 112 "
+                        "-> N x 512); default for a catalogue swapper: the embedder it pairs with (arcface_w600k_r50)")
     f.add_argument("--swapper-card", help="name the card when a file's signature fits several (simswap_256 / ghost_256)")
     f.add_argument("--swapper-sha256", help="refuse a --swapper file with another sha256")
     f.add_argument("--swapper-embedder-sha256", help="refuse a --swapper-embedder file with another sha256")
     f.add_argument("--swapper-device", help="auto, cpu, cuda, cuda:N, tensorrt (default auto: what the "
                    "installed ONNX Runtime offers)")
+    n = parser.add_argument_group("face enhancer and parser (docs/models.md; `livefuse models list`; env "
+                                  "LIVEFUSE_ENHANCER, LIVEFUSE_PARSER)")
+    n.add_argument("--enhancer", help="a catalogue enhancer (gfpgan_1.4, restoreformer_plus_plus, codeformer, "
+                   "gpen_bfr_256, gpen_bfr_512) or an ONNX file of one of their signatures; runs after fusion, "
+                   "off by default on a live CPU stream, on in process and /v1/fuse")
+    n.add_argument("--enhancer-fidelity", type=float, default=None, metavar="W",
+                   help="CodeFormer's fidelity weight 0..1 (default 0.5)")
+    n.add_argument("--parser", help="a catalogue face parser (bisenet_resnet_34, bisenet_resnet_18, xseg_1) or an "
+                   "ONNX file of one of their signatures: occluders and the mouth interior stay live")
+    n.add_argument("--model-device", help="ONNX Runtime device for the enhancer and the parser: auto, cpu, cuda, "
+                   "cuda:N, tensorrt (default auto)")
     p.add_argument("--no-still", dest="still", action="store_false", default=True,
                    help="streams compute every frame afresh: a still face neither keeps its landmarks nor reuses "
                         "fusion's and edits' result (more CPU a frame; docs/performance.md, A still face)")
@@ -173,6 +186,7 @@ def product_config(args: argparse.Namespace, host: str):
     config = ProductConfig(safety=replace(safety, **changes), encoder=getattr(args, "encoder", None),
                            artifact=getattr(args, "artifact", None))
     config = replace(config, swapper=swapper_config(args), fusion_mode=_fusion_mode(args))
+    config = face_net_configs(args, config)
     if getattr(args, "results", None):
         config = replace(config, results=args.results)
     if not getattr(args, "still", True):
@@ -221,16 +235,48 @@ def avatar_outputs(args: argparse.Namespace):
 
 
 def swapper_config(args: argparse.Namespace):
-    """SwapperConfig from LIVEFUSE_SWAPPER* variables, the --swapper* options on top."""
+    """SwapperConfig from LIVEFUSE_SWAPPER* variables, the --swapper* options on top. A catalogue swapper
+    without an embedder gets the one its catalogue entry pairs it with."""
+    import os
+
+    from engines.catalogue.entries import paired_with
     from engines.swappers.swapper import SwapperConfig
     from streamer.config import config_from_env, swapper_env_name
 
+    swapper = getattr(args, "swapper", None) or os.environ.get("LIVEFUSE_SWAPPER", "").strip() or None
+    embedder = getattr(args, "swapper_embedder", None)
+    if swapper and not embedder and not os.environ.get("LIVEFUSE_SWAPPER_EMBEDDER", "").strip():
+        embedder = paired_with(swapper) or None
     return config_from_env(SwapperConfig, env_name=swapper_env_name,
-                           swapper=getattr(args, "swapper", None), embedder=getattr(args, "swapper_embedder", None),
+                           swapper=getattr(args, "swapper", None), embedder=embedder,
                            card=getattr(args, "swapper_card", None),
                            swapper_sha256=getattr(args, "swapper_sha256", None),
                            embedder_sha256=getattr(args, "swapper_embedder_sha256", None),
                            device=getattr(args, "swapper_device", None))
+
+
+def face_net_configs(args: argparse.Namespace, config: Any) -> Any:
+    """The enhancer and parser (--enhancer / LIVEFUSE_ENHANCER, --parser / LIVEFUSE_PARSER): a catalogue
+    name or a file, resolved and checked when the product loads them."""
+    import os
+    from dataclasses import replace
+
+    from engines.face_nets import FaceNetConfig
+
+    device = getattr(args, "model_device", None) or os.environ.get("LIVEFUSE_MODEL_DEVICE", "").strip() or "auto"
+    enhancer = getattr(args, "enhancer", None) or os.environ.get("LIVEFUSE_ENHANCER", "").strip()
+    parser = getattr(args, "parser", None) or os.environ.get("LIVEFUSE_PARSER", "").strip()
+    changes: dict[str, Any] = {}
+    if enhancer:
+        changes["enhancer"] = FaceNetConfig(path=enhancer, device=device)
+    if parser:
+        changes["parser"] = FaceNetConfig(path=parser, device=device)
+    fidelity = getattr(args, "enhancer_fidelity", None)
+    if fidelity is not None:
+        if not 0.0 <= fidelity <= 1.0:
+            raise SystemExit("--enhancer-fidelity must be within 0..1")
+        changes["enhancer_fidelity"] = fidelity
+    return replace(config, **changes) if changes else config
 
 
 def _fusion_mode(args: argparse.Namespace) -> str:
@@ -400,12 +446,13 @@ def apply_process_settings(config: "ServerConfig") -> None:
 def _services_or_exit(args: argparse.Namespace, host: str, *, live: bool = True) -> Any:
     """The product's hooks (`live`: for streams; False: for clips); a configuration or model file that
     cannot be used stops the command with why."""
+    from engines.catalogue.families import FamilyRefused
     from engines.swappers.cards import SwapperRefused
     from streamer.app.assembly import build_services
 
     try:
         return build_services(product_config(args, host), live=live)
-    except (SwapperRefused, ValueError) as exc:
+    except (SwapperRefused, FamilyRefused, ValueError) as exc:
         raise SystemExit(f"livefuse {getattr(args, 'command', None) or 'serve'}: {exc}") from None
 
 

@@ -192,6 +192,9 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                                 "description": "you confirm you may use the source face (recorded)"},
                     "prompt": {"type": "string", "maxLength": 500, "description": "edits in words, e.g. 'a slight smile'"},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
+                    "enhance": {"type": "number", "minimum": 0, "maximum": 1, "default": 1,
+                                "description": "the face enhancer's strength, where the server runs one (--enhancer; "
+                                               "docs/models.md); ignored otherwise"},
                     "edits": {"$ref": "#/components/schemas/Edits"},
                     "background": {"type": "string", "maxLength": 64,
                                    "description": "behind the person: 'blur', a CSS colour ('#00ff00', 'lime', "

@@ -79,6 +79,7 @@ class PhotoRequest:
     consent: str = ""                  # the form's consent field, as sent (the gate decides)
     prompt: str = ""
     strength: float = 1.0
+    enhance: float | None = None       # the face enhancer's strength 0..1 where one is loaded; None = 1
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     # face index in reading order (left to right, as a source's `index`) -> "source" or "keep"; faces not
     # in it get the source
@@ -148,7 +149,7 @@ def reading_order(faces: list[Face], face_map: Mapping[int, str], source_id: str
     return faces, {i: (source_id if c == "source" else KEEP) for i, c in face_map.items()}
 
 
-def parse_strength(raw: str | None) -> float:
+def parse_strength(raw: str | None, name: str = "strength") -> float:
     if raw is None or raw == "":
         return 1.0
     try:
@@ -156,7 +157,7 @@ def parse_strength(raw: str | None) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise FuseRefused(400, "bad_request", "strength must be a number from 0 to 1")
+        raise FuseRefused(400, "bad_request", f"{name} must be a number from 0 to 1")
     return value
 
 
@@ -332,6 +333,28 @@ class PhotoParts:
     audit: Callable[..., None]
     fusion: FusionConfig = FusionConfig()
     edits: EditsStageConfig = EditsStageConfig()
+    enhancer: Any = None               # the shared FaceEnhancer (engines/enhancer.py), if the server has one
+    parser: Any = None                 # the shared FaceParser (engines/face_parser.py), if the server has one
+    enhance: Any = None                # EnhanceStageConfig; None = its defaults
+    parse: Any = None                  # ParseStageConfig; None = its defaults
+
+
+def _parse_stages(parts: PhotoParts) -> list[Any]:
+    """The parse stage where the server has a face parser (its occluders stay live in the photo too)."""
+    if parts.parser is None:
+        return []
+    from streamer.pipeline.stages.parse import ParseStage, ParseStageConfig
+
+    return [ParseStage(parts.parser, parts.parse or ParseStageConfig())]
+
+
+def _enhance_stages(parts: PhotoParts) -> list[Any]:
+    """The enhance stage where the server has a face enhancer: on at strength 1 unless the request says."""
+    if parts.enhancer is None:
+        return []
+    from streamer.pipeline.stages.enhance import EnhanceStage, EnhanceStageConfig
+
+    return [EnhanceStage(parts.enhancer, parts.enhance or EnhanceStageConfig(), live=False)]
 
 
 class PhotoFuser:
@@ -410,7 +433,8 @@ class PhotoFuser:
         self._in_time(req, parts, "fusion")
         source_id = reply["source_id"]
         faces, face_sources = reading_order(faces, req.face_map, source_id)
-        session.update(strength=req.strength, edits=dict(req.edits), source_id=source_id, face_sources=face_sources)
+        session.update(strength=req.strength, edits=dict(req.edits), source_id=source_id, face_sources=face_sources,
+                       enhance=req.enhance)
         events: list[dict[str, Any]] = []
         context = frame_context(session.controls, session.sources, session_id=api_session_id(req.principal),
                                 notify=events.append)
@@ -422,7 +446,8 @@ class PhotoFuser:
                 spec = BackgroundSpec(mode="image", image_id=session.add_background(req.background_image))
             session.update(background=spec)
             context = replace(context, controls=session.controls, backgrounds=session.backgrounds)
-        pipeline = Pipeline([_FoundFaces(faces), FusionStage(parts.fusion),
+        pipeline = Pipeline([_FoundFaces(faces), *_parse_stages(parts), FusionStage(parts.fusion),
+                             *_enhance_stages(parts),
                              EditsStage(parts.prompt_cache, replace(parts.edits, blend_frames=1),   # no next frame to blend over
                                         unavailable=parts.prompts_error),
                              *([BackgroundStage(live=False)] if context.controls.background is not None else []),

@@ -218,6 +218,8 @@ class ApiRoutes:
             background = photo_background(form.fields.get("background", ""), "background_image" in form.files)
             try:
                 face_map = parse_photo_map(form.fields.get("map"))
+                raw_enhance = form.fields.get("enhance")
+                enhance = None if raw_enhance in (None, "") else parse_strength(raw_enhance, "enhance")
             except FuseRefused as exc:
                 raise as_refused(exc) from None
             with self.photo_slots.take(self.ctx.metrics):
@@ -228,7 +230,7 @@ class ApiRoutes:
                 form.files.clear()   # the compressed bytes are not needed past their decode
                 req = PhotoRequest(source=source, target=target, principal=principal,
                                    consent=form.fields.get("consent", ""), prompt=prompt, strength=strength,
-                                   edits=edits, face_map=face_map, background=background, background_image=picture)
+                                   enhance=enhance, edits=edits, face_map=face_map, background=background, background_image=picture)
                 del picture
                 del source, target
                 response = await self._fuse_photo(req, media_type)

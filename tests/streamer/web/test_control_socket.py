@@ -315,6 +315,11 @@ async def test_livefuse_control_steers_a_session_from_another_process(token_serv
         controls = state.peers[sid].session.controls
         assert controls.prompt == "a slight smile" and controls.strength == 0.6
         assert controls.edits == {"lip_tint": 0.3, "smile": -0.2}
+        rc, out, err = await cli(sid, "--enhance", "0.7", token=str(token_file))    # the face enhancer's strength
+        assert rc == 0, err
+        assert state.peers[sid].session.controls.enhance == 0.7
+        rc, out, err = await cli(sid, "--enhance", "2", token=str(token_file))      # out of range: refused
+        assert rc == 1 and out[-1]["code"] == "invalid" and state.peers[sid].session.controls.enhance == 0.7
 
         rc, out, err = await cli(sid, "--edits", "horns=1", token=str(token_file))   # refused by the schema
         assert rc == 1 and out[-1]["type"] == "error" and out[-1]["code"] == "invalid"

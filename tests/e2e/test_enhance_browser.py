@@ -1,0 +1,83 @@
+"""The page's Face enhancer slider in headless Chromium with a fake webcam: hidden where the session's
+pipeline has no enhance stage, shown where it has one, and its value reaches the session
+(`set_params.enhance`) and the frames' context; the session read back reports it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import aiohttp
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from bench._probe import clip_background
+from streamer.config import ServerConfig
+from streamer.pipeline.pipeline import Pipeline
+from streamer.services import Services
+from streamer.web.server import SERVER_KEY, create_app
+from tests.e2e.browser import open_page, write_y4m
+from tests.streaming_helpers import keep_decoded
+
+pytestmark = pytest.mark.browser
+
+
+class RecordEnhance:
+    """A stage named as the product's enhance stage: records the strength each frame's context carries."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list = []
+        self.lock = threading.Lock()
+
+    def __call__(self, state, context):
+        with self.lock:
+            self.seen.append(context.controls.enhance)
+        return state
+
+
+async def _run(chromium, astronaut, tmp_path, stage_name: str, slide: bool):
+    from playwright.async_api import async_playwright
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    y4m = tmp_path / "face.y4m"
+    write_y4m(y4m, clip_background(astronaut, 640, 480))
+    stage = RecordEnhance(stage_name)
+    app = create_app(ServerConfig(stats_interval_s=0.5), Services(make_pipeline=lambda s: Pipeline([stage]),
+                                                                    register_source=keep_decoded([])))
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        async with async_playwright() as p:
+            async with open_page(p, chromium, tmp_path / "profile", str(server.make_url("/")), camera=y4m) as (page, logs):
+                await page.check("#consent")
+                await page.click("#start")
+                await page.wait_for_function("window.livefuse.connected && window.livefuse.stats", timeout=30_000)
+                hidden = await page.evaluate("document.getElementById('enhance-box').hidden")
+                controls = None
+                if slide:
+                    await page.fill("#enhance", "60")          # the slider sends set_params
+                    await asyncio.sleep(1.0)
+                    session = await page.evaluate("window.livefuse.session")
+                    peer = app[SERVER_KEY].peers.get(session)
+                    assert peer is not None, logs[-5:]
+                    controls = peer.session.controls
+                    label = await page.inner_text("#enhance-value")
+                    async with aiohttp.ClientSession() as http:
+                        async with http.get(str(server.make_url(f"/sessions/{session}"))) as r:
+                            info = await r.json()
+                    return hidden, controls, stage.seen, label, info
+        return hidden, controls, stage.seen, None, None
+    finally:
+        await server.close()
+
+
+async def test_the_enhancer_slider_is_shown_only_with_an_enhancer_and_reaches_the_session(chromium, astronaut, tmp_path):
+    hidden, _, _, _, _ = await _run(chromium, astronaut, tmp_path / "a", "swap", slide=False)
+    assert hidden is True                                       # no enhance stage: no slider
+    hidden, controls, seen, label, info = await _run(chromium, astronaut, tmp_path / "b", "enhance", slide=True)
+    assert hidden is False
+    assert controls.enhance == pytest.approx(0.6) and label == "60%"
+    assert seen[0] is None and seen[-1] == pytest.approx(0.6)   # the server's default, then the slider's value
+    assert info["controls"]["enhance"] == pytest.approx(0.6)

@@ -97,32 +97,55 @@ def keep_polygons(alpha: np.ndarray, polygons) -> np.ndarray:
     return alpha
 
 
+def half_plane(plane: np.ndarray) -> np.ndarray:
+    """An even-sized plane's 2 x 2 block means (uint8 stays uint8, rounded): the luma the stream's alpha is
+    fitted to (the chroma planes' size)."""
+    h, w = plane.shape
+    return cv2.resize(plane, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+
+
+def upsample_alpha(alpha: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """alpha brought up to `size` = (w, h), bilinear with half-pixel centres."""
+    return cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR)
+
+
 def half_alpha(alpha: np.ndarray) -> np.ndarray:
     """alpha for the chroma planes: the 2 x 2 block means of an even-sized alpha."""
     h, w = alpha.shape
     return cv2.resize(alpha, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
 
 
-def composite(fg: np.ndarray, bg: np.ndarray | float | tuple, alpha: np.ndarray) -> np.ndarray:
+def composite(fg: np.ndarray, bg: np.ndarray | float | tuple, alpha: np.ndarray,
+              out: np.ndarray | None = None) -> np.ndarray:
     """uint8 fg over bg by alpha, rounded: bg + alpha (fg - bg). `bg` is a plane like fg (uint8 or float),
-    or one value per channel (a colour). Where alpha is 1 the result is fg exactly, where 0 it is bg."""
+    or one value per channel (a colour). Where alpha is 1 the result is fg exactly, where 0 it is bg.
+    `out` (a plane of fg's shape, fg itself allowed): written there instead of a new array."""
     if fg.ndim == 2:                                     # a plane: OpenCV's passes (the stream's path)
         b2 = bg.astype(np.float32, copy=False) if isinstance(bg, np.ndarray) else float(np.asarray(bg).reshape(-1)[0])
-        d = cv2.subtract(fg.astype(np.float32), b2) if isinstance(b2, np.ndarray) else fg.astype(np.float32) - np.float32(b2)
+        d = fg.astype(np.float32)
+        if isinstance(b2, np.ndarray):
+            cv2.subtract(d, b2, dst=d)
+        else:
+            d -= np.float32(b2)
         cv2.multiply(d, alpha, dst=d)
         if isinstance(b2, np.ndarray):
             cv2.add(d, b2, dst=d)
-            return cv2.convertScaleAbs(d)                   # rounded to nearest, saturated
-        return cv2.convertScaleAbs(d, alpha=1.0, beta=b2)
-    out = fg.astype(np.float32)
+            res = cv2.convertScaleAbs(d, dst=out)          # rounded to nearest, saturated
+        else:
+            res = cv2.convertScaleAbs(d, dst=out, alpha=1.0, beta=b2)
+        return res if out is None else out
     b = np.asarray(bg, np.float32)
     a = alpha[..., None] if fg.ndim == 3 else alpha
-    out -= b
-    out *= a
-    out += b
-    out += np.float32(0.5)
-    np.clip(out, 0.0, 255.0, out=out)
-    return out.astype(np.uint8)
+    res = fg.astype(np.float32)
+    res -= b
+    res *= a
+    res += b
+    res += np.float32(0.5)
+    np.clip(res, 0.0, 255.0, out=res)
+    if out is None:
+        return res.astype(np.uint8)
+    out[...] = res
+    return out
 
 
 def blur_sigma(strength: float, height: int, factor: int) -> float:
@@ -131,15 +154,23 @@ def blur_sigma(strength: float, height: int, factor: int) -> float:
     return max(0.5, float(strength) * 0.04 * height / factor)
 
 
-def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: int = 4) -> np.ndarray:
+def room_weight(alpha: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """1 - alpha, area-averaged down to `size` = (w, h): how much room each small pixel shows."""
+    return 1.0 - cv2.resize(alpha, size, interpolation=cv2.INTER_AREA)
+
+
+def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: int = 4,
+                    weight: np.ndarray | None = None) -> np.ndarray:
     """float32 plane (H x W, or H x W x C) of the background blurred with the person left out: normalised
     convolution at 1/`factor` size, weighted by 1 - alpha, so the person's colours do not bleed into the
     blurred room around them; upsampled back (bilinear). Under the person, where no background is seen
-    nearby, the frame's own blur fills in (it is covered by the person there)."""
+    nearby, the frame's own blur fills in (it is covered by the person there). `weight`: the room's weight
+    (1 - alpha) already at the small size, shared by the planes of one frame."""
     h, w = plane.shape[:2]
     sw, sh = max(1, w // factor), max(1, h // factor)
     small = cv2.resize(plane, (sw, sh), interpolation=cv2.INTER_AREA).astype(np.float32)
-    weight = 1.0 - cv2.resize(alpha, (sw, sh), interpolation=cv2.INTER_AREA)
+    if weight is None or weight.shape != (sh, sw):
+        weight = 1.0 - cv2.resize(alpha, (sw, sh), interpolation=cv2.INTER_AREA)
     k = gaussian_kernel(sigma)
     if small.ndim == 3:
         wk = weight[..., None]

@@ -101,16 +101,29 @@ def keep_polygons(alpha: torch.Tensor, polygons) -> torch.Tensor:
     return alpha
 
 
+def half_plane(plane: torch.Tensor) -> torch.Tensor:
+    """See kernels.numpy.background.half_plane (rounded to whole levels, as float32)."""
+    return torch.floor(F.avg_pool2d(plane.float()[None, None], 2)[0, 0] + 0.5)
+
+
+def upsample_alpha(alpha: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    return _linear(alpha, size)
+
+
 def half_alpha(alpha: torch.Tensor) -> torch.Tensor:
     return F.avg_pool2d(alpha[None, None], 2)[0, 0]
 
 
-def composite(fg: torch.Tensor, bg, alpha: torch.Tensor) -> torch.Tensor:
+def composite(fg: torch.Tensor, bg, alpha: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """See kernels.numpy.background.composite; `bg` a tensor like fg or one value per channel."""
     f = fg.float()
     b = bg.float() if isinstance(bg, torch.Tensor) else torch.tensor(bg, dtype=torch.float32, device=fg.device)
     a = alpha[..., None] if fg.ndim == 3 else alpha
-    return _u8(b + (f - b) * a)
+    res = _u8(b + (f - b) * a)
+    if out is None:
+        return res
+    out.copy_(res)
+    return out
 
 
 def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -123,12 +136,19 @@ def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return t[0, 0] if x.ndim == 2 else t[:, 0]
 
 
-def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, factor: int = 4) -> torch.Tensor:
+def room_weight(alpha: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """See kernels.numpy.background.room_weight."""
+    return 1.0 - _area(alpha, size)
+
+
+def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, factor: int = 4,
+                    weight: torch.Tensor | None = None) -> torch.Tensor:
     """See kernels.numpy.background.background_blur."""
     h, w = plane.shape[:2]
     sw, sh = max(1, w // factor), max(1, h // factor)
     small = _area(plane, (sw, sh))
-    weight = 1.0 - _area(alpha, (sw, sh))
+    if weight is None or tuple(weight.shape) != (sh, sw):
+        weight = 1.0 - _area(alpha, (sw, sh))
     k = torch.from_numpy(gaussian_kernel(sigma)).to(plane.device)
     chw = small.permute(2, 0, 1) if small.ndim == 3 else small
     num = _sep(chw * weight, k)

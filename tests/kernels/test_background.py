@@ -139,3 +139,27 @@ def test_keep_polygons_raise_the_person_inside_them_and_the_twin_agrees():
     t = tb.keep_polygons(_t(alpha.copy()), [poly]).numpy()
     assert np.array_equal(n, t)
     assert n[30, 40] == 1.0 and n[90, 150] == 0.0 and n[95, 5] == 0.5
+
+
+def test_composite_in_place_and_shared_room_weight(frame):
+    y = rgb_to_i420(frame)[0]
+    rng = np.random.default_rng(3)
+    alpha = np.clip(rng.random(y.shape).astype(np.float32) * 2 - 0.5, 0, 1)
+    want = nb.composite(y, 16.0, alpha)
+    plane = y.copy()
+    assert nb.composite(plane, 16.0, alpha, out=plane) is plane and np.array_equal(plane, want)
+    t = _t(y.copy())
+    tb.composite(t, 16.0, _t(alpha), out=t)
+    assert np.abs(t.numpy().astype(int) - want).max() <= 1
+    room = nb.room_weight(nb.half_alpha(alpha), (160, 90))
+    np.testing.assert_allclose(tb.room_weight(_t(nb.half_alpha(alpha)), (160, 90)).numpy(), room, atol=1e-5)
+    shared = nb.background_blur(y, alpha, 3.0, 8, room)
+    own = nb.background_blur(y, alpha, 3.0, 8)
+    assert np.abs(shared - own).mean() < 0.5                  # the chroma-sized weight stands in for Y's own
+
+
+def test_half_plane_and_upsample_twins(frame):
+    y = rgb_to_i420(frame)[0]
+    assert np.abs(nb.half_plane(y).astype(int) - tb.half_plane(_t(y)).numpy()).max() <= 1
+    a = np.clip(np.random.default_rng(4).random((360, 640)).astype(np.float32), 0, 1)
+    np.testing.assert_allclose(tb.upsample_alpha(_t(a), (1280, 720)).numpy(), nb.upsample_alpha(a, (1280, 720)), atol=1e-5)

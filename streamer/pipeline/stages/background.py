@@ -60,10 +60,9 @@ class BackgroundStage:
         if planes is not None:
             y = planes.luma()                  # open regions written back; the planes change
             alphas = self._matte.alpha_i420(y, planes.u, planes.v, steady=self.live, keep=keep)
-            new = compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
-                               picture_key=spec.image_id, blur_factor=blur)
-            for plane, value in zip((planes.y, planes.u, planes.v), new):
-                plane[...] = value
+            compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
+                         picture_key=spec.image_id, blur_factor=blur, in_place=True,
+                         still=self.live and not self._matte.fresh)
             return state
         image = state.image
         alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep)

@@ -14,6 +14,10 @@ import time
 def add_arguments(parser) -> None:
     parser.add_argument("--frames", type=int, default=120, help="frames timed per mode and clip")
     parser.add_argument("--no-quality", action="store_true", help="timing only")
+    parser.add_argument("--product", action="store_true",
+                        help="also the whole product pipeline at 1280x720 (faces, fusion, edits, background, "
+                             "watermark; the demo source and a prompt) with the background off, a colour and a blur, "
+                             "frame by frame in turn: does a 720p frame still fit 30 fps")
 
 
 def _stats(ts: list[float]) -> dict[str, float]:
@@ -150,10 +154,59 @@ def _network_alone(frames: int) -> dict:
     return _stats(ts)
 
 
+def _product(frames: int) -> dict:
+    """The product's stream pipeline (planes, live) on a moving 1280x720 face, three sessions in turn."""
+    import numpy as np
+    from av import VideoFrame
+    import fractions
+
+    from bench._product import DEFAULT_PROMPT, build_product, grace_hopper, moving_face, prepare_session
+    from engines.background import BackgroundSpec
+    from streamer.pipeline.convert import frame_to_state, state_to_frame
+    from streamer.session.session import Session
+
+    photo = grace_hopper()
+    product = build_product()
+    cases: dict = {}
+    try:
+        for name, spec in (("off", None), ("color", BackgroundSpec("color", color=(0, 255, 0))),
+                           ("blur", BackgroundSpec("blur", 0.7))):
+            session = Session(f"bench-background-{name}")
+            prepare_session(product, session, DEFAULT_PROMPT)
+            session.update(background=spec)
+            cases[name] = {"session": session, "pipe": product.make_pipeline(session), "wall": [], "cpu": [],
+                           "stage": [], "errors": {}}
+        for n in range(10 + frames):
+            for c in cases.values():
+                decoded = VideoFrame.from_ndarray(moving_face(photo, 1280, 720, n), format="rgb24").reformat(format="yuv420p")
+                decoded.pts, decoded.time_base = n * 3000, fractions.Fraction(1, 90000)
+                t0, c0 = time.perf_counter(), time.thread_time()
+                state = c["pipe"](frame_to_state(decoded, planes=True), c["session"].frame_context())
+                state_to_frame(state, decoded)
+                t1, c1 = time.perf_counter(), time.thread_time()
+                if n >= 10:
+                    c["wall"].append((t1 - t0) * 1000.0)
+                    c["cpu"].append((c1 - c0) * 1000.0)
+                    c["stage"].append(state.timings.get("background", 0.0))
+                    c["errors"].update(state.errors)
+    finally:
+        for c in cases.values():
+            c["pipe"].close()
+        product.close()
+    out = {}
+    for name, c in cases.items():
+        wall = _stats(c["wall"])
+        out[name] = {"frame_wall": wall, "frame_thread_cpu": _stats(c["cpu"]), "background_stage_wall": _stats(c["stage"]),
+                     "fps_ceiling_one_worker": round(1000.0 / wall["median_ms"], 1), "stage_errors": c["errors"]}
+    return out
+
+
 def run(args) -> dict:
     out = {"frame": "1280x720 I420 planes through the background stage, one core (OpenCV 1 thread, LiteRT 1 "
                     "thread), CPU time of the calling thread; off = the same stage with no background asked for",
            "network_alone": _network_alone(args.frames), "timing": _timing(args.frames)}
+    if getattr(args, "product", False):
+        out["product_1280x720"] = _product(max(30, args.frames // 2))
     if not args.no_quality:
         out["quality"] = _quality()
     return out

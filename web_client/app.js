@@ -124,6 +124,7 @@ async function start() {
     conn.addEventListener("prompt", (e) => showUnderstood(e.detail));
     conn.addEventListener("prompt_refused", (e) => showRefused(e.detail));
     conn.addEventListener("prompt_not_understood", (e) => showNotUnderstood(e.detail));
+    conn.addEventListener("restream", (e) => showRestream(e.detail));
     conn.addEventListener("face_calibrating", () => { $("avatar-status").textContent = "Hold still: calibrating…"; });
     conn.addEventListener("face_calibrated", (e) => {   // kept for this browser: the next sessions start calibrated
       localStorage.setItem("livefuse.faceNeutral", JSON.stringify(e.detail.neutral));
@@ -141,6 +142,7 @@ async function start() {
     $("fusion-box").hidden = !body.stages.includes("swap");   // the switch only where a swap model is loaded
     $("enhance-box").hidden = !body.stages.includes("enhance");   // the slider only where an enhancer is loaded
     $("avatar-box").hidden = !body.stages.includes("face_out");   // calibration only where the face rig runs
+    $("restream-box").hidden = false;
     $("stop").disabled = false;
     await syncAll();
   } catch (err) {
@@ -850,6 +852,28 @@ async function restoreNeutral(c) {
     if (reply.type === "error") localStorage.removeItem("livefuse.faceNeutral");   // from another version: calibrate again
   } catch (err) { localStorage.removeItem("livefuse.faceNeutral"); }
 }
+
+// Restream: the address goes to the server once (set_params.outputs.restream); the page shows the server's
+// own account of it, whose address hides the key.
+function showRestream(r) {
+  const words = { live: "live", reconnecting: "reconnecting…", stopped: "stopped", off: "off", error: "refused" };
+  $("restream-status").textContent = `Restream ${r.url || ""}: ${words[r.state] || r.state}${r.error ? ` (${r.error})` : ""}`;
+  $("restream-stop").disabled = !["live", "reconnecting", "connecting"].includes(r.state);
+}
+
+async function setRestream(urls) {
+  if (!conn) return;
+  const reply = await conn.call({ type: "set_params", outputs: { restream: urls } });
+  if (reply.type === "error") $("restream-status").textContent = `Restream refused: ${reply.message}`;
+  else if (urls.length) $("restream-status").textContent = "Restream: connecting…";
+}
+
+$("restream-go").addEventListener("click", () => {
+  const url = $("restream-url").value.trim();
+  if (!/^rtmps?:\/\/\S+$/.test(url)) { $("restream-status").textContent = "The address starts with rtmp:// or rtmps://"; return; }
+  setRestream([url]);
+});
+$("restream-stop").addEventListener("click", () => setRestream([]));
 
 $("calibrate").addEventListener("click", async () => {
   if (!conn) return;

@@ -59,7 +59,7 @@ def _room_colour(frames, far) -> np.ndarray:
     return np.median(np.stack([f[far] for f in frames]).reshape(-1, 3), axis=0)
 
 
-async def test_every_live_control_sets_the_background(scene, astronaut):
+async def test_every_live_control_sets_the_background(scene, astronaut, face_free_images):
     frame, far = scene
     app = create_app(ServerConfig(max_source_bytes=300_000), Services(make_pipeline=lambda s: Pipeline([BackgroundStage()])))
     server = TestServer(app, host="127.0.0.1", port=0)
@@ -132,6 +132,16 @@ async def test_every_live_control_sets_the_background(scene, astronaut):
             start = len(probe.received) + 5
             pictured = _room_colour(await _frames_after(probe, start), far)
             assert np.abs(pictured - plain).max() > 20 and np.abs(pictured - [0, 255, 0]).max() > 60
+            # a picture kept without switching to it, then named over the data channel
+            form = aiohttp.FormData()
+            form.add_field("image", jpeg(face_free_images["coffee"]), filename="cup.jpg", content_type="image/jpeg")
+            async with http.post(f"{bg}?apply=false", data=form) as r:
+                kept = await r.json()
+            assert r.status == 200 and "applied" not in kept
+            assert state.peers[sid].session.controls.background.image_id == got["image_id"]
+            probe.send({"type": "set_params", "background": {"mode": "image", "image_id": kept["image_id"]}, "id": 7})
+            ack = await probe.wait_message(lambda m: m.get("id") == 7)
+            assert ack["type"] == "ack" and state.peers[sid].session.controls.background.image_id == kept["image_id"]
             # back to the room itself
             probe.send({"type": "set_params", "background": None, "id": 6})
             await probe.wait_message(lambda m: m.get("id") == 6)

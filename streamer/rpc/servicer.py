@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator
 
 import grpc
@@ -327,6 +328,9 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
         loop = asyncio.get_running_loop()
         session = Session(client=peer_host(context.peer()), token_id=caller.principal)
         pipeline = None
+        # the stream's frames on one thread of their own, in order, as a live session's worker runs them; the
+        # pipeline is closed on that thread too, after a frame still in it (a caller that leaves mid-frame)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpc-stream")
         try:
             with self.api.ctx.uploads.budget.lease() as lease:
                 source = await self.api.decode(start.source, "source", lease, SOURCE_HOLD)
@@ -348,7 +352,7 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
                     if item is None:
                         break
                     frame, skipped = item
-                    out = await loop.run_in_executor(None, self._fuse_frame, pipeline, session, frame, fmt)
+                    out = await loop.run_in_executor(worker, self._fuse_frame, pipeline, session, frame, fmt)
                     out.skipped = skipped
                     fused += 1
                     self.frames_fused += 1
@@ -361,9 +365,14 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
                                     skipped=frames.skipped)
         finally:
             slot.release()
-            if pipeline is not None:
-                pipeline.close()
-            await loop.run_in_executor(None, self.services.session_ended, session)
+
+            def finish() -> None:
+                if pipeline is not None:
+                    pipeline.close()
+                self.services.session_ended(session)
+
+            worker.submit(finish)
+            worker.shutdown(wait=False)
 
     async def _apply_controls(self, session: Any, controls: pb.Controls) -> None:
         changes: dict[str, Any] = {}

@@ -13,6 +13,7 @@ neutral, which they may keep and send back in a later session.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from engines.face_rig import FaceRig, Neutral, RigConfig, pick_face
@@ -69,6 +70,10 @@ class FaceOutStage:
         raw = state.raw_landmarks.get(face.track_id) if face is not None else None
         h, w = state.shape
         frame = self.rig(face, state.seconds, (w, h), raw)
+        if face is not None:   # which source the session maps to this face ("keep": left as it is; null: none)
+            c = context.controls
+            source = c.face_sources.get(face.track_id, c.source_id) if getattr(c, "face_sources", None) is not None else None
+            frame = replace(frame, extra={"source": source})
         self.last = frame
         if calibrating and not self.rig.calibrating and self.rig.neutral is not None:
             notify({"type": "face_calibrated", "neutral": self.rig.neutral.as_json()})

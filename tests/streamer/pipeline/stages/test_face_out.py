@@ -50,11 +50,12 @@ def test_face_events_keep_their_rate_and_carry_the_rig(states, monkeypatch):
     clock = {"now": 0.0}       # the frames' own pace at 30 fps, whatever this machine's speed
     monkeypatch.setattr(fo.time, "monotonic", lambda: clock["now"])
     stage = FaceOutStage(FaceOutputs())
-    events = run(stage, states[:30], Controls(outputs=MappingProxyType({"face_events": 10})),
+    events = run(stage, states[:30], Controls(outputs=MappingProxyType({"face_events": 10}), source_id="demo"),
                  tick=lambda t: clock.update(now=t))
     faces = [e for e in events if e["type"] == "face"]
     assert 9 <= len(faces) <= 11
     assert len(faces[-1]["blendshapes"]) == 52 and faces[-1]["found"] is True
+    assert faces[-1]["source"] == "demo" and faces[-1]["track_id"] >= 0   # who it is, and what it is fused with
 
 
 def test_calibration_ends_in_an_event_and_a_bad_neutral_is_told(states):

@@ -221,7 +221,13 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
                 suffix = CLIP_TYPES.get(request.clip_type) or _sniff_clip(request.clip[:64])
                 clip = jobs.spool_path(job_id, suffix)
                 made.append(clip.parent)
-                await loop.run_in_executor(None, clip.write_bytes, request.clip)
+                with ctx.uploads.budget.lease() as lease:   # the message's clip counts until it is on disk
+                    try:
+                        lease.grow(len(request.clip))
+                    except DecoderBusy as exc:
+                        self.metrics.refused.labels("memory_busy").inc()
+                        raise refusal(503, "busy", str(exc), {"Retry-After": "1"}) from None
+                    await loop.run_in_executor(None, clip.write_bytes, request.clip)
             else:
                 clip, suffix = await self.api._fetch_target(request.target_url, job_id, made)
             frames = await loop.run_in_executor(None, probe_clip, clip, ctx.limits.max_pixels)

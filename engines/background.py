@@ -287,16 +287,23 @@ class Backdrop:
         self._blurred: tuple | None = None      # the last frame's blurred room, for a still picture
         self._blur_key: tuple | None = None
 
-    def picture(self, picture: Any, key: Any, size: tuple[int, int]) -> Any:
-        """RGB picture covering `size` = (w, h), like `picture` (NumPy or torch)."""
-        full = (key, size)
+    def picture(self, picture: Any, key: Any, size: tuple[int, int], like: Any = None) -> Any:
+        """RGB picture covering `size` = (w, h), of `like`'s kind and device (default: `picture`'s)."""
+        device = getattr(like, "device", None) if _is_torch(like) else None
+        full = (key, size, str(device))
         if self._key != full:
             self._key, self._planes = full, None
-            self._rgb = _kernels(picture).cover(picture, size)
+            rgb = _kernels(picture).cover(picture, size)
+            if device is not None and not _is_torch(rgb):
+                import torch
+
+                rgb = torch.from_numpy(np.ascontiguousarray(rgb)).to(device)
+            self._rgb = rgb
         return self._rgb
 
-    def picture_planes(self, picture: Any, key: Any, size: tuple[int, int]) -> tuple:
-        rgb = self.picture(picture, key, size)
+    def picture_planes(self, picture: Any, key: Any, size: tuple[int, int], like: Any = None) -> tuple:
+        """The covering picture as I420 planes on `like`'s device, converted once."""
+        rgb = self.picture(picture, key, size, like)
         if self._planes is None:
             if _is_torch(rgb):
                 from kernels.torch.color import rgb_to_i420
@@ -318,7 +325,8 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
     elif spec.mode == "image":
         if picture is None:
             raise BackgroundError(f"background picture {spec.image_id!r} is not available")
-        bg = (backdrop or Backdrop()).picture(picture, picture_key if picture_key is not None else spec.image_id, (w, h))
+        bg = (backdrop or Backdrop()).picture(picture, picture_key if picture_key is not None else spec.image_id, (w, h),
+                                              like=image)
     else:
         return image
     return k.composite(image, bg, alpha)
@@ -353,7 +361,7 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
         if picture is None:
             raise BackgroundError(f"background picture {spec.image_id!r} is not available")
         bgs = (backdrop or Backdrop()).picture_planes(picture, picture_key if picture_key is not None else spec.image_id,
-                                                      (w, h))
+                                                      (w, h), like=y)
     else:
         return y, u, v
     return tuple(k.composite(p, b, a, out=o) for p, b, a, o in zip((y, u, v), bgs, (a_y, a_uv, a_uv), outs))

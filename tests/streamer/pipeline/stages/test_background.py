@@ -103,17 +103,23 @@ def test_picture_behind_the_person_and_a_missing_one_passes_the_frame(scene, ast
     stage.close()
 
 
-def test_torch_planes_give_the_numpy_result(scene):
+@pytest.mark.parametrize("mode", ["color", "image", "blur"])
+def test_torch_planes_give_the_numpy_result(scene, astronaut, mode):
     torch = pytest.importorskip("torch")
     from streamer.media.device_planes import torch_plane_ops
 
-    ctx = frame_context(Session().update(background=BackgroundSpec("color", color=(0, 0, 255))))
+    session = Session()
+    picture = session.add_background(astronaut)
+    spec = {"color": BackgroundSpec("color", color=(0, 0, 255)), "image": BackgroundSpec("image", image_id=picture),
+            "blur": BackgroundSpec("blur", 0.7)}[mode]
+    session.update(background=spec)
+    ctx = session.frame_context()
     host = _planes(scene.image)
     dev = Planes(torch.from_numpy(host.buffer.copy()), host.width, host.height, torch_plane_ops("cpu"))
     BackgroundStage()(FrameState(image=None, planes=host), ctx)
     BackgroundStage()(FrameState(image=None, planes=dev), ctx)
     diff = np.abs(host.buffer.astype(int) - dev.buffer.numpy())
-    assert diff.max() <= 2 and diff.mean() < 0.05
+    assert diff.max() <= 3 and diff.mean() < 0.1, (diff.max(), diff.mean())
 
 
 def test_a_still_picture_reuses_the_blurred_room(scene, monkeypatch):

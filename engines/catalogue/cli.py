@@ -131,6 +131,9 @@ def run(args: argparse.Namespace, out: IO[str] = sys.stdout, err: IO[str] = sys.
     except OSError as exc:
         err.write(f"error: {exc.strerror or exc} ({exc.filename or folder})\n")
         return 2
+    except KeyboardInterrupt:
+        err.write("interrupted: nothing was installed and no partial file was kept\n")
+        return 130
     raise AssertionError(args.models_command)
 
 

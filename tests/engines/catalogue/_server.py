@@ -15,6 +15,7 @@ class Script:
     cuts: dict[str, list[int]] = field(default_factory=dict)       # path -> bytes to send on each next request
     statuses: dict[str, list[int]] = field(default_factory=dict)   # path -> statuses to answer next
     ignore_range: set[str] = field(default_factory=set)
+    redirects: dict[str, str] = field(default_factory=dict)        # path -> the path a 302 points at
     log: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -35,6 +36,12 @@ class _Handler(BaseHTTPRequestHandler):
             status = status_q.pop(0) if status_q else None
             cut_q = s.cuts.get(self.path)
             cut = cut_q.pop(0) if cut_q else None
+        if self.path in s.redirects:
+            self.send_response(302)
+            self.send_header("Location", s.redirects[self.path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if status is not None:
             self.send_response(status)
             self.send_header("Content-Length", "0")

@@ -213,3 +213,16 @@ def test_unknown_names_and_bad_arguments_are_clear(site):
     assert rc == 1 and "MISSING" in out
     rc, out, _ = run_cli("remove", "xseg_1")
     assert rc == 0 and "was not installed" in out
+
+
+def test_a_redirect_is_followed_and_a_resume_keeps_its_range(site, server):
+    """Publishers' URLs redirect to a CDN (GitHub releases, Hugging Face): the Range goes along."""
+    cat, models = site
+    data = server.script.files["/a/xseg_1.onnx"]
+    server.script.files["/cdn/xseg_1.onnx"] = data
+    server.script.redirects["/a/xseg_1.onnx"] = "/cdn/xseg_1.onnx"
+    server.script.cuts["/cdn/xseg_1.onnx"] = [len(data) // 2]
+    res = get("xseg_1", folder=models, retry=FAST, catalogue=cat)
+    assert res.path.read_bytes() == data
+    cdn = [r for p, r in server.script.log if p == "/cdn/xseg_1.onnx"]
+    assert cdn == [None, f"bytes={len(data) // 2}-"]

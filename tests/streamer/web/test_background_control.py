@@ -61,7 +61,7 @@ def _room_colour(frames, far) -> np.ndarray:
 
 async def test_every_live_control_sets_the_background(scene, astronaut, face_free_images):
     frame, far = scene
-    app = create_app(ServerConfig(max_source_bytes=300_000), Services(make_pipeline=lambda s: Pipeline([BackgroundStage()])))
+    app = create_app(ServerConfig(max_source_bytes=300_000, max_source_pixels=4_000_000), Services(make_pipeline=lambda s: Pipeline([BackgroundStage()])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")
@@ -119,6 +119,11 @@ async def test_every_live_control_sets_the_background(scene, astronaut, face_fre
             async with http.post(bg, data=jpeg(astronaut[:20, :20]), headers={"Content-Type": "image/jpeg"}) as r:
                 body = await r.json()
                 assert r.status == 422 and body["code"] == "background_bad_image" and "too small" in body["error"]
+            huge = io.BytesIO()                       # a small file of too many pixels (a decompression bomb's shape)
+            Image.new("RGB", (2500, 2500)).save(huge, format="PNG")
+            async with http.post(bg, data=huge.getvalue(), headers={"Content-Type": "image/png"}) as r:
+                body = await r.json()
+                assert r.status == 422 and body["code"].startswith("background_") and "pixels" in body["error"], body
             assert state.peers[sid].session.backgrounds == {}
             # a real picture, multipart as the page sends it: applied at once
             form = aiohttp.FormData()

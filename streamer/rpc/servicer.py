@@ -111,6 +111,11 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
         except asyncio.CancelledError:
             code = "CANCELLED" if context.time_remaining() is None or context.time_remaining() > 0 else "DEADLINE_EXCEEDED"
             raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception:   # a failure of ours: the log says why, the caller gets INTERNAL without our internals
+            log.exception("gRPC %s failed", method)
+            await abort(context, refusal(500, "internal", "the server failed on this call (its log says why)"))
         finally:
             self.metrics.api_requests.labels(f"grpc_{method}", code).inc()
             self.metrics.api_latency.labels(f"grpc_{method}").observe(time.perf_counter() - t0)

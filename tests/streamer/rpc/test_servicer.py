@@ -378,3 +378,26 @@ async def test_message_and_image_limits(api_world, astronaut, grace_hopper):
             code, _, _ = await refused(stub.Fuse(pb.FuseRequest(source=huge, target=huge, consent=True),
                                                  metadata=bearer(api_world)))
             assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_a_failure_of_the_server_is_internal_without_its_internals(api_world, astronaut, grace_hopper, monkeypatch):
+    """A bug in the photo path (here the encoder raising) is INTERNAL with a sentence, never a traceback,
+    path or exception text, and the server goes on serving."""
+    from streamer.rpc import servicer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("/secret/path/to/codec.so exploded")
+
+    async with serve_rpc(api_world.product) as served:
+        async with grpc.aio.insecure_channel(served.grpc_target) as ch:
+            stub = fusion_pb2_grpc.FusionStub(ch)
+            monkeypatch.setattr(servicer, "encode_image", broken)
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.Fuse(pb.FuseRequest(source=encode(astronaut), target=encode(grace_hopper), consent=True),
+                                metadata=bearer(api_world))
+            assert info.value.code() == grpc.StatusCode.INTERNAL and "secret" not in (info.value.details() or "")
+            assert details(info.value)[0] == "internal"
+            monkeypatch.undo()
+            ok = await stub.Fuse(pb.FuseRequest(source=encode(astronaut), target=encode(grace_hopper), consent=True),
+                                 metadata=bearer(api_world))
+            assert ok.faces == 1

@@ -107,6 +107,15 @@ def fetch(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
         return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
 
 
+def ban(edge: str, prefix: str) -> tuple[int, bytes]:
+    req = urllib.request.Request(f"{edge}/", method="BAN", headers={"X-Ban-Prefix": prefix})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
 async def finished_job(http, base: str, world, source: bytes, clip: bytes) -> dict:
     async with http.post(f"{base}/v1/jobs", data=job_form(source, clip, consent="true"), headers=world.headers()) as r:
         assert r.status == 202, await r.text()
@@ -149,6 +158,10 @@ async def test_results_through_the_edge(api_world, astronaut, clip):  # noqa: F8
         ranged = await asyncio.to_thread(fetch, url, Range="bytes=100-199")
         assert ranged[0] == 206 and ranged[2] == body[100:200]
         assert ranged[1]["content-range"] == f"bytes 100-199/{len(body)}"
+        # BAN by prefix (an operator's tool, from the purgers ACL) drops it; the next GET is a MISS again
+        assert (await asyncio.to_thread(ban, edge, f"/results/jobs/{job['id']}/"))[0] == 200
+        assert (await asyncio.to_thread(ban, edge, "/v1/jobs"))[0] == 400
+        assert (await asyncio.to_thread(fetch, url))[1]["x-cache"] == "MISS"
         # deleting the result takes it off the origin and the edge
         async with http.delete(f"{base}/v1/jobs/{job['id']}/result", headers=api_world.headers()) as r:
             assert r.status == 200, await r.text()

@@ -11,13 +11,29 @@ from kernels.numpy.color import gaussian_kernel
 from kernels.torch.color import i420_to_rgb
 
 
+def _area_weights(n_in: int, n_out: int, device: torch.device) -> torch.Tensor:
+    """(n_out, n_in) weights of OpenCV's INTER_AREA shrink along one axis: output pixel i averages the input
+    over [i s, (i + 1) s), s = n_in / n_out, each input pixel weighted by how much of it lies inside."""
+    s = n_in / n_out
+    lo = torch.arange(n_out, dtype=torch.float64) * s
+    hi = lo + s
+    j = torch.arange(n_in, dtype=torch.float64)
+    cover = (torch.minimum(hi[:, None], j[None, :] + 1) - torch.maximum(lo[:, None], j[None, :])).clamp(min=0)
+    return (cover / s).to(device=device, dtype=torch.float32)
+
+
 def _area(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """Area mean of a 2-D or H x W x C tensor down to size = (w, h), float32."""
+    """Area mean of a 2-D or H x W x C tensor down to size = (w, h), float32: OpenCV's INTER_AREA (whole
+    factors by pooling, others by the coverage weights of each axis)."""
     w, h = size
     t = x.float()
-    if t.ndim == 2:
-        return F.interpolate(t[None, None], size=(h, w), mode="area")[0, 0]
-    return F.interpolate(t.permute(2, 0, 1)[None], size=(h, w), mode="area")[0].permute(1, 2, 0)
+    chw = t[None] if t.ndim == 2 else t.permute(2, 0, 1)
+    in_h, in_w = chw.shape[1:]
+    if in_h % h == 0 and in_w % w == 0:
+        out = F.avg_pool2d(chw[None], (in_h // h, in_w // w))[0]
+    else:
+        out = _area_weights(in_h, h, t.device) @ chw @ _area_weights(in_w, w, t.device).T
+    return out[0] if t.ndim == 2 else out.permute(1, 2, 0)
 
 
 def _linear(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

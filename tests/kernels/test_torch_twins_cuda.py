@@ -182,3 +182,27 @@ def test_landmark_net_on_cuda_matches_cpu(odd_face):
     (lm_cpu, p_cpu), (lm_gpu, p_gpu) = LandmarkNet("cpu").run(crop), LandmarkNet(DEV).run(crop)
     assert np.abs(lm_gpu - lm_cpu).max() < 0.5     # crop pixels; cuDNN may convolve in TF32
     np.testing.assert_allclose(p_gpu, p_cpu, atol=1e-2)
+
+
+def test_background_on_cuda(a):
+    from kernels.numpy import background as nb
+    from kernels.numpy.color import rgb_to_i420
+    from kernels.torch import background as tb
+
+    img = np.ascontiguousarray(a[:236, :318])                       # even sides: I420
+    y, u, v = rgb_to_i420(img)
+    th = nb.i420_thumbnail(y, u, v, (256, 144))
+    assert np.abs(tb.i420_thumbnail(_c(y), _c(u), _c(v), (256, 144)).cpu().numpy().astype(int) - th).max() <= 2
+    rng = np.random.default_rng(0)
+    mask = np.clip(rng.random((144, 256)).astype(np.float32) * 1.6 - 0.3, 0, 1)
+    guide = nb.thumbnail_guide(th)
+    coef = nb.guided_coefficients(mask, guide)
+    coef_t = tb.guided_coefficients(_c(mask), _c(guide))
+    for want, got in zip(coef, coef_t):
+        np.testing.assert_allclose(got.cpu().numpy(), want, atol=1e-3)
+    alpha = nb.guided_alpha(coef, y)
+    np.testing.assert_allclose(tb.guided_alpha(coef_t, _c(y)).cpu().numpy(), alpha, atol=2e-3)
+    for plane, al in ((y, alpha), (u, nb.half_alpha(alpha))):
+        want = nb.composite(plane, nb.background_blur(plane, al, 3.0), al).astype(int)
+        got = tb.composite(_c(plane), tb.background_blur(_c(plane), _c(al), 3.0), _c(al)).cpu().numpy().astype(int)
+        assert np.abs(want - got).max() <= 1

@@ -80,3 +80,16 @@ def test_the_rendered_vcl_compiles(helm, tmp_path):  # noqa: F811
     r = subprocess.run([binary, "-C", "-j", "none", "-n", str(tmp_path / "n"), "-p", f"vcl_path={tmp_path}", "-f",
                         str(tmp_path / "livefuse.vcl")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_grpc_ingress_on_its_own_host(helm):  # noqa: F811
+    docs = render(helm, "default", ON + ["--set", "ingress.grpc.enabled=true",
+                                         "--set", "ingress.grpc.tls[0].secretName=grpc-tls",
+                                         "--set", "ingress.grpc.tls[0].hosts[0]=grpc.livefuse.example.com"])
+    (grpc_ingress,) = [d for d in of_kind(docs, "Ingress") if d["metadata"]["name"].endswith("-grpc")]
+    kubernetes_validate.validate(grpc_ingress, kubernetes_validate.latest_version(), strict=True)
+    assert grpc_ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/backend-protocol"] == "GRPC"
+    (rule,) = grpc_ingress["spec"]["rules"]
+    assert rule["host"] == "grpc.livefuse.example.com"
+    assert rule["http"]["paths"][0]["backend"]["service"]["port"]["name"] == "grpc"
+    assert not [d for d in of_kind(render(helm, "default", ON), "Ingress") if d["metadata"]["name"].endswith("-grpc")]

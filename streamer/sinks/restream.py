@@ -265,18 +265,41 @@ def _describe(exc: Exception, url: str) -> str:
 
 
 class SessionRestream:
-    """A live session's output to one or more destinations: a task on the event loop that takes the
-    session's processed frames (a private copy of its output track, as a WHEP viewer's) and its audio,
-    and hands them to each destination's worker. Nothing here waits on a destination."""
+    """A live session's output to one or more destinations. RTMP(S) ones share a task on the event loop that
+    takes the session's processed frames (a private copy of its output track, as a WHEP viewer's) and its
+    audio and hands them to each destination's worker; a WHIP one (http(s)://, streamer/sinks/whip_push.py)
+    is an aiortc peer of its own, on fresh copies of the tracks from `whip_tracks()`. Nothing here waits
+    on a destination."""
 
     def __init__(self, video: Any, audio: Any, urls: list[str], settings: RestreamSettings = RestreamSettings(),
-                 on_event: Event | None = None) -> None:
+                 on_event: Event | None = None, whip_tracks: Callable[[], tuple[Any, Any]] | None = None) -> None:
         import asyncio
 
-        self.pushes = [RtmpPush(u, settings, on_event, audio=audio is not None) for u in urls]
-        self._tasks = [asyncio.ensure_future(self._video(video))]
-        if audio is not None:
-            self._tasks.append(asyncio.ensure_future(self._audio(audio)))
+        rtmp = [u for u in urls if not u.startswith(("http://", "https://"))]
+        whip = [u for u in urls if u.startswith(("http://", "https://"))]
+        if whip and whip_tracks is None:
+            raise ValueError("this output takes rtmp(s):// addresses only")
+        if whip:
+            from streamer.sinks.whip_push import split_whip
+
+            for u in whip:
+                split_whip(u)                 # refused before anything starts
+        for u in rtmp:
+            check_url(u)
+        self.pushes: list[Any] = [RtmpPush(u, settings, on_event, audio=audio is not None) for u in rtmp]
+        self._tasks: list[Any] = []
+        if self.pushes:
+            self._tasks.append(asyncio.ensure_future(self._video(video)))
+            if audio is not None:
+                self._tasks.append(asyncio.ensure_future(self._audio(audio)))
+        else:
+            for t in (video, audio):
+                if t is not None:
+                    t.stop()
+        if whip:
+            from streamer.sinks.whip_push import WhipPush
+
+            self.pushes += [WhipPush(u, whip_tracks, on_event) for u in whip]   # type: ignore[arg-type]
 
     async def _video(self, track: Any) -> None:
         from aiortc.mediastreams import MediaStreamError
@@ -285,7 +308,8 @@ class SessionRestream:
             while True:
                 frame = await track.recv()
                 for p in self.pushes:
-                    p.push_video(frame)
+                    if isinstance(p, RtmpPush):
+                        p.push_video(frame)
         except MediaStreamError:   # the session ended
             return
 
@@ -296,7 +320,8 @@ class SessionRestream:
             while True:
                 frame = await track.recv()
                 for p in self.pushes:
-                    p.push_audio(frame)
+                    if isinstance(p, RtmpPush):
+                        p.push_audio(frame)
         except MediaStreamError:
             return
 
@@ -309,4 +334,6 @@ class SessionRestream:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.to_thread(lambda: [p.close() for p in self.pushes])
+        rtmp = [p for p in self.pushes if isinstance(p, RtmpPush)]
+        await asyncio.gather(*(p.stop() for p in self.pushes if not isinstance(p, RtmpPush)), return_exceptions=True)
+        await asyncio.to_thread(lambda: [p.close() for p in rtmp])

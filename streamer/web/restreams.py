@@ -1,5 +1,5 @@
 """The server's restreams: which live sessions push their output to RTMP(S) destinations
-(streamer/sinks/restream.py), started for every session by `serve --restream URL` and per session by the
+(streamer/sinks/restream.py) or WHIP endpoints (streamer/sinks/whip_push.py), started for every session by `serve --restream URL` and per session by the
 control protocol's `set_params.outputs.restream` or REST's `POST /v1/sessions/{id}/outputs`.
 
 Each session's destinations share one copy of its output track and its audio; each destination encodes
@@ -69,12 +69,16 @@ class Restreams:
             self._count()
 
         try:
-            self.sessions[session.id] = SessionRestream(FusedTrack(peer.worker.outbox, private=True), peer.listen(),
-                                                        list(urls)[:MAX_DESTINATIONS], self.settings, event)
-        except ValueError as exc:   # an address that is not rtmp(s)://HOST/APP/KEY (the key is never in it)
+            self.sessions[session.id] = SessionRestream(
+                FusedTrack(peer.worker.outbox, private=True), peer.listen(), list(urls)[:MAX_DESTINATIONS],
+                self.settings, event, whip_tracks=lambda: (FusedTrack(peer.worker.outbox, private=True), peer.listen()))
+        except ValueError as exc:   # not rtmp(s)://HOST/APP/KEY nor a WHIP https:// address (the key is never in it)
             session.notify({"type": "restream", "state": "error", "error": str(exc)})
             return
-        self.audit("restream_started", session=session.id, destinations=[redact(u) for u in urls])
+        from streamer.sinks.whip_push import redact_whip
+
+        self.audit("restream_started", session=session.id,
+                   destinations=[redact_whip(u) if u.startswith("http") else redact(u) for u in urls])
 
     def status(self, session_id: str) -> list[dict[str, Any]]:
         held = self.sessions.get(session_id)

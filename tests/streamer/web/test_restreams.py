@@ -68,3 +68,43 @@ async def test_every_session_restreamed_then_one_stopped_and_another_added(astro
     assert len(decode_video(tmp_path / "b.ts", 320, 240)) >= 20
     assert all(KEY not in str(m) for m in probe.messages)
     assert KEY not in caplog.text
+
+
+async def test_a_session_restreamed_over_whip_to_another_server(astronaut):
+    """WHIP out: one server's session pushes its output to another server's WHIP endpoint (LiveFuse's own
+    POST /whip, a real aiortc answerer), which receives its frames; the token in the address never shows;
+    stopping DELETEs the WHIP resource and the receiving session ends."""
+    token = "whip-token-0123456789"
+    sink, sink_url, sink_state = await _serve(ServerConfig())
+    source, url, _ = await _serve(ServerConfig())
+    probe = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=6000))
+    whip = sink_url.replace("http://", f"http://{token}@", 1) + "/whip"
+    try:
+        async with aiohttp.ClientSession() as http:
+            await probe.connect_http(url, http)
+            await probe.wait_frames(3, timeout=30)
+            probe.send({"type": "set_params", "id": 1, "outputs": {"restream": [whip]}})
+            assert (await probe.wait_message(lambda m: m.get("id") == 1))["type"] == "ack"
+            live = await probe.wait_message(lambda m: m.get("type") == "restream" and m.get("state") == "live", 20)
+            assert live["url"] == sink_url + "/whip" and live["kind"] == "whip"
+            deadline = asyncio.get_running_loop().time() + 20
+            received = 0
+            while asyncio.get_running_loop().time() < deadline:
+                pushed = [p for p in sink_state.peers.values() if p.kind == "whip"]
+                received = pushed[0].stats.snapshot()["frames_in"] if pushed else 0
+                if received >= 30:
+                    break
+                await asyncio.sleep(0.2)
+            assert received >= 30, received
+            probe.send({"type": "set_params", "id": 2, "outputs": {"restream": []}})
+            await probe.wait_message(lambda m: m.get("type") == "restream" and m.get("state") == "off", 15)
+            for _ in range(50):
+                if not any(p.kind == "whip" for p in sink_state.peers.values()):
+                    break
+                await asyncio.sleep(0.2)
+            assert not any(p.kind == "whip" for p in sink_state.peers.values())   # the WHIP DELETE ended it
+    finally:
+        await probe.close()
+        await source.close()
+        await sink.close()
+    assert all(token not in str(m) for m in probe.messages)

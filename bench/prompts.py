@@ -119,7 +119,7 @@ def measure(encoder: str, per_language: int, switches: int, repeats: int = 3) ->
     import torch  # noqa: F401  (torch and transformers are imported before the baseline: every encoder needs them)
     import transformers  # noqa: F401
 
-    from engines.text import load_prompt_model
+    from engines.prompt.model import load_prompt_model
 
     rss0 = _rss_mb()
     t0 = time.perf_counter()

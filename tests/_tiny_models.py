@@ -10,7 +10,7 @@ def make_tiny_decoder(folder: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2Model
 
-    from engines.text import default_encoder_path
+    from engines.prompt.encoder import default_encoder_path
 
     tok = AutoTokenizer.from_pretrained(default_encoder_path(), local_files_only=True)  # any real tokenizer will do
     torch.manual_seed(0)

@@ -38,7 +38,7 @@ TARGETS = {"benign_pass": 0.995, "benign_pass_per_language": 0.99, "harmful_refu
 
 def text_scores(model, worst: int = 5) -> dict:
     """Edits on the held-out prompts, per language: sign accuracy, leakage, zeros kept small."""
-    from engines.calibration import ZERO_LIMIT, load_corpus, score, targets
+    from engines.prompt.calibration import ZERO_LIMIT, load_corpus, score, targets
 
     _, held, digest = load_corpus()
     conds = model.encode([e.text for e in held])
@@ -69,8 +69,8 @@ def policy_scores(model, worst: int = 5, policy_path=None) -> dict:
     """The whole filter (terms, patterns, classifier) on the held-out split of the policy corpus."""
     from collections import Counter
 
-    from engines.intent import ALLOWED, REFUSED, UNRELATED
-    from engines.intent_fit import edit_prompts, load_policy_corpus
+    from engines.prompt.intent import ALLOWED, REFUSED, UNRELATED
+    from engines.prompt.intent_fit import edit_prompts, load_policy_corpus
     from streamer.safety.filters import PromptFilter
 
     flt = PromptFilter(policy_path, model)
@@ -208,7 +208,7 @@ def portraits() -> dict[str, np.ndarray]:
 
 
 def run(args) -> dict:
-    from engines.text import load_prompt_model
+    from engines.prompt.model import load_prompt_model
 
     model = load_prompt_model(args.encoder, args.artifact)
     result = {"encoder": model.id, "targets": TARGETS, "policy": policy_scores(model, args.worst),

@@ -1,5 +1,5 @@
 """Writes zero_shot.jsonl: hand-written prompts in Japanese, Korean, Spanish, French, German and Portuguese
-that no fit ever trains on (engines/calibration.py scores them as held-out, per language).
+that no fit ever trains on (engines/prompt/calibration.py scores them as held-out, per language).
 
 The projector and head are trained on English and Chinese only; these measure what the multilingual
 encoder's cross-lingual alignment carries to other languages. Each prompt names the corpus atoms it

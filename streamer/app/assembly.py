@@ -161,7 +161,8 @@ class Product:
         the stream then runs with slider edits only."""
         with self._lock:
             if self._prompts is None and self._prompts_error is None:
-                from engines.text import CalibrationError, EncoderError
+                from engines.artifacts import CalibrationError
+                from engines.prompt.encoder import EncoderError
                 from streamer.session.prompts import load_prompt_cache
 
                 try:

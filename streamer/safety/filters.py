@@ -1,9 +1,9 @@
 """Prompt policy: refuse prompts in the categories of an editable policy file (impersonating a real
 person, sexual content, minors, hate) by terms and patterns per language (en, zh, ja, ko, es, fr, de, pt)
-as a fast first pass, then by the intent classifier (engines/intent.py), a head fitted per encoder on the
+as a fast first pass, then by the intent classifier (engines/prompt/intent.py), a head fitted per encoder on the
 labelled corpus in data/policy/ with thresholds chosen for the benign pass rate first.
 
-The filter reads no prompt itself: it takes the prompt's one reading (`engines.text.Condition`: clauses,
+The filter reads no prompt itself: it takes the prompt's one reading (`engines.prompt.model.Condition`: clauses,
 their embeddings and the intent head's probabilities for each) that the prompt cache also keeps for the
 edits stage, so a prompt is encoded once. A refusal names its category, the clause that triggered it and
 what decided (a term, a pattern or the classifier), in words that describe what LiveFuse doesn't make
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from engines.text import clauses, latin_only, negation_before, normalise_prompt
+from engines.prompt.language import MAX_PROMPT_CHARS, clauses, latin_only, negation_before, normalise_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engines.text import Condition, PromptModel
+    from engines.prompt.model import Condition, PromptModel
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class _Compiled:
 
 
 class PromptFilter:
-    """`check(text, reading)` -> PromptDecision. `model` (an `engines.text.PromptModel`, with its intent
+    """`check(text, reading)` -> PromptDecision. `model` (an `engines.prompt.model.PromptModel`, with its intent
     head) is optional: without it only terms and patterns are matched. `policy` is a path (re-read when
     the file changes) or a loaded PromptPolicy (fixed)."""
 
@@ -274,7 +274,7 @@ class PromptGate:
     so call `set_prompt` off the event loop."""
 
     def __init__(self, filter: PromptFilter, audit: Callable[..., None] | None = None,
-                 apply: Callable[[Any, str], dict[str, Any]] | None = None, max_length: int = 500,
+                 apply: Callable[[Any, str], dict[str, Any]] | None = None, max_length: int = MAX_PROMPT_CHARS,
                  understand: Understand | None = None) -> None:
         self.filter = filter
         self.audit = audit

@@ -16,7 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable, Protocol, Sequence
 
-from engines.text import Condition, empty_condition, normalise_prompt
+from engines.prompt.model import Condition, empty_condition
+
+from engines.prompt.language import normalise_prompt
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,6 @@ def load_prompt_cache(encoder: str | None = None, artifact: str | None = None, c
     """The server's one cache: e5 and its committed artifact by default (or `encoder="minilm"`, or a local
     folder). Raises EncoderError or CalibrationError (both name the fix) when the encoder is missing,
     incompatible or uncalibrated."""
-    from engines.text import load_prompt_model
+    from engines.prompt.model import load_prompt_model
 
     return PromptCache(load_prompt_model(encoder, artifact), capacity=capacity)

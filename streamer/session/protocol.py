@@ -15,6 +15,7 @@ import jsonschema
 from engines.background import MODES as BACKGROUND_MODES
 from engines.background import BackgroundError, parse_background
 from engines.edit_vocabulary import EDIT_SPECS
+from engines.prompt.language import MAX_PROMPT_CHARS
 from engines.sources import SOURCE_ID_PATTERN
 from streamer.session.face_map import MAX_MAPPED_FACES, MAX_TRACK_ID
 from streamer.session.session import FUSION_MODES
@@ -55,10 +56,9 @@ OUTPUTS_SCHEMA: dict[str, Any] = {
         "face_events": {"type": "number", "minimum": 0, "maximum": 60},
         "mirror": {"type": "boolean"},
         "face_track": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID}, {"type": "null"}]},
-        # destinations for the session's output: RTMP(S) (rtmp://HOST/APP/KEY) or WHIP (https://TOKEN@HOST/PATH);
-        # [] stops them
+        # RTMP(S) destinations for the session's output (rtmp://HOST/APP/KEY); [] stops them
         "restream": {"type": "array", "maxItems": 4,
-                     "items": {"type": "string", "maxLength": 2048, "pattern": "^(rtmps?|https?)://[^\\s]+$"}},
+                     "items": {"type": "string", "maxLength": 2048, "pattern": "^rtmps?://[^\\s]+$"}},
     },
     "additionalProperties": False,
 }
@@ -76,7 +76,7 @@ CLIENT_SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "type": {"const": "set_prompt"},
-                "text": {"type": "string", "maxLength": 500},
+                "text": {"type": "string", "maxLength": MAX_PROMPT_CHARS},
                 "id": {"type": "integer"},
             },
             "required": ["type", "text"],

@@ -273,7 +273,7 @@ OTHER_SETTINGS = {
     "LIVEFUSE_AUDIT_LOG": "streamer.safety.audit",
     "LIVEFUSE_AUDIT_STDOUT": "streamer.app.commands.serve",
     "LIVEFUSE_FUSION": "streamer.app.commands.serve",
-    "LIVEFUSE_HOME": "engines.text",
+    "LIVEFUSE_HOME": "engines.prompt.head",
     "LIVEFUSE_RESULTS": "streamer.app.assembly",
     "LIVEFUSE_JOBS_REDIS": "streamer.app.commands.serve",
 }

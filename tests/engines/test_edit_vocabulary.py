@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from engines import text
+from engines.prompt.head import EditHead
+from engines.prompt.model import empty_condition
 from engines.edit_vocabulary import APPEARANCE, EDIT_NAMES, EDIT_SPECS, GEOMETRY, SPECS_BY_NAME, vocabulary_json
 
 
@@ -23,8 +24,8 @@ def test_kinds_split_the_names_in_order():
 
 
 def test_the_prompt_head_reads_one_output_per_edit():
-    assert text.EditHead().names == EDIT_NAMES
-    assert tuple(text.empty_condition("x").edits) == EDIT_NAMES
+    assert EditHead().names == EDIT_NAMES
+    assert tuple(empty_condition("x").edits) == EDIT_NAMES
 
 
 def test_json_is_the_specs_in_order():

@@ -16,7 +16,7 @@ def add_arguments(parser) -> None:
     g.add_argument("--no-glossary", dest="glossary", action="store_false", default=None,
                    help="feed Chinese to the encoder as is (the default for e5)")
     g.add_argument("--glossary", dest="glossary", action="store_true",
-                   help="translate Chinese with engines/glossary.py first (the default for minilm and local folders)")
+                   help="translate Chinese with engines/prompt/glossary.py first (the default for minilm and local folders)")
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps of the edit head (default 600)")
     parser.add_argument("--only", choices=("edits", "intent"), help="fit one head only (default: both)")
     parser.add_argument("--policy-corpus", help="labelled policy corpus folder (default: data/policy/corpus)")
@@ -30,11 +30,12 @@ def run(args) -> int:
     from dataclasses import replace
     from pathlib import Path
 
-    from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate
-    from engines.intent import intent_artifact_for
-    from engines.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent
+    from engines.prompt.calibration import CORPUS_DIR, CalibrationConfig, calibrate
+    from engines.prompt.intent import intent_artifact_for
+    from engines.prompt.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent
     from engines.artifacts import pin
-    from engines.text import EncoderError, TextEncoder, artifact_path_for
+    from engines.prompt.encoder import EncoderError, TextEncoder
+    from engines.prompt.head import artifact_path_for
 
     try:
         encoder = TextEncoder(args.encoder, device=args.device)

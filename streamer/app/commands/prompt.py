@@ -18,7 +18,9 @@ def run(args) -> int:
     import json
     import sys
 
-    from engines.text import CalibrationError, EncoderError
+    from engines.artifacts import CalibrationError
+
+    from engines.prompt.encoder import EncoderError
     from streamer.session.prompts import load_prompt_cache
     from streamer.safety.filters import PolicyError, PromptFilter
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 from engines.edit_plan import EditConfig
 from engines.edit_render import render_edits, render_edits_in_regions
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
+from engines.prompt.language import MAX_PROMPT_CHARS
 from engines.landmarks.hands import restore_kept
-from engines.text import Condition
+from engines.prompt.model import Condition
 
 if TYPE_CHECKING:  # pragma: no cover
     from streamer.pipeline.pipeline import FrameState
@@ -99,11 +100,11 @@ class EditsStage:
         self._to = {n: float(cond.edits.get(n, 0.0)) for n in EDIT_NAMES}
         self._step = 0
         event: dict[str, Any] = {
-            "type": "prompt", "text": cond.text[:500], "understood": cond.summary(self.config.report_threshold),
+            "type": "prompt", "text": cond.text[:MAX_PROMPT_CHARS], "understood": cond.summary(self.config.report_threshold),
             "encoder": cond.encoder, "cached": cached, "encode_ms": round(cond.encode_ms, 1),
         }
         if cond.encoder_text != cond.text:
-            event["translated"] = cond.encoder_text[:500]
+            event["translated"] = cond.encoder_text[:MAX_PROMPT_CHARS]
         if cond.truncated:
             event["truncated"] = True
             event["message"] = f"prompt cut to the encoder's limit of {cond.token_limit} tokens"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engines.edit_vocabulary import EDIT_NAMES
+from engines.prompt.language import MAX_PROMPT_CHARS
 from streamer.session.protocol import OUTPUTS_SCHEMA
 
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -35,7 +36,7 @@ def _upload_errors(files: str) -> dict[str, Any]:
                       "of them, a control byte or NUL in a header or filename, a body that ends before its closing "
                       "boundary), incomplete_body (the client went away), repeated_part (a part sent twice), "
                       "bad_field (a field that is not UTF-8), bad_request (a missing part, a bad strength or edits), "
-                      "prompt_too_long (over 500 characters)"),
+                      f"prompt_too_long (over {MAX_PROMPT_CHARS} characters)"),
         "408": _error("the body stalled (read_timeout) or arrived under the minimum rate (too_slow); the connection closes"),
         "413": _error(f"over a limit: {files}, field_too_large, too_many_parts, or too_large (the declared body); "
                       "an image over the pixel limit is <part>_too_large too"),
@@ -190,7 +191,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                     "target": {"type": "string", "contentMediaType": "image/*", "description": "the photo to fuse it into"},
                     "consent": {"type": "string", "enum": ["true", "1", "yes", "on"],
                                 "description": "you confirm you may use the source face (recorded)"},
-                    "prompt": {"type": "string", "maxLength": 500, "description": "edits in words, e.g. 'a slight smile'"},
+                    "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS, "description": "edits in words, e.g. 'a slight smile'"},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
                     "enhance": {"type": "number", "minimum": 0, "maximum": 1, "default": 1,
                                 "description": "the face enhancer's strength, where the server runs one (--enhancer; "
@@ -213,7 +214,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                     "target_url": {"type": "string", "minLength": 1, "description": "instead of `target`: an s3:// or https:// URL the "
                                    "server reads, if its input allowlist admits it (redirects are not followed)"},
                     "consent": {"type": "string", "enum": ["true", "1", "yes", "on"]},
-                    "prompt": {"type": "string", "maxLength": 500},
+                    "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1}}},
                 "Job": {"type": "object", "required": ["id", "state", "frames_done"], "properties": {
                     "id": {"type": "string"},

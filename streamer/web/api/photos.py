@@ -26,6 +26,7 @@ import numpy as np
 from engines.batching import BatchListener, DynamicBatcher
 from engines.edit_vocabulary import EDIT_NAMES
 from engines.faces import Face
+from engines.prompt.language import MAX_PROMPT_CHARS
 from engines.sources import SourceRefused
 from kernels.numpy import watermark as np_wm
 from streamer.session.face_map import KEEP, FaceMapError, parse_face_map
@@ -469,7 +470,7 @@ class PhotoFuser:
         timings["total_ms"] = (time.perf_counter() - t0) * 1000.0
         timings = {k: round(v, 2) for k, v in timings.items()}
         parts.audit("api_fuse", **base, source_id=source_id, faces=len(faces), fused=len(state.fused),
-                   strength=req.strength, prompt=req.prompt[:500], edits=dict(req.edits),
+                   strength=req.strength, prompt=req.prompt[:MAX_PROMPT_CHARS], edits=dict(req.edits),
                    watermark=state.watermark, size=[int(req.target.shape[1]), int(req.target.shape[0])],
                    ms=timings["total_ms"])
         session.clear_sources()

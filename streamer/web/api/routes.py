@@ -20,6 +20,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from engines.sources import SourceConfig, SourceRefused
+from engines.prompt.language import MAX_PROMPT_CHARS
 from streamer.web.api.openapi import openapi
 from streamer.web.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, parse_strength,
                                  source_refusal)
@@ -35,10 +36,9 @@ log = logging.getLogger(__name__)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
 SSE_KEEPALIVE_S = 15.0
-PROMPT_MAX = 500                   # characters, as the WebSocket's set_prompt and the OpenAPI description say
-# the prompt part is read up to 4 bytes a character (500 characters of any script in UTF-8); past that it
-# is refused as too long, as a 501-character prompt is
-PROMPT_FIELD = FieldLimit(4 * PROMPT_MAX, 400, "prompt_too_long", f"prompt is longer than {PROMPT_MAX} characters")
+# the prompt part is read up to 4 bytes a character (MAX_PROMPT_CHARS of any script in UTF-8); past that it
+# is refused as too long, as a prompt one character over the limit is
+PROMPT_FIELD = FieldLimit(4 * MAX_PROMPT_CHARS, 400, "prompt_too_long", f"prompt is longer than {MAX_PROMPT_CHARS} characters")
 # what a photo holds of the memory budget, in decoded-image sizes: the target's decode, the pipeline's
 # working copies and the encoded result (`livefuse bench service --json`'s memory row measures it);
 # the source's decode and its registration crop
@@ -139,8 +139,8 @@ def photo_background(field: str, has_picture: bool) -> Any:
 def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
     """(prompt, strength, edits) from the form, or a 400."""
     prompt = form.get("prompt", "")
-    if len(prompt) > PROMPT_MAX:
-        raise Refused(400, f"prompt is {len(prompt)} characters, the limit is {PROMPT_MAX}", code="prompt_too_long")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise Refused(400, f"prompt is {len(prompt)} characters, the limit is {MAX_PROMPT_CHARS}", code="prompt_too_long")
     try:
         strength = parse_strength(form.get("strength"))
         raw = form.get("edits", "")

@@ -56,7 +56,7 @@ REFUSED = {
 
 @pytest.fixture(scope="module", params=["e5", "minilm"])
 def full(request):
-    from engines.text import load_prompt_model
+    from engines.prompt.model import load_prompt_model
 
     return PromptFilter(None, load_prompt_model(request.param))
 
@@ -142,6 +142,7 @@ HELDOUT_FLOOR = {"benign_pass": 0.97, "benign_pass_per_language": 0.94, "harmful
                  "edit_prompts_pass": 0.995, "unrelated_not_understood": 0.65, "allowed_understood": 0.99}
 
 
+@pytest.mark.timeout(1200)   # encodes every held-out prompt of eight languages: minutes on a loaded 2-core machine
 def test_heldout_figures_hold(e5):
     """The held-out split (never used to fit or to pick thresholds), with the figures `livefuse eval
     prompts --json` prints."""

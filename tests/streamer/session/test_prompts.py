@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from engines.text import load_prompt_model
+from engines.prompt.model import load_prompt_model
 from streamer.session.prompts import PromptCache, load_prompt_cache
 
 
@@ -94,7 +94,7 @@ def test_failed_encoding_is_reported_and_not_retried(model):
 
 
 def test_load_prompt_cache_defaults_and_bad_encoder(tmp_path):
-    from engines.text import EncoderError
+    from engines.prompt.encoder import EncoderError
 
     with pytest.raises(EncoderError):
         load_prompt_cache(str(tmp_path))

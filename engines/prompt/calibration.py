@@ -15,12 +15,14 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from engines import glossary as zh_glossary
+from engines.prompt import glossary as zh_glossary
 from engines.edit_vocabulary import EDIT_NAMES
-from engines.text import (DEADZONE, NEGATION_FLOOR, latin_only, ArtifactMeta, ConditionProjector, EditHead, PromptModel, TextEncoder, clauses,
-                          negation_stem, normalise_prompt, save_artifact)
+from engines.prompt.model import DEADZONE, PromptModel
+from engines.prompt.language import NEGATION_FLOOR, latin_only, clauses, negation_stem, normalise_prompt
+from engines.prompt.head import ArtifactMeta, ConditionProjector, EditHead, save_artifact
+from engines.prompt.encoder import TextEncoder
 
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "data" / "prompts"
 ZERO_LIMIT = 0.2   # an edit whose target is 0 must stay below this
 
 
@@ -138,7 +140,7 @@ def _forward(projector: ConditionProjector, head: EditHead, f: Features, xt: tor
     e_all = head(c)
     e = e_all[torch.from_numpy(f.rows)]
     if f.stems is not None and (f.stems >= 0).any():
-        # the live rule (engines.text.gate_negated): a negated clause's edits that point the way its stem's
+        # the live rule (engines.prompt.model.gate_negated): a negated clause's edits that point the way its stem's
         # point are dropped, so the fit neither pays for nor learns from them
         neg = torch.from_numpy(np.flatnonzero(f.stems >= 0))
         s = e_all[torch.from_numpy(f.stems[f.stems >= 0])].detach()
@@ -148,7 +150,7 @@ def _forward(projector: ConditionProjector, head: EditHead, f: Features, xt: tor
 
 
 def _deadzone(out: torch.Tensor) -> torch.Tensor:
-    """The live rule (engines.text.deadzone): what stays within DEADZONE of zero is no edit."""
+    """The live rule (engines.prompt.model.deadzone): what stays within DEADZONE of zero is no edit."""
     return torch.sign(out) * torch.clamp(out.abs() - DEADZONE, min=0.0) / (1.0 - DEADZONE)
 
 

@@ -1,4 +1,4 @@
-"""engines/intent.py + engines/intent_fit.py: the labelled policy corpus, its splits, the fitted heads
+"""engines/prompt/intent.py + engines/prompt/intent_fit.py: the labelled policy corpus, its splits, the fitted heads
 (committed, sha256-pinned, made from this corpus), and a fit end to end on a tiny decoder LLM."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.intent import INTENTS, REFUSED, UNRELATED, intent_artifact_for, load_intent_head
-from engines.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent, load_policy_corpus, split_of
+from engines.prompt.intent import INTENTS, REFUSED, UNRELATED, intent_artifact_for, load_intent_head
+from engines.prompt.intent_fit import POLICY_CORPUS, IntentConfig, calibrate_intent, load_policy_corpus, split_of
 from engines.artifacts import ASSETS, CalibrationError, check_pinned
-from engines.text import DEFAULT_ARTIFACT, MINILM_ARTIFACT, TextEncoder, normalise_prompt
+from engines.prompt.head import DEFAULT_ARTIFACT, MINILM_ARTIFACT
+from engines.prompt.encoder import TextEncoder
+from engines.prompt.language import normalise_prompt
 
 LANGS = {"en", "zh", "ja", "ko", "es", "fr", "de", "pt"}
 

@@ -1,0 +1,1 @@
+"""A prompt's understanding: its language rules, the text encoder, the fitted heads, the reading."""

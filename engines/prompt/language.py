@@ -1,0 +1,86 @@
+"""The rules of a prompt's language that need no model: normalising, clauses, negation, the length limit."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+
+# the longest prompt, in characters: every interface refuses a longer one, and the encoder reads no more
+# (its token limit cuts again after)
+MAX_PROMPT_CHARS = 500
+
+
+def latin_only(s: str) -> bool:
+    """Every letter is Latin script: what an English-only encoder has a vocabulary for."""
+    return all(not ch.isalpha() or ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") for ch in s)
+
+
+def normalise_prompt(text: str) -> str:
+    """The cache key and the encoder's input: NFKC (full-width -> ASCII, compatibility forms folded),
+    control and format characters (zero-width, bidi overrides) dropped, whitespace collapsed, lower case,
+    cut to MAX_PROMPT_CHARS so a pasted novel cannot stall the tokenizer."""
+    if not isinstance(text, str):
+        raise TypeError(f"prompt must be a string, got {type(text).__name__}")
+    text = unicodedata.normalize("NFKC", text[: MAX_PROMPT_CHARS * 2])
+    kept = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if ch in "\t\n\r" or cat == "Zs":
+            kept.append(" ")
+        elif cat[0] == "C":          # Cc control, Cf format, Cs surrogate, Co private use, Cn unassigned
+            continue
+        else:
+            kept.append(ch)
+    return re.sub(r"\s+", " ", "".join(kept)).strip().lower()[:MAX_PROMPT_CHARS]
+
+
+# Negation words: before what they negate in English, Spanish, Portuguese, French, German and Chinese (a
+# prefix, so no word boundary; 别 not inside 特别 "especially"), after it in the endings Japanese and Korean
+# requests use (なし not inside おとなしい) and in German's "... lieber nicht". The stem is the clause without them.
+_NEGATION = re.compile(
+    r"(?:\b(?:don't want|do not want|don't|do not|stop|quit|no more|not|no|without|never|sin|nada de|deja de|dejá de|"
+    r"não|sem|nunca|pare de|para de|chega de|sans|pas de|pas|arrête de|arrêtez de|arrête|jamais|keine|keinen|kein|"
+    r"nicht|ohne|hör auf mit|hör auf zu|hör auf|brauche ich nicht|lieber nicht|will ich nicht)\b|不想要|不想|不要|(?<!特)别|没有|停止|"
+    r"なし(?!い)|はいらない|いらない|じゃなくていい|はやめて|やめて|없이|말고|빼고|싫어)\s*")
+
+
+NEGATION_FLOOR = 0.05
+
+
+def negation_before(clause: str, index: int) -> bool:
+    """A negation word ends at or before `index` in `clause`: "no nudity", "不想看起来像小孩子"."""
+    m = _NEGATION.search(clause)
+    return m is not None and m.start() < index
+
+
+def negation_stem(clause: str) -> str | None:
+    """The clause without its (first) negation word: "give me without self-assured" -> "give me
+    self-assured"; None when the clause negates nothing."""
+    m = _NEGATION.search(clause)
+    if m is None:
+        return None
+    stem = " ".join((clause[:m.start()] + " " + clause[m.end():]).split())
+    return stem or None
+
+
+# Wishes are joined by punctuation (、。 stay after NFKC) or 'and / with / plus / also / but' and their
+# Spanish, Portuguese, French and German words; Chinese joins 还有 / 加上 / 并且 / 同时 and 和 where it is
+# not part of a word (温和, 柔和, 平和, 暖和, 和谐 ...).
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[,;.!?+/|、。]|\b(?:and|with|plus|also|but|y|con|pero|e|com|mas|et|avec|mais|und|mit|aber)\b|"
+    r"还有|加上|并且|同时|(?<![温柔平缓暖随祥亲总])和(?![谐善蔼]))\s*")
+
+
+MAX_CLAUSES = 8
+
+
+def clauses(text: str) -> list[str]:
+    """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but' (and their
+    words in the languages above); a repeated
+    wish counts once (pasting "red lips, red lips, ..." must not stack). Capped at MAX_CLAUSES (the rest
+    joins the last clause, where the encoder's token limit applies)."""
+    found = list(dict.fromkeys(c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c))
+    if len(found) > MAX_CLAUSES:
+        found = found[:MAX_CLAUSES - 1] + [" ".join(found[MAX_CLAUSES - 1:])]
+    return found

@@ -870,7 +870,7 @@ async function setRestream(urls) {
 
 $("restream-go").addEventListener("click", () => {
   const url = $("restream-url").value.trim();
-  if (!/^rtmps?:\/\/\S+$/.test(url)) { $("restream-status").textContent = "The address starts with rtmp:// or rtmps://"; return; }
+  if (!/^(rtmps?|https?):\/\/\S+$/.test(url)) { $("restream-status").textContent = "The address starts with rtmp://, rtmps:// or (WHIP) https://"; return; }
   setRestream([url]);
 });
 $("restream-stop").addEventListener("click", () => setRestream([]));

@@ -155,6 +155,59 @@ def test_streamer_keeps_at_most_four_loose_modules_at_its_top():
     assert len(loose) <= 4, loose
 
 
+@cache
+def trees() -> dict[str, ast.Module]:
+    return {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules().items()}
+
+
+def _assigned(pattern: str) -> list[str]:
+    """`module.NAME` for every module-level assignment whose name matches `pattern`."""
+    import re
+
+    out = []
+    for name, tree in trees().items():
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            out += [f"{name}.{t.id}" for t in targets if isinstance(t, ast.Name) and re.search(pattern, t.id)]
+    return sorted(out)
+
+
+def test_the_prompt_limit_is_defined_once_and_read_everywhere():
+    from engines.prompt.language import MAX_PROMPT_CHARS
+
+    assert _assigned(r"PROMPT.*(MAX|LIMIT)|(MAX|LIMIT).*PROMPT") == ["engines.prompt.language.MAX_PROMPT_CHARS"]
+    written = []   # the limit's value written as a literal: a slice bound or a JSON schema's maxLength
+    for name, tree in trees().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
+                    and isinstance(node.slice.upper, ast.Constant) and node.slice.upper.value == MAX_PROMPT_CHARS \
+                    and any(w in ast.unparse(node.value).lower() for w in ("prompt", "text")):
+                written.append(f"{name}:{node.lineno}")
+            if isinstance(node, ast.Dict):
+                for k, v in zip(node.keys, node.values):
+                    if isinstance(k, ast.Constant) and k.value == "maxLength" and isinstance(v, ast.Constant) \
+                            and v.value == MAX_PROMPT_CHARS:
+                        written.append(f"{name}:{v.lineno}")
+    assert not written, f"the prompt limit written as {MAX_PROMPT_CHARS} instead of MAX_PROMPT_CHARS: {written}"
+
+
+def test_one_multipart_reader_serves_every_upload():
+    """streamer/web/multipart.py reads every multipart body (with the body clock's stall and rate limits);
+    nothing else parses one with aiohttp's reader or defines another `read_form`."""
+    others = []
+    for name, tree in trees().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "multipart":
+                others.append(f"{name}:{node.lineno}")
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any("Multipart" in a.name or a.name == "BodyPartReader"
+                                                                      for a in node.names):
+                others.append(f"{name}:{node.lineno}")
+    assert not others, f"multipart read outside streamer/web/multipart.py: {others}"
+    assert [n for n, tree in trees().items() for f in tree.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "read_form"] == ["streamer.web.multipart"]
+    assert _assigned(r"^IMAGE_TYPES$") == ["streamer.web.uploads.IMAGE_TYPES"]
+
+
 def test_no_installed_distribution_claims_our_package_names():
     """Our top-level packages are generic names (`kernels`, `engines`, `bench`); a dependency that installs a
     package of the same name (Hugging Face's `kernels`, which transformers 5.25 requires) would share its folder

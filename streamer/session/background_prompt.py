@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from engines.background_words import LATEST_PICTURE, read_background
+from engines.prompt.language import MAX_PROMPT_CHARS
 from streamer.session.session import Session
 
 NO_PICTURE = ("No background picture in this session yet: upload one (the page's Background control, "
@@ -27,7 +28,7 @@ def set_background_prompt(session: Session, text: str, set_prompt: Callable[[Ses
         pictures = list(session.backgrounds)
         if not pictures:
             audit("background_prompt", session=session.id, clause=words.clause[:200], refused="no_picture")
-            session.notify({"type": "prompt_refused", "text": text[:500], "reason": NO_PICTURE,
+            session.notify({"type": "prompt_refused", "text": text[:MAX_PROMPT_CHARS], "reason": NO_PICTURE,
                             "category": "background", "clause": words.clause, "method": "term"})
             return {"allowed": False, "reason": NO_PICTURE, "category": "background", "clause": words.clause,
                     "method": "term", "prompt": session.controls.prompt}

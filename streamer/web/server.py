@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 WEB_ROOT = Path(__file__).resolve().parents[2] / "web_client"
 DEMO_SOURCE = Path(__file__).resolve().parents[1] / "assets" / "demo_source.jpg"
-IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 
 
 class LiveFuseServer:

@@ -22,6 +22,9 @@ import numpy as np
 from engines.sources import SourceConfig, SourceRefused, decode_image, probe_image
 from streamer.config import DEFAULT_MAX_PENDING_BYTES
 
+# the image types every upload route accepts (a source, a target, a background picture); the decoder
+# checks the bytes themselves
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 
 
 class DecoderBusy(SourceRefused):

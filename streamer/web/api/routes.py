@@ -33,7 +33,6 @@ from streamer.web.urls import SessionUrls
 
 log = logging.getLogger(__name__)
 
-IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 CLIP_TYPES = {"video/mp4": ".mp4", "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm"}
 SSE_KEEPALIVE_S = 15.0
 # the prompt part is read up to 4 bytes a character (MAX_PROMPT_CHARS of any script in UTF-8); past that it

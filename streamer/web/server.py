@@ -35,7 +35,7 @@ from streamer.ops.metrics import Metrics
 from streamer.rtc.peer import BadOffer, PeerSession
 from engines.sources import SourceConfig, SourceRefused
 from streamer.services import Services
-from streamer.web.uploads import DecoderBusy, UploadDecoder
+from streamer.web.uploads import IMAGE_TYPES, DecoderBusy, UploadDecoder
 from streamer.session.session import Session
 from streamer.sinks.whep import attach_viewer
 from streamer.web.whip_patch import TRICKLE_TYPE, apply_patch, entity_tag

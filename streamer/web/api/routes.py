@@ -28,7 +28,7 @@ from streamer.config import BodyLimits
 from streamer.web.httpkit import Refused, Slots
 from streamer.ops.metrics import Metrics
 from streamer.web.multipart import FieldLimit, FilePart, Form, FormSpec, read_form
-from streamer.web.uploads import DecoderBusy, Lease, UploadDecoder
+from streamer.web.uploads import IMAGE_TYPES, DecoderBusy, Lease, UploadDecoder
 from streamer.web.urls import SessionUrls
 
 log = logging.getLogger(__name__)

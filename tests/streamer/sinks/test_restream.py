@@ -33,6 +33,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether a TCP socket listens on `port` (the kernel's table: connecting would use FFmpeg's one publisher)."""
+    want = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        if any(r.split()[1].endswith(want) and r.split()[3] == "0A" for r in rows):
+            return True
+    return False
+
+
 class RtmpServer:
     """FFmpeg listening for one RTMP publisher on `port`, keeping what arrives in `out` (MPEG-TS)."""
 
@@ -41,19 +55,10 @@ class RtmpServer:
         self.proc = subprocess.Popen(
             [ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-listen", "1", "-f", "flv",
              "-i", f"rtmp://127.0.0.1:{port}/live/{KEY}", "-c", "copy", "-f", "mpegts", str(out)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:   # listening once the port answers
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) != 0:
-                    time.sleep(0.05)
-                    continue
-            break
-        # that probe connection was its one publisher: start again, now that it binds fast
-        self.proc.wait(5)
-        self.proc = subprocess.Popen(self.proc.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        time.sleep(0.3)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not listening(port):   # FFmpeg takes one publisher: never probe it
+            time.sleep(0.05)
 
     def kill(self) -> None:
         self.proc.kill()

@@ -5,8 +5,8 @@ and parser stages without any real weights. Each computes something a test can c
 - enhancer (GFPGAN, RestoreFormer++, GPEN, CodeFormer): output = input + DELTA in network units (a uniform
   brightening of the crop: DELTA * 127.5 levels in [-1, 1] units); CodeFormer's adds DELTA * 2 * weight.
 - parser, BiSeNet 19 classes: a 1x1 convolution of the normalised RGB: class 0 (background) where green
-  beats red by a wide margin (a green occluder), class 11 (mouth interior) where the pixel is dark, class 1
-  (skin) elsewhere.
+  beats red by a wide margin (a green occluder), class 11 (mouth interior) where the pixel is dark, class 12
+  (upper lip) where the pixel is magenta (red and blue far above green), class 1 (skin) elsewhere.
 - parser, XSeg: face (1) everywhere but where green beats red (0), NHWC, BGR in [0, 1].
 - swapper and embedder entries are built by bench/_swap_models.py (by card).
 """
@@ -19,6 +19,7 @@ import numpy as np
 
 DELTA = 0.2                 # enhancer shift, network units ([-1, 1] range: 25.5 levels)
 GREEN_MARGIN = 2.0          # parser: background logit = 2 * (g' - r') - 2 * GREEN_MARGIN (normalised units)
+MAGENTA_BIAS = -8.0         # parser: lips logit = 2 (r' + b') - 4 g' - 8 (magenta: about +10; skin: about -7)
 DARK_SUM = -3.0             # parser: mouth logit = -(r' + g' + b') + DARK_SUM (dark pixels: normalised sum under -3)
 
 
@@ -63,6 +64,7 @@ def bisenet(path: str | Path, size: int = 512, batch: int | str = 1) -> Path:
     b[1] = 0.0                                   # skin: the default
     w[0, 0, 0, 0], w[0, 1, 0, 0], b[0] = -2.0, 2.0, -GREEN_MARGIN * 2.0   # green occluder -> background
     w[11, :, 0, 0], b[11] = -1.0, DARK_SUM       # dark -> mouth interior
+    w[12, :, 0, 0], b[12] = (2.0, -4.0, 2.0), MAGENTA_BIAS   # magenta -> lips
     x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, size, size])
     y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 19, size, size])
     nodes = [helper.make_node("Conv", ["input", "W", "B"], ["output"], kernel_shape=[1, 1])]
@@ -77,6 +79,7 @@ def reference_classes(x_nchw: np.ndarray) -> np.ndarray:
     logits[:, 1] = 0.0
     logits[:, 0] = -2.0 * r + 2.0 * g - GREEN_MARGIN * 2.0
     logits[:, 11] = -(r + g + bl) + DARK_SUM
+    logits[:, 12] = 2.0 * r - 4.0 * g + 2.0 * bl + MAGENTA_BIAS
     return logits.argmax(axis=1)
 
 

@@ -11,7 +11,7 @@ the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import cv2
 import numpy as np
@@ -80,9 +80,10 @@ def face_width(landmarks: np.ndarray) -> float:
 
 
 def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str, float],
-              config: EditConfig = EditConfig()) -> FacePlan | None:
+              config: EditConfig = EditConfig(), regions: Mapping[str, Any] | None = None) -> FacePlan | None:
     """Everything but the pixel work for one face in an (H, W) frame, from its (478, 2|3) pixel
-    landmarks: ROI, masked colour ops, warp. None when nothing would change."""
+    landmarks: ROI, masked colour ops, warp. None when nothing would change. `regions`: a face parser's
+    "lips" and "skin" in frame pixels (`engines.faces.MaskPatch`), used in place of the landmark polygons."""
     e = active(edits)
     if not e:
         return None
@@ -106,7 +107,9 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     # resolution and the change is interpolated back; only the smoothing's final blend (which removes fine
     # texture) and the warp's sampling touch every pixel.
     c = 2 * q
-    ops = _colour_ops(e, _masks(e, (rh // c, rw // c), local / c, fw / c, config), config)
+    level = (rh // c, rw // c)
+    parsed = {k: _sampled(p, (x0, y0), c, level) for k, p in (regions or {}).items() if p is not None}
+    ops = _colour_ops(e, _masks(e, level, local / c, fw / c, config, parsed), config)
     smooth = "skin_smooth" in e
     map_xy, map_box = _warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else (None, None)
     return FacePlan(
@@ -161,9 +164,19 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / n if n > 1e-6 else v
 
 
-def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float, cfg: EditConfig) -> dict[str, np.ndarray]:
+def _sampled(patch: Any, origin: tuple[int, int], c: int, shape: tuple[int, int]) -> np.ndarray:
+    """A frame-pixel mask patch brought to the colour level of a ROI starting at `origin` (1/c scale)."""
+    m = np.array([[1.0 / c, 0.0, (patch.x0 - origin[0]) / c], [0.0, 1.0 / c, (patch.y0 - origin[1]) / c]], np.float32)
+    return cv2.warpAffine(np.asarray(patch.mask, np.float32), m, (shape[1], shape[0]), flags=cv2.INTER_AREA,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+
+
+def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float, cfg: EditConfig,
+           parsed: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The regions the active edits need, as (h, w) float32 masks at the colour level; `local` and `fw`
-    are in that level's pixels."""
+    are in that level's pixels. `parsed` (a face parser's "lips" and "skin" at this level) replaces the
+    landmark polygons for those regions: a parse follows the real lip line and leaves out what covers the skin."""
+    parsed = parsed or {}
     masks: dict[str, np.ndarray] = {}
     soft = 0.03 * fw
     need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour"))
@@ -173,11 +186,15 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
         holes = [_scaled(_loop(local, "left_eye"), 1.5, 2.2), _scaled(_loop(local, "right_eye"), 1.5, 2.2),
                  _hull(local[mesh.loops()["left_brow"]]), _hull(local[mesh.loops()["right_brow"]]),
                  _scaled(_loop(local, "lips_outer"), 1.12, 1.25)]
-        masks["skin"] = feather(face * (1.0 - polygon_mask(shape, holes)), soft)
+        skin = face * parsed["skin"] if "skin" in parsed else face * (1.0 - polygon_mask(shape, holes))
+        masks["skin"] = feather(skin, soft)
     if need_face:
         masks["face"] = feather(face, soft)
     if "lip_tint" in e:
-        lips = polygon_mask(shape, [_loop(local, "lips_outer")]) * (1.0 - polygon_mask(shape, [_loop(local, "lips_inner")]))
+        if "lips" in parsed:
+            lips = parsed["lips"]
+        else:
+            lips = polygon_mask(shape, [_loop(local, "lips_outer")]) * (1.0 - polygon_mask(shape, [_loop(local, "lips_inner")]))
         masks["lips"] = feather(lips, 0.012 * fw)
     if "blush" in e:
         masks["blush"] = gaussian_blobs(shape, [local[i] for i in CHEEKS], 0.09 * fw, cfg.grid_step) * masks["face"]

@@ -4,7 +4,7 @@ pixel twin for the frame's device (NumPy for arrays, torch for tensors on any de
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,9 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray], edits: Mapping[str, float],
-                 config: EditConfig = EditConfig()) -> "np.ndarray | torch.Tensor":
+                 config: EditConfig = EditConfig(), regions: Sequence[Any] | None = None) -> "np.ndarray | torch.Tensor":
     """A new H x W x 3 uint8 RGB frame (a NumPy array, or a torch tensor on the input's device) with `edits`
-    applied to every face, each given by its (478, 2|3) pixel landmarks. The input is not modified."""
+    applied to every face, each given by its (478, 2|3) pixel landmarks. The input is not modified.
+    `regions`: per face, a face parser's regions (`engines.faces.Face.regions`) or None."""
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise ValueError(f"expected HxWx3 uint8 RGB, got {image.dtype} {image.shape}")
@@ -33,8 +34,8 @@ def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray]
         out = image.clone()
     apply = _apply_plan(image)
     shape = (int(image.shape[0]), int(image.shape[1]))
-    for lm in faces:
-        plan = plan_face(shape, lm, edits, config)
+    for i, lm in enumerate(faces):
+        plan = plan_face(shape, lm, edits, config, regions[i] if regions else None)
         if plan is not None:
             apply(out, plan)
     return out
@@ -47,13 +48,13 @@ path hands out face regions)."""
 
 
 def render_edits_in_regions(shape: tuple[int, int], faces: Sequence[np.ndarray], edits: Mapping[str, float],
-                            region: Region, config: EditConfig = EditConfig()) -> int:
+                            region: Region, config: EditConfig = EditConfig(), regions: Sequence[Any] | None = None) -> int:
     """`edits` applied in place to the RGB regions `region` hands out, one per face's ROI (the same plans
     and kernels as `render_edits`, the torch twin for a tensor region, so a frame that is not whole RGB
     gets the same pixels); the number of faces edited."""
     done = 0
-    for lm in faces:
-        plan = plan_face(shape, lm, edits, config)
+    for i, lm in enumerate(faces):
+        plan = plan_face(shape, lm, edits, config, regions[i] if regions else None)
         if plan is None:
             continue
         y0, y1, x0, x1 = plan.roi

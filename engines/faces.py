@@ -28,6 +28,9 @@ class Face:
     score: float = 1.0
     # pixels in front of this face that its stages leave alone (a hand), or None: the face stage's hand check
     keep: "MaskPatch | None" = None
+    # the face's parsed regions in frame pixels ("lips", "skin"), or None: a face parser's (the parse stage),
+    # which the edits use in place of the landmark polygons
+    regions: "Mapping[str, MaskPatch] | None" = None
 
     @property
     def yaw(self) -> float:

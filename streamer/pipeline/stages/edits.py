@@ -134,6 +134,8 @@ class EditsStage:
         if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
             return state
         landmarks = [f.landmarks for f in state.faces]
+        # a face parser's lips and skin (the parse stage) in place of the landmark polygons, where there is one
+        regions = [f.regions for f in state.faces] if any(f.regions for f in state.faces) else None
         planes = state.planes
         if planes is not None:       # RGB of each face's ROI alone (shared with fusion's region when inside it)
             still = self.still if planes.device is None else None   # reuse keeps host deltas: host planes only
@@ -148,21 +150,22 @@ class EditsStage:
                 return arr, (ox, oy)
 
             if still is None:
-                render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render)
+                render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render, regions)
             else:                    # face by face: a still face reuses its edits of the frame before
                 steer = (tuple(edits.values()), planes.shape)
                 for face in state.faces:
                     if still.reuse(planes, face, steer):
                         continue
                     opened.clear()
-                    render_edits_in_regions(planes.shape, [face.landmarks], edits, region, self.config.render)
+                    render_edits_in_regions(planes.shape, [face.landmarks], edits, region, self.config.render,
+                                            [face.regions] if face.regions else None)
                     for box, arr, (ox, oy), before in opened:
                         x0, y0, x1, y1 = box
                         still.remember(face, steer, box, box, before, arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox])
             planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
             return state
         image = state.image
-        out = render_edits(image, landmarks, edits, self.config.render)
+        out = render_edits(image, landmarks, edits, self.config.render, regions)
         restore_kept(out, image, state.faces)    # a hand in front of a face keeps its own pixels
         state.image = out
         return state

@@ -4,7 +4,10 @@ that is not face (hair, glasses, a hand, a microphone, a hat) and, while the ses
 (`Controls.keep_mouth`), the mouth interior, joins the face's keep mask (`Face.keep`, a soft mask in frame
 pixels, where the faces stage puts a hand in front of the face): fusion, the swapper, the enhancer and the
 edits leave those pixels live. The mask is cut to the face oval (grown a little), where the stages change
-pixels, so a face with nothing in front of it and its mouth closed gets no keep mask at all.
+pixels, so a face with nothing in front of it and its mouth closed gets no keep mask at all. A parser that
+names classes (BiSeNet) also gives each face its lips and skin (`Face.regions`, in frame pixels), which the
+edits use in place of the landmark polygons: lip tint follows the real lip line, skin edits leave out
+what covers the skin.
 
 One network call per frame for all its faces, batched with other sessions' faces; only the faces' crop
 footprint is converted. A model that raises fails the stage: the frame goes on with no parsed masks.
@@ -81,18 +84,38 @@ class ParseStage:
         done, widened = [], []
         for i, (face, parse) in enumerate(zip(faces, parses)):
             keep = self.parser.keep_mask(parse, keep_mouth=controls.keep_mouth, soften=self.config.soften)
-            patch = self._frame_patch(keep, mats[i], region.shifted(face.landmarks), (ox, oy), (h, w))
+            lm = region.shifted(face.landmarks)
+            patch = self._frame_patch(keep, mats[i], lm, (ox, oy), (h, w))
             kept = 0 if patch is None else int((patch.mask > 0.5).sum())
+            regions = self._regions(parse, mats[i], lm, (ox, oy), (h, w))
             # a new Face (as the faces stage makes one for a hand): a face object may outlive this frame
-            widened.append(face if patch is None else replace(face, keep=merge_keep(face.keep, patch)))
+            changes = {"keep": merge_keep(face.keep, patch)} if patch is not None else {}
+            if regions:
+                changes["regions"] = regions
+            widened.append(replace(face, **changes) if changes else face)
             done.append({"track_id": face.track_id, "model": self.parser.entry.name, "kept_px": kept})
         state.faces = widened
         state.parsed = done
         return state
 
+    def _regions(self, parse, m: np.ndarray, lm: np.ndarray, origin: tuple[int, int],
+                 shape: tuple[int, int]) -> dict[str, MaskPatch]:
+        """The lips and the skin (skin and nose: what skin edits treat) as frame-pixel patches over the grown
+        face box; empty for a parser without classes."""
+        if parse.classes is None:
+            return {}
+        out = {}
+        for name, classes in (("lips", (12, 13)), ("skin", (1, 10))):
+            crop_mask = np.isin(parse.classes, classes).astype(np.float32)
+            patch = self._frame_patch(crop_mask, m, lm, origin, shape, cut_to_oval=False)
+            if patch is not None:
+                out[name] = patch
+        return out
+
     def _frame_patch(self, keep: np.ndarray, m: np.ndarray, lm: np.ndarray, origin: tuple[int, int],
-                     shape: tuple[int, int]) -> MaskPatch | None:
-        """The crop-space keep mask in frame pixels, cut to the grown face oval; None when nothing is kept."""
+                     shape: tuple[int, int], cut_to_oval: bool = True) -> MaskPatch | None:
+        """A crop-space mask in frame pixels over the grown face box (cut to the grown face oval where asked);
+        None when it holds nothing."""
         cfg = self.config
         lm2 = lm[:, :2]
         fw = float(np.ptp(lm2[:, 0]))
@@ -107,10 +130,11 @@ class ParseStage:
         if bx1 <= bx0 or by1 <= by0:
             return None
         mask = warp_to_frame(keep, m, (bx0, by0, bx1, by1))
-        oval = region_mask((by1 - by0, bx1 - bx0), lm2 - np.float32([bx0, by0]), ["face_oval"]) > 0.5
-        r = max(1, int(round(cfg.grow * fw)))
-        oval = cv2.dilate(oval.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
-        mask = np.where(oval > 0, mask, 0.0).astype(np.float32)
+        if cut_to_oval:
+            oval = region_mask((by1 - by0, bx1 - bx0), lm2 - np.float32([bx0, by0]), ["face_oval"]) > 0.5
+            r = max(1, int(round(cfg.grow * fw)))
+            oval = cv2.dilate(oval.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
+            mask = np.where(oval > 0, mask, 0.0).astype(np.float32)
         if mask.max(initial=0.0) < cfg.min_keep:
             return None
         ox, oy = origin

@@ -208,3 +208,65 @@ def test_planes_on_a_torch_device_give_what_host_planes_give(models, scene, sour
     # on a device the enhancer's default is on (a GPU stream), on host planes of a live stream off
     stage = EnhanceStage(enh, live=True)
     assert stage.default(frame_to_state(frame, device="cpu")) == 1.0 and stage.default(frame_to_state(frame)) == 0.0
+
+
+MAGENTA = (230, 20, 230)
+
+
+def test_edits_follow_the_parsed_lips_not_the_landmark_polygon(models, scene):
+    """A magenta patch on the chin is what the tiny parser calls lips: with the parse stage, lip tint goes
+    there; without it, to the landmark lips. The parse of a class-giving parser reaches the edits through
+    `Face.regions` on both pixel paths."""
+    from streamer.pipeline.stages.edits import EditsStage, EditsStageConfig
+
+    _, par = models
+    img, faces = scene
+    lm = faces[0].landmarks[:, :2]
+    chin = (lm[152] * 0.7 + lm[17] * 0.3).astype(int)          # MediaPipe 152: chin tip, 17: lower lip's centre
+    painted = img.copy()
+    painted[chin[1] - 6:chin[1] + 6, chin[0] - 14:chin[0] + 14] = MAGENTA
+    patch = np.zeros(img.shape[:2], bool)
+    patch[chin[1] - 6:chin[1] + 6, chin[0] - 14:chin[0] + 14] = True
+    lips = (region_mask(img.shape[:2], lm, ["lips_outer"]) > 0.5) & ~(region_mask(img.shape[:2], lm, ["lips_inner"]) > 0.5)
+    session = Session()
+    session.update(edits={"lip_tint": 1.0})
+    for path in ("rgb", "planes"):
+        outs = {}
+        for name, stages in (("parsed", [ParseStage(par)]), ("plain", [])):
+            pipe = Pipeline([*stages, EditsStage(None, EditsStageConfig(blend_frames=1))])
+            if path == "rgb":
+                state = pipe(FrameState(image=painted.copy(), faces=list(faces)), session.frame_context())
+                out, ref = state.image.astype(int), painted.astype(int)
+            else:
+                state, frame = planes_state(painted, faces)
+                state = pipe(state, session.frame_context())
+                state.planes.flush()
+                out, ref = rgb_of(state, frame).astype(int), rgb_of(frame_to_state(frame), frame).astype(int)
+            assert not state.errors, state.errors
+            outs[name] = np.abs(out - ref).max(axis=2)
+        inner = cv2.erode(patch.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        core_lips = cv2.erode(lips.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+        assert outs["parsed"][inner].mean() > 3 * max(outs["plain"][inner].mean(), 1.0), path   # tinted where parsed
+        assert outs["plain"][core_lips].mean() > 3 * max(outs["parsed"][core_lips].mean(), 1.0), path  # not the polygon
+    assert state.faces[0].regions is None                       # the plain run's faces carry no parse
+
+
+def test_plan_face_takes_a_parsed_region_in_place_of_the_polygon(scene):
+    from engines.edit_render import render_edits
+    from engines.faces import MaskPatch
+
+    img, faces = scene
+    lm = faces[0].landmarks
+    rect = np.zeros((20, 40), np.float32)
+    rect[:] = 1.0
+    x0, y0 = int(lm[152, 0]) - 20, int(lm[152, 1]) - 30
+    parsed = render_edits(img, [lm], {"lip_tint": 1.0}, regions=[{"lips": MaskPatch(x0, y0, rect)}])
+    plain = render_edits(img, [lm], {"lip_tint": 1.0})
+    d_parsed = np.abs(parsed.astype(int) - img).max(axis=2)
+    d_plain = np.abs(plain.astype(int) - img).max(axis=2)
+    inside = np.zeros(img.shape[:2], bool)
+    inside[y0 + 5:y0 + 15, x0 + 5:x0 + 35] = True
+    assert d_parsed[inside].mean() > 3 and d_plain[inside].mean() < 1
+    far = np.ones(img.shape[:2], bool)
+    far[y0 - 10:y0 + 30, x0 - 10:x0 + 50] = False
+    assert d_parsed[far].max() <= 1                             # nothing else is tinted

@@ -5,7 +5,7 @@ Each frame: `/VMC/Ext/OK` (i 1), `/VMC/Ext/T` (f time), `/VMC/Ext/Root/Pos` (s "
 qw), `/VMC/Ext/Bone/Pos` for `Head` (the same shape), `/VMC/Ext/Blend/Val` (s name, f value) for ARKit's 52
 names and the VRM presets Blink_L, Blink_R, A, U, O (so avatars without ARKit shapes blink and speak), then
 `/VMC/Ext/Blend/Apply`. Messages go in OSC bundles of at most MAX_DATAGRAM bytes (no IP fragments on a
-LAN), Apply in the last. The encoder is hand-written: each message's address, type tags and name are
+LAN), Apply in the last; to a loopback address, in one (no fragments there, and one send instead of three). The encoder is hand-written: each message's address, type tags and name are
 packed once, a frame packs only its floats (python-osc, which the tests decode with, builds a message in
 tens of microseconds; a frame here has 62).
 
@@ -16,6 +16,7 @@ eye closes the avatar's right eye, a turn to the user's left turns the avatar to
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import struct
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 39539
 MAX_DATAGRAM = 1200
+LOOPBACK_DATAGRAM = 60000
 # VRM 0.x preset clips fed from ARKit's scores (the avatar's own side: mirroring is applied before)
 VRM_PRESETS: tuple[tuple[str, str], ...] = (("Blink_L", "eyeBlinkLeft"), ("Blink_R", "eyeBlinkRight"),
                                             ("A", "jawOpen"), ("U", "mouthPucker"), ("O", "mouthFunnel"))
@@ -109,8 +111,9 @@ class VmcSettings:
 class VmcEncoder:
     """FaceFrame -> the datagrams of one VMC frame."""
 
-    def __init__(self, settings: VmcSettings = VmcSettings()) -> None:
+    def __init__(self, settings: VmcSettings = VmcSettings(), max_datagram: int = MAX_DATAGRAM) -> None:
         self.settings = settings
+        self.max_datagram = max_datagram
         names = list(ARKIT_NAMES) + ([p for p, _ in VRM_PRESETS] if settings.vrm_presets else [])
         self._blend_heads = [osc_string("/VMC/Ext/Blend/Val") + osc_string(",sf") + osc_string(n) for n in names]
         self._preset_index = np.array([INDEX[src] for _, src in VRM_PRESETS]) if settings.vrm_presets else None
@@ -142,7 +145,7 @@ class VmcEncoder:
         return out
 
     def datagrams(self, frame: FaceFrame) -> list[bytes]:
-        """The frame's messages packed into OSC bundles of at most MAX_DATAGRAM bytes each. Every message
+        """The frame's messages packed into OSC bundles of at most `max_datagram` bytes each. Every message
         has a fixed size, so the bundles are laid out once; a frame writes its 72 floats into the layout
         in one step."""
         blend, root, head = self._values(frame)
@@ -170,7 +173,7 @@ class VmcEncoder:
         size = 0
         for m, offsets in zip(msgs, spans):
             item = struct.pack(">i", len(m)) + m
-            if size == 0 or (size + len(item) > MAX_DATAGRAM and size > len(_BUNDLE_HEAD)):
+            if size == 0 or (size + len(item) > self.max_datagram and size > len(_BUNDLE_HEAD)):
                 if size:
                     cuts.append((start, len(template)))
                 start = len(template)
@@ -216,6 +219,11 @@ class VmcSender:
             self._retry_at = now + 5.0
             return False
         self._sock, self._addr = sock, addr
+        try:
+            if ipaddress.ip_address(addr[0]).is_loopback:
+                self.encoder = VmcEncoder(self.encoder.settings, LOOPBACK_DATAGRAM)
+        except ValueError:
+            pass
         return True
 
     def _fail(self, message: str) -> None:

@@ -90,6 +90,7 @@ def test_sender_reaches_a_udp_receiver_every_frame():
                     names = set()
         assert all(set(ARKIT_NAMES) <= n for n in per_frame) and len(per_frame) == frames
         assert sender.status()["frames"] == frames and sender.dropped == 0
+        assert len(sender.encoder.datagrams(frame())) == 1      # loopback: the frame in one datagram
     finally:
         sender.close()
         rx.close()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from engines.edit_plan import EditConfig, plan_face
-from kernels.numpy import edits as numpy_edits
+from kernels.twins import twin_for
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -20,19 +20,13 @@ def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray]
     """A new H x W x 3 uint8 RGB frame (a NumPy array, or a torch tensor on the input's device) with `edits`
     applied to every face, each given by its (478, 2|3) pixel landmarks. The input is not modified.
     `regions`: per face, a face parser's regions (`engines.faces.Face.regions`) or None."""
-    if isinstance(image, np.ndarray):
-        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise ValueError(f"expected HxWx3 uint8 RGB, got {image.dtype} {image.shape}")
-        out = image.copy()
-    else:
-        import torch
-
-        if not isinstance(image, torch.Tensor):
-            raise TypeError(f"expected a NumPy array or a torch tensor, got {type(image).__name__}")
-        if image.dtype != torch.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise ValueError(f"expected HxWx3 uint8 RGB tensor, got {image.dtype} {tuple(image.shape)}")
-        out = image.clone()
-    apply = _apply_plan(image)
+    if not isinstance(image, np.ndarray) and type(image).__module__ != "torch":
+        raise TypeError(f"expected a NumPy array or a torch tensor, got {type(image).__name__}")
+    twin = twin_for(image)
+    if str(image.dtype).rpartition(".")[2] != "uint8" or image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f"expected HxWx3 uint8 RGB, got {image.dtype} {tuple(image.shape)}")
+    out = twin.copy(image)
+    apply = twin.edits.apply_plan
     shape = (int(image.shape[0]), int(image.shape[1]))
     for i, lm in enumerate(faces):
         plan = plan_face(shape, lm, edits, config, regions[i] if regions else None)
@@ -59,15 +53,6 @@ def render_edits_in_regions(shape: tuple[int, int], faces: Sequence[np.ndarray],
             continue
         y0, y1, x0, x1 = plan.roi
         arr, (ox, oy) = region((x0, y0, x1, y1))
-        _apply_plan(arr)(arr, replace(plan, roi=(y0 - oy, y1 - oy, x0 - ox, x1 - ox)))
+        twin_for(arr).edits.apply_plan(arr, replace(plan, roi=(y0 - oy, y1 - oy, x0 - ox, x1 - ox)))
         done += 1
     return done
-
-
-def _apply_plan(image: "np.ndarray | torch.Tensor") -> Callable:
-    """The pixel twin's `apply_plan` for an array of this kind."""
-    if isinstance(image, np.ndarray):
-        return numpy_edits.apply_plan
-    from kernels.torch import edits as torch_edits
-
-    return torch_edits.apply_plan

@@ -17,8 +17,8 @@ sparse optical flow on a small grey crop, which costs a fraction of a millisecon
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import cv2
 import numpy as np
@@ -465,23 +465,3 @@ def _probe(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
         y = min(max(int(landmarks[i, 1]), 2), h - 3)
         out[k] = image[y - 2:y + 3, x - 2:x + 3].reshape(-1, 3).mean(axis=0)
     return out
-
-
-def restore_kept(out: Any, original: Any, faces: Sequence[Face]) -> None:
-    """In place: the pixels of each face's `keep` mask (a hand in front of it) go back to `original`'s,
-    feathered; NumPy arrays or torch tensors on any device (the blend kernels' twins)."""
-    kept = [f.keep for f in faces if f.keep is not None]
-    if not kept:
-        return
-    if isinstance(out, np.ndarray):
-        from kernels.numpy.blend import keep_patch
-
-        for k in kept:
-            keep_patch(out, original, k.x0, k.y0, k.mask)
-        return
-    import torch
-
-    from kernels.torch.blend import keep_patch as torch_keep_patch
-
-    for k in kept:
-        torch_keep_patch(out, original, k.x0, k.y0, torch.from_numpy(np.ascontiguousarray(k.mask)).to(out.device))

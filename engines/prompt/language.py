@@ -19,7 +19,8 @@ def latin_only(s: str) -> bool:
 def normalise_prompt(text: str) -> str:
     """The cache key and the encoder's input: NFKC (full-width -> ASCII, compatibility forms folded),
     control and format characters (zero-width, bidi overrides) dropped, whitespace collapsed, lower case,
-    cut to MAX_PROMPT_CHARS so a pasted novel cannot stall the tokenizer."""
+    cut one character past MAX_PROMPT_CHARS so a pasted novel cannot stall the tokenizer (the reading cuts
+    the last one and says it was cut)."""
     if not isinstance(text, str):
         raise TypeError(f"prompt must be a string, got {type(text).__name__}")
     text = unicodedata.normalize("NFKC", text[: MAX_PROMPT_CHARS * 2])
@@ -32,7 +33,7 @@ def normalise_prompt(text: str) -> str:
             continue
         else:
             kept.append(ch)
-    return re.sub(r"\s+", " ", "".join(kept)).strip().lower()[:MAX_PROMPT_CHARS]
+    return re.sub(r"\s+", " ", "".join(kept)).strip().lower()[:MAX_PROMPT_CHARS + 1]
 
 
 # Negation words: before what they negate in English, Spanish, Portuguese, French, German and Chinese (a

@@ -98,7 +98,7 @@ class PromptModel:
 
     def prepare(self, text: str) -> tuple[str, str, tuple[str, ...]]:
         """(normalised text, encoder input, untranslated characters)."""
-        norm = normalise_prompt(text)
+        norm = normalise_prompt(text)[:MAX_PROMPT_CHARS]
         if self.meta.glossary:
             translated, unknown = zh_glossary.translate(norm)
             return norm, translated, unknown
@@ -127,7 +127,7 @@ class PromptModel:
             index = {t: i for i, t in enumerate(flat)}
         ms = (time.perf_counter() - t_start) * 1000.0 / max(len(texts), 1)
         for raw, (norm, enc_text, unknown), p in zip(texts, prepared, parts):
-            cut = len(norm) >= MAX_PROMPT_CHARS and len(raw) > MAX_PROMPT_CHARS   # read up to the prompt limit
+            cut = len(normalise_prompt(raw)) > MAX_PROMPT_CHARS   # read up to the prompt limit
             if not p:
                 out.append(empty_condition(self.id, self.edit_names))
                 continue

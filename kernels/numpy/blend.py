@@ -9,6 +9,8 @@ upsample cropped).
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 import cv2
 import numpy as np
 
@@ -32,6 +34,22 @@ def keep_patch(out: np.ndarray, original: np.ndarray, x0: int, y0: int, mask: np
     o = out[ya:yb, xa:xb].astype(np.float32)
     res = o + (original[ya:yb, xa:xb].astype(np.float32) - o) * m
     out[ya:yb, xa:xb] = np.clip(res + 0.5, 0, 255).astype(np.uint8)
+
+
+def keep_patches(out: np.ndarray, original: np.ndarray, patches: Iterable[Any]) -> None:
+    """`keep_patch` for each patch (anything with `x0`, `y0` and a float32 `mask`; None entries skipped):
+    what is in front of a face (a hand, an occluder) gets its own pixels back after a stage drew the face."""
+    for p in patches:
+        if p is not None:
+            keep_patch(out, original, p.x0, p.y0, p.mask)
+
+
+def write_where(dst: np.ndarray, src: np.ndarray, where: np.ndarray) -> None:
+    """In place: dst (uint8 H x W x C, a view into a frame) takes src where `where` (H x W bool); a float src
+    is rounded to uint8 first."""
+    if src.dtype != np.uint8:
+        src = np.clip(src + 0.5, 0, 255).astype(np.uint8)
+    cv2.copyTo(src, where.view(np.uint8), dst)
 
 
 def pyr_down(x: np.ndarray) -> np.ndarray:

@@ -125,12 +125,13 @@ def tile_period(shape: tuple[int, int], config: WatermarkConfig) -> float:
 LUMA_SCALE = 219.0 / 255.0   # BT.601 limited range: one RGB level on every channel is this much Y
 
 
-def pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Pattern:
-    """Lay the payload's tile over a frame of `shape` (H, W) and round it to whole luma levels."""
+def pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int, device: object = None) -> Pattern:
+    """Lay the payload's tile over a frame of `shape` (H, W) and round it to whole luma levels (`device`: the
+    torch twin's parameter; host memory here)."""
     return _pattern(key, shape, payload, 1.0, 3)
 
 
-def luma_pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int) -> Pattern:
+def luma_pattern_for(key: WatermarkKey, shape: tuple[int, int], payload: int, device: object = None) -> Pattern:
     """The same mark for the Y plane of a yuv420p frame (H x W pos/neg): what `pattern_for` adds to each
     RGB channel is LUMA_SCALE of it in Y (chroma unchanged), so the decoded RGB carries the same mark."""
     return _pattern(key, shape, payload, LUMA_SCALE, 1)
@@ -194,6 +195,11 @@ def embed(image: np.ndarray, pattern: Pattern, out: np.ndarray | None = None) ->
         raise ValueError(f"pattern is for {pattern.pos.shape} uint8, image is {image.shape} {image.dtype}")
     out = cv2.add(image, pattern.pos, dst=out)
     return cv2.subtract(out, pattern.neg, dst=out)
+
+
+def embed_luma(y: np.ndarray, pattern: Pattern, out: np.ndarray | None = None) -> np.ndarray:
+    """The mark added to a Y plane (a luma pattern from `luma_pattern_for`): `embed` on one channel."""
+    return embed(y, pattern, out=out)
 
 
 def luma(image: np.ndarray) -> np.ndarray:

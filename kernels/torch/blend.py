@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -16,8 +19,11 @@ def alpha_blend(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor) -> torc
     return bgf + (fg.float() - bgf) * a
 
 
-def keep_patch(out: torch.Tensor, original: torch.Tensor, x0: int, y0: int, mask: "torch.Tensor") -> None:
-    """Twin of kernels.numpy.blend.keep_patch (in place on a uint8 H x W x C tensor; mask h x w float32)."""
+def keep_patch(out: torch.Tensor, original: torch.Tensor, x0: int, y0: int, mask: "torch.Tensor | np.ndarray") -> None:
+    """Twin of kernels.numpy.blend.keep_patch (in place on a uint8 H x W x C tensor; mask h x w float32,
+    a tensor or a NumPy array)."""
+    if isinstance(mask, np.ndarray):
+        mask = torch.from_numpy(np.ascontiguousarray(mask, np.float32))
     h, w = out.shape[:2]
     mh, mw = mask.shape
     ya, xa, yb, xb = max(0, y0), max(0, x0), min(h, y0 + mh), min(w, x0 + mw)
@@ -27,6 +33,20 @@ def keep_patch(out: torch.Tensor, original: torch.Tensor, x0: int, y0: int, mask
     o = out[ya:yb, xa:xb].float()
     res = o + (original[ya:yb, xa:xb].float() - o) * m
     out[ya:yb, xa:xb] = (res + 0.5).clamp(0, 255).to(torch.uint8)
+
+
+def keep_patches(out: torch.Tensor, original: torch.Tensor, patches: Iterable[Any]) -> None:
+    """Twin of kernels.numpy.blend.keep_patches."""
+    for p in patches:
+        if p is not None:
+            keep_patch(out, original, p.x0, p.y0, p.mask)
+
+
+def write_where(dst: torch.Tensor, src: torch.Tensor, where: torch.Tensor) -> None:
+    """Twin of kernels.numpy.blend.write_where."""
+    if src.dtype != torch.uint8:
+        src = (src + 0.5).clamp(0, 255).to(torch.uint8)
+    dst.copy_(torch.where(where[..., None], src, dst))
 
 
 def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -18,8 +18,8 @@ from engines.edit_plan import EditConfig
 from engines.edit_render import render_edits, render_edits_in_regions
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
 from engines.prompt.language import MAX_PROMPT_CHARS
-from engines.landmarks.hands import restore_kept
 from engines.prompt.model import Condition
+from kernels.twins import twin_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from streamer.pipeline.pipeline import FrameState
@@ -107,7 +107,7 @@ class EditsStage:
             event["translated"] = cond.encoder_text[:MAX_PROMPT_CHARS]
         if cond.truncated:
             event["truncated"] = True
-            event["message"] = f"prompt cut to the encoder's limit of {cond.token_limit} tokens"
+            event["message"] = f"prompt cut to what the encoder reads: {MAX_PROMPT_CHARS} characters, {cond.token_limit} tokens"
         if cond.unknown:
             event["unknown"] = "".join(dict.fromkeys(cond.unknown))[:100]
         if cond.ignored:   # clauses that ask for nothing a face filter does: they move no edit
@@ -166,7 +166,7 @@ class EditsStage:
             return state
         image = state.image
         out = render_edits(image, landmarks, edits, self.config.render, regions)
-        restore_kept(out, image, state.faces)    # a hand in front of a face keeps its own pixels
+        twin_for(out).blend.keep_patches(out, image, (f.keep for f in state.faces))   # a hand in front keeps its pixels
         state.image = out
         return state
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from engines.align import align_matrix, invert
 from engines.enhancer import EnhanceSettings, FaceEnhancer
-from engines.landmarks.hands import restore_kept
+from kernels.twins import twin_for
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext
 
@@ -144,7 +144,7 @@ class EnhanceStage:
         if not done:
             return state
         if state.planes is None:
-            restore_kept(out, image, faces)            # a hand or an occluder keeps its own pixels
+            twin_for(out).blend.keep_patches(out, image, (f.keep for f in faces))   # a hand or an occluder keeps its pixels
             region.put(out)
         else:
             region.put(out)

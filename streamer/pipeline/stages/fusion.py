@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
+from types import ModuleType
 from typing import Any, Mapping
 
 import cv2
@@ -23,11 +23,11 @@ import numpy as np
 
 from engines import mesh
 from engines.fusion_mesh import align, fusion_mesh, signed_areas
-from engines.landmarks.hands import restore_kept
 from engines.sources import SourceFace
 from streamer.session.face_map import FaceFollower, source_choice
-from kernels.numpy import blend as np_blend, color as np_color, warp as np_warp
+from kernels.numpy import warp as np_warp
 from kernels.numpy.masks import polygon_mask, ramp as _ramp
+from kernels.twins import twin_for
 from streamer.media.planes import Planes
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext, fusion_mode
@@ -134,20 +134,6 @@ def _work_levels(levels: int, scale: float) -> int:
     return max(0, levels - round(math.log2(1.0 / scale)))
 
 
-def _np_ops() -> SimpleNamespace:
-    return SimpleNamespace(warp=np_warp, color=np_color, blend=np_blend, put=lambda a: a,
-                           stats=lambda s: (np.asarray(s[0]), np.asarray(s[1])))
-
-
-def _torch_ops(device) -> SimpleNamespace:
-    import torch
-
-    from kernels.torch import blend as t_blend, color as t_color, warp as t_warp
-
-    return SimpleNamespace(warp=t_warp, color=t_color, blend=t_blend, put=lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device),
-                           stats=lambda s: (s[0].cpu().numpy(), s[1].cpu().numpy()))
-
-
 class ReferenceRouter:
     """Maps live faces to sources by who they are: each reference is a person's identity embedding (from a
     photo of someone expected in the stream) and the source that person should wear. A face is embedded
@@ -196,7 +182,6 @@ class FusionStage:
         self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
         self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
-        self._np = _np_ops()
 
     # -- source choice -------------------------------------------------------------------------------
     def source_id_for(self, face: Any, controls: Any, image: Any = None,
@@ -238,9 +223,7 @@ class FusionStage:
         image = state.image if planes is None else None   # a planes frame is never converted whole here
         frame = planes.rgb if planes is not None else image   # the follower converts only when it embeds
         mapped = self.follower.mapping(state.faces, controls.face_sources, frame) if self.follower is not None else None
-        device = planes.device if planes is not None else None if isinstance(image, np.ndarray) else image.device
-        is_torch = device is not None   # the path follows the frame: tensors (or planes on a device) stay there
-        ops = _torch_ops(device) if is_torch else self._np
+        ops = twin_for(planes.y if planes is not None else image)   # the path follows the frame's pixels
         h, w = state.shape
         out = None
         fused = []
@@ -254,7 +237,7 @@ class FusionStage:
                 continue
             entry = {"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)}
             steer = (src.id, entry["weight"], mode, controls.keep_mouth, controls.keep_eyes, (h, w))
-            if still is not None and not is_torch and still.reuse(planes, face, steer):
+            if still is not None and ops.ON_HOST and still.reuse(planes, face, steer):
                 fused.append({**entry, "reused": True})
                 continue
             geo = self._geometry(face, src, weight, controls, (h, w))
@@ -266,21 +249,21 @@ class FusionStage:
                 m = self.config.region_margin * geo.face_w + 4
                 box = planes.snap(x0 - m, y0 - m, x1 + m, y1 + m)
                 region, (ox, oy, _, _) = planes.region(box)
-                live = region.clone() if is_torch else region.copy()
+                live = ops.copy(region)
                 self._fuse_pixels(ops, region, live, src, geo, key, offset=(ox, oy))
-                if still is not None and not is_torch:   # the delta over the whole box asked for: whatever the fusion wrote in it
+                if still is not None and ops.ON_HOST:   # the delta over the whole box asked for: whatever the fusion wrote in it
                     a, b, c, d = box
                     crop = np.s_[b - oy:d - oy, a - ox:c - ox]
                     still.remember(face, steer, box, box, live[crop], region[crop])
             else:
                 if out is None:
-                    out = image.clone() if is_torch else image.copy()
+                    out = ops.copy(image)
                 self._fuse_pixels(ops, out, image, src, geo, key)
             fused.append({**entry, "reused": False})
         if planes is not None and fused:
             planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
         if out is not None:
-            restore_kept(out, image, state.faces)      # a hand in front of a face keeps its own pixels
+            ops.blend.keep_patches(out, image, (f.keep for f in state.faces))   # a hand in front keeps its pixels
             state.image = out
         state.fused = fused
         return state
@@ -367,18 +350,18 @@ class FusionStage:
             self._colour.pop(next(iter(self._colour)))
         return stats
 
-    def _texture(self, ops, src: SourceFace, level: int):
-        if ops.warp is np_warp:
+    def _texture(self, ops: ModuleType, src: SourceFace, level: int, like: Any):
+        if ops.ON_HOST:
             return src.lab_levels[level]
         key = (src.id, level)
         tex = self._textures.get(key)
         if tex is None:
-            tex = self._textures[key] = ops.put(src.lab_levels[level])
+            tex = self._textures[key] = ops.put(src.lab_levels[level], like)
             if len(self._textures) > 32:
                 self._textures.pop(next(iter(self._textures)))
         return tex
 
-    def _fuse_pixels(self, ops, out, image, src: SourceFace, geo: _Geometry, key: int,
+    def _fuse_pixels(self, ops: ModuleType, out, image, src: SourceFace, geo: _Geometry, key: int,
                      offset: tuple[int, int] = (0, 0)) -> None:
         """Fuse one face into `out`; `image` is the live picture it samples. Both are the frame, or a
         region of it whose top-left corner sits at `offset` in the frame.
@@ -395,11 +378,11 @@ class FusionStage:
         work = geo.work or full
         fw = geo.face_w
         W, C, B = ops.warp, ops.color, ops.blend
-        ids = ops.put(geo.ids)
-        maps = W.triangle_maps(ids, [ops.put(geo.tab_src), ops.put(geo.tab_live)], origin=(x0 + 0.5, y0 + 0.5),
+        ids = ops.put(geo.ids, out)
+        maps = W.triangle_maps(ids, [ops.put(geo.tab_src, out), ops.put(geo.tab_live, out)], origin=(x0 + 0.5, y0 + 0.5),
                                identity=[False, True], step=2.0)
         (msx, msy), (mlx, mly) = [(W.resize_to(mx, shape), W.resize_to(my, shape)) for (mx, my), shape in zip(maps, (work, full))]
-        fg_lab = W.remap(self._texture(ops, src, geo.level), msx, msy)
+        fg_lab = W.remap(self._texture(ops, src, geo.level, out), msx, msy)
         if ox or oy:                      # in place: fresh crop-sized buffers cost page faults
             mlx -= np.float32(ox)
             mly -= np.float32(oy)
@@ -407,15 +390,15 @@ class FusionStage:
         if geo.work is None:
             bg_w, sx = bg, 1.0
             bg_lab = C.rgb_to_lab(C.half_size(bg))        # statistics and shading at half resolution
-            skin = ops.put(geo.skin)
+            skin = ops.put(geo.skin, out)
             step = max(1, cfg.stats_step // 2)
         else:
             bg_w, sx = W.area_resize(bg, work), work[1] / full[1]
             bg_lab = C.rgb_to_lab(bg_w * np.float32(1.0 / 255.0))
-            skin = W.resize_to(ops.put(geo.skin), work)
+            skin = W.resize_to(ops.put(geo.skin, out), work)
             step = 1
         try:
-            live_stats = ops.stats(C.lab_stats(bg_lab, skin, step))
+            live_stats = tuple(ops.host(v) for v in C.lab_stats(bg_lab, skin, step))
         except ValueError:
             return
         target = self._smoothed_stats(key, live_stats)
@@ -425,28 +408,19 @@ class FusionStage:
         fg_rgb = C.lab_to_rgb(fg_lab)
         weight_h = geo.support if geo.keep is None else geo.support * (1.0 - geo.keep)
         if geo.work is None:
-            alpha = W.resize_to(ops.put(geo.alpha), full)
+            alpha = W.resize_to(ops.put(geo.alpha, out), full)
             delta = B.multiband_delta(fg_rgb, bg, alpha, cfg.blend_levels)
-            weight = W.resize_to(ops.put(weight_h), full)
+            weight = W.resize_to(ops.put(weight_h, out), full)
             res = delta * weight[..., None] + bg
         else:
-            alpha = W.resize_to(ops.put(geo.alpha), work)
+            alpha = W.resize_to(ops.put(geo.alpha, out), work)
             delta = B.multiband_delta(fg_rgb, bg_w, alpha, _work_levels(cfg.blend_levels, sx))
-            delta *= W.resize_to(ops.put(weight_h), work)[..., None]
-            res = B.detail_blend(bg, bg_w, delta, ops.put(geo.alpha * weight_h))   # uint8; A from the half grid
+            delta *= W.resize_to(ops.put(weight_h, out), work)[..., None]
+            res = B.detail_blend(bg, bg_w, delta, ops.put(geo.alpha * weight_h, out))   # uint8; A from the half grid
         x0, y0, x1, y1 = x0 - ox, y0 - oy, x1 - ox, y1 - oy
         crop = out[y0:y1, x0:x1]          # what earlier faces already made of this box
-        inside = W.resize_to(ops.put(geo.support), full) > 0
-        if W is np_warp:
-            if res.dtype != np.uint8:
-                res = np.clip(res + 0.5, 0, 255).astype(np.uint8)
-            cv2.copyTo(res, inside.view(np.uint8), crop)      # in place, where inside
-        else:
-            import torch
-
-            if res.dtype != torch.uint8:
-                res = (res + 0.5).clamp(0, 255).to(torch.uint8)
-            out[y0:y1, x0:x1] = torch.where(inside[..., None], res, crop)
+        inside = W.resize_to(ops.put(geo.support, out), full) > 0
+        B.write_where(crop, res, inside)      # in place, where inside
 
     def close(self) -> None:
         self._routes.clear()

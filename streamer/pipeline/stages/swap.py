@@ -24,10 +24,10 @@ import cv2
 import numpy as np
 
 from engines.align import invert
-from engines.landmarks.hands import restore_kept
 from engines.sources import SourceFace
 from engines.swappers.swapper import NeuralSwapper, crop_landmarks, paste_mask
 from kernels.numpy import blend as np_blend, color as np_color
+from kernels.twins import twin_for
 from streamer.session.face_map import FaceFollower
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext, fusion_mode
@@ -108,11 +108,11 @@ class SwapStage:
                              "card": self.swapper.card.name})
         self._forget(seen)
         if done:
-            restore_kept(out, image, state.faces)      # a hand in front of a face keeps its own pixels
+            twin_for(out).blend.keep_patches(out, image, (f.keep for f in state.faces))   # a hand in front keeps its pixels
         if done and planes is not None:
             planes.put_rgb(out)
         elif done:
-            state.image = out if isinstance(state.image, np.ndarray) else _like(out, state.image)
+            state.image = twin_for(state.image).put(out, state.image)
         state.swapped = done
         return state
 
@@ -185,10 +185,3 @@ class SwapStage:
 
     def close(self) -> None:
         self._memory.clear()
-
-
-def _like(image: np.ndarray, reference: Any) -> Any:
-    """`image` as a tensor on the device `reference` (a torch frame) is on."""
-    import torch
-
-    return torch.from_numpy(image).to(reference.device)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
-import numpy as np
-
-from kernels.numpy import watermark as np_wm
+from kernels.numpy.watermark import make_key
+from kernels.twins import twin_for
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext
 from streamer.safety.watermark_policy import WatermarkPolicy
@@ -36,7 +36,7 @@ class WatermarkStage:
     def __init__(self, policy: WatermarkPolicy, *, on_payload: PayloadHook | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.policy = policy
-        self.key = np_wm.make_key(policy.config)
+        self.key = make_key(policy.config)
         self.on_payload = on_payload
         self.clock = clock
         self._spec: _Spec | None = None
@@ -49,30 +49,20 @@ class WatermarkStage:
             return state
         planes = state.planes
         image = state.image if planes is None else None
-        if planes is not None:
-            device = planes.device
-        else:
-            device = None if isinstance(image, np.ndarray) else str(image.device)
+        pixels = planes.y if planes is not None else image
+        twin = twin_for(pixels)
+        device = None if twin.ON_HOST else str(pixels.device)
         spec = _Spec(state.shape, self.policy.payload(context.session_id, self.clock()), device, planes is not None)
-        payload, pattern = self._pattern_for(spec, context.session_id)
+        payload, pattern = self._pattern_for(spec, twin, context.session_id)
         if planes is not None:       # the mark is a luma change: it goes into the Y plane, in place
             y = planes.luma()
-            if device is None:
-                np_wm.embed(y, pattern, out=y)
-            else:
-                from kernels.torch import watermark as torch_wm  # torch only when pixels are tensors
-
-                torch_wm.embed_luma(y, pattern, out=y)
-        elif device is None:
-            state.image = np_wm.embed(image, pattern)
+            twin.watermark.embed_luma(y, pattern, out=y)
         else:
-            from kernels.torch import watermark as torch_wm
-
-            state.image = torch_wm.embed(image, pattern)
+            state.image = twin.watermark.embed(image, pattern)
         state.watermark = f"{payload:016x}"
         return state
 
-    def _pattern_for(self, spec: _Spec, session_id: str) -> tuple[int, Any]:
+    def _pattern_for(self, spec: _Spec, twin: ModuleType, session_id: str) -> tuple[int, Any]:
         if self._pending is not None and self._pending[1].done():
             done_spec, future = self._pending
             self._pending = None
@@ -82,9 +72,9 @@ class WatermarkStage:
         same_geometry = self._spec is not None and self._spec._replace(payload=spec.payload) == spec
         if same_geometry:
             if self._pending is None or self._pending[0] != spec:
-                self._pending = (spec, self._executor().submit(self._build, spec))
+                self._pending = (spec, self._executor().submit(self._build, spec, twin))
             return self._spec.payload, self._pattern  # type: ignore[union-attr]
-        self._adopt(spec, self._build(spec), session_id)
+        self._adopt(spec, self._build(spec, twin), session_id)
         return spec.payload, self._pattern
 
     def _adopt(self, spec: _Spec, pattern: Any, session_id: str) -> None:
@@ -93,13 +83,8 @@ class WatermarkStage:
         if changed and self.on_payload is not None:
             self.on_payload(session_id, spec.payload)
 
-    def _build(self, spec: _Spec) -> Any:
-        if spec.device is None:
-            build = np_wm.luma_pattern_for if spec.luma else np_wm.pattern_for
-            return build(self.key, spec.shape, spec.payload)
-        from kernels.torch import watermark as torch_wm
-
-        build = torch_wm.luma_pattern_for if spec.luma else torch_wm.pattern_for
+    def _build(self, spec: _Spec, twin: ModuleType) -> Any:
+        build = twin.watermark.luma_pattern_for if spec.luma else twin.watermark.pattern_for
         return build(self.key, spec.shape, spec.payload, device=spec.device)
 
     def _executor(self) -> ThreadPoolExecutor:

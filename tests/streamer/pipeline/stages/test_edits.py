@@ -143,7 +143,7 @@ def test_failing_prompt_keeps_the_previous_condition(model, astronaut, face):
 
 def test_long_prompt_tells_the_client_it_was_cut(model, astronaut, face):
     cache = PromptCache(model)
-    text = "a big grin " + "龍鳳麟" * 600    # past e5's 512 tokens within the 2000 characters a prompt keeps
+    text = "a big grin " + "龍鳳麟" * 600    # past the 500 characters a prompt may hold
     cache.wait(text, timeout=30)
     session, events = Session(), Events()
     session.set_event_sink(events)

@@ -166,8 +166,11 @@ class Matte:
     person, 0 on the room) at full size (and half size for the chroma planes). With `steady` (streams) the
     mask is steadied against the previous frame's; photos and the first frame take the network's alone."""
 
-    def __init__(self, config: MatteConfig = MatteConfig(), segmenter: PersonSegmenter | None = None) -> None:
+    def __init__(self, config: MatteConfig = MatteConfig(), segmenter: PersonSegmenter | None = None,
+                 reuse: bool = False) -> None:
         self.config = config
+        self.reuse = reuse           # the alphas land in buffers kept from frame to frame (valid until the next call)
+        self._ws: dict[str, np.ndarray] = {}
         self._own = segmenter is None
         self.segmenter = segmenter if segmenter is not None else PersonSegmenter(config.segmentation)
         self._mask: np.ndarray | None = None
@@ -242,16 +245,29 @@ class Matte:
     def alpha_i420(self, y: Any, u: Any, v: Any, steady: bool = True,
                    keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any]:
         """(alpha for Y at full size, alpha for U and V at half size) of an I420 frame (even sides); `keep`
-        as for alpha_rgb."""
+        as for alpha_rgb. With `reuse` they are this matte's buffers, overwritten by its next call."""
         k = _kernels(y)
         h, w = y.shape
         size = self.segmenter.input_size(w, h)
-        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
+        buf = self._buffer if self.reuse and not _is_torch(y) else (lambda *a: None)
+        hs = (h // 2, w // 2)
         if self.config.half_size_edges:
-            half = k.keep_polygons(k.guided_alpha(coef, k.half_plane(y)), [np.asarray(p) * 0.5 for p in keep])
-            return k.keep_polygons(k.upsample_alpha(half, (w, h)), keep), half
-        alpha = k.keep_polygons(k.guided_alpha(coef, y), keep)
+            luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
+            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
+            half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
+            k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
+            full = k.upsample_alpha(half, (w, h), out=buf("alpha", (h, w), np.float32))
+            return k.keep_polygons(full, keep), half
+        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
+        alpha = k.guided_alpha(coef, y, out=buf("alpha", (h, w), np.float32), work=buf("work", (h, w), np.float32))
+        k.keep_polygons(alpha, keep)
         return alpha, k.half_alpha(alpha)
+
+    def _buffer(self, name: str, shape: tuple[int, int], dtype: Any) -> np.ndarray:
+        b = self._ws.get(name)
+        if b is None or b.shape != shape or b.dtype != dtype:
+            b = self._ws[name] = np.empty(shape, dtype)
+        return b
 
     def close(self) -> None:
         if self._own:
@@ -335,10 +351,11 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
 
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
                  backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8,
-                 in_place: bool = False, still: bool = False) -> tuple[Any, Any, Any]:
+                 in_place: bool = False, still: bool = False, work: dict | None = None) -> tuple[Any, Any, Any]:
     """(Y, U, V) with the room behind the person replaced as `spec` says: new planes, or with `in_place`
     the planes given, written over. `still` (the matte did not run its network: the picture has not
-    moved): the blurred room of the last frame `backdrop` blurred is used again."""
+    moved): the blurred room of the last frame `backdrop` blurred is used again. `work`: a dict the caller
+    keeps from frame to frame, where the arithmetic's float buffers live (NumPy planes)."""
     k = _kernels(y)
     a_y, a_uv = alphas
     h, w = y.shape
@@ -352,8 +369,10 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
         else:
             small = (max(1, w // blur_factor), max(1, h // blur_factor))
             room = k.room_weight(a_uv, small)           # once for the three planes
-            bgs = (k.background_blur(y, a_y, s, blur_factor, room), k.background_blur(u, a_uv, s, half, room),
-                   k.background_blur(v, a_uv, s, half, room))
+            old = backdrop._blurred if backdrop is not None and backdrop._blurred is not None else (None, None, None)
+            bgs = (k.background_blur(y, a_y, s, blur_factor, room, out=old[0]),
+                   k.background_blur(u, a_uv, s, half, room, out=old[1]),
+                   k.background_blur(v, a_uv, s, half, room, out=old[2]))
             if backdrop is not None:
                 backdrop._blurred, backdrop._blur_key = bgs, key
     elif spec.mode == "color":
@@ -365,4 +384,13 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
                                                       (w, h), like=y)
     else:
         return y, u, v
-    return tuple(k.composite(p, b, a, out=o) for p, b, a, o in zip((y, u, v), bgs, (a_y, a_uv, a_uv), outs))
+    def scratch(plane: Any) -> Any:
+        if work is None or _is_torch(plane):
+            return None
+        b = work.get(plane.shape)
+        if b is None:
+            b = work[plane.shape] = np.empty(plane.shape, np.float32)
+        return b
+
+    return tuple(k.composite(p, b, a, out=o, work=scratch(p))
+                 for p, b, a, o in zip((y, u, v), bgs, (a_y, a_uv, a_uv), outs))

@@ -66,22 +66,31 @@ def guided_coefficients(mask: np.ndarray, guide: np.ndarray, radius: int = 3, ep
     returned per grey level 0..255 (to multiply the frame's uint8 luma directly)."""
     p = mask.astype(np.float32, copy=False)
     i = guide.astype(np.float32, copy=False)
-    mean_i, mean_p = _box(i, radius), _box(p, radius)
-    var_i = _box(i * i, radius) - mean_i * mean_i
-    cov = _box(i * p, radius) - mean_i * mean_p
+    means = _box(cv2.merge([i, p, i * i, i * p]), radius)           # one pass for the four window means
+    mean_i, mean_p, mean_ii, mean_ip = cv2.split(means)
+    var_i = mean_ii - mean_i * mean_i
+    cov = mean_ip - mean_i * mean_p
     a = cov / (var_i + np.float32(eps))
     b = mean_p - a * mean_i
     gain = np.float32(1.0 / (high - low))
-    a_m, b_m = _box(a, radius), _box(b, radius)
+    a_m, b_m = cv2.split(_box(cv2.merge([a, b]), radius))
     return a_m * (gain / np.float32(255.0)), (b_m - np.float32(low)) * gain
 
 
-def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray) -> np.ndarray:
+def _fits(buf: np.ndarray | None, shape: tuple, dtype) -> np.ndarray | None:
+    """`buf` when it can take a result of this shape and type (a caller's reused workspace), else None."""
+    return buf if buf is not None and buf.shape == shape and buf.dtype == dtype else None
+
+
+def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray, out: np.ndarray | None = None,
+                 work: np.ndarray | None = None) -> np.ndarray:
     """float32 alpha at `luma`'s size (uint8 H x W, the frame's grey or Y plane): the coefficients
-    upsampled (bilinear, half-pixel centres) and applied to every pixel, clipped to [0, 1]."""
+    upsampled (bilinear, half-pixel centres) and applied to every pixel, clipped to [0, 1]. `out` and `work`
+    (float32 of luma's shape): buffers a stream reuses from frame to frame (a fresh 4 MB array each frame
+    costs its page faults, on a busy machine more than the arithmetic)."""
     h, w = luma.shape
-    a = cv2.resize(coef[0], (w, h), interpolation=cv2.INTER_LINEAR)
-    b = cv2.resize(coef[1], (w, h), interpolation=cv2.INTER_LINEAR)
+    a = cv2.resize(coef[0], (w, h), dst=_fits(out, (h, w), np.float32), interpolation=cv2.INTER_LINEAR)
+    b = cv2.resize(coef[1], (w, h), dst=_fits(work, (h, w), np.float32), interpolation=cv2.INTER_LINEAR)
     cv2.multiply(a, luma, dst=a, dtype=cv2.CV_32F)      # in place, one pass each (OpenCV's loops)
     cv2.add(a, b, dst=a)
     cv2.threshold(a, 1.0, 1.0, cv2.THRESH_TRUNC, dst=a)
@@ -97,16 +106,17 @@ def keep_polygons(alpha: np.ndarray, polygons) -> np.ndarray:
     return alpha
 
 
-def half_plane(plane: np.ndarray) -> np.ndarray:
+def half_plane(plane: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """An even-sized plane's 2 x 2 block means (uint8 stays uint8, rounded): the luma the stream's alpha is
     fitted to (the chroma planes' size)."""
     h, w = plane.shape
-    return cv2.resize(plane, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+    return cv2.resize(plane, (w // 2, h // 2), dst=_fits(out, (h // 2, w // 2), plane.dtype),
+                      interpolation=cv2.INTER_AREA)
 
 
-def upsample_alpha(alpha: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """alpha brought up to `size` = (w, h), bilinear with half-pixel centres."""
-    return cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR)
+def upsample_alpha(alpha: np.ndarray, size: tuple[int, int], out: np.ndarray | None = None) -> np.ndarray:
+    """alpha brought up to `size` = (w, h), bilinear with half-pixel centres (into `out` when it fits)."""
+    return cv2.resize(alpha, size, dst=_fits(out, (size[1], size[0]), np.float32), interpolation=cv2.INTER_LINEAR)
 
 
 def half_alpha(alpha: np.ndarray) -> np.ndarray:
@@ -116,17 +126,17 @@ def half_alpha(alpha: np.ndarray) -> np.ndarray:
 
 
 def composite(fg: np.ndarray, bg: np.ndarray | float | tuple, alpha: np.ndarray,
-              out: np.ndarray | None = None) -> np.ndarray:
+              out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
     """uint8 fg over bg by alpha, rounded: bg + alpha (fg - bg). `bg` is a plane like fg (uint8 or float),
     or one value per channel (a colour). Where alpha is 1 the result is fg exactly, where 0 it is bg.
-    `out` (a plane of fg's shape, fg itself allowed): written there instead of a new array."""
+    `out` (a plane of fg's shape, fg itself allowed): written there instead of a new array; `work` (float32
+    of a plane's shape): the arithmetic's buffer, reused by a stream."""
     if fg.ndim == 2:                                     # a plane: OpenCV's passes (the stream's path)
         b2 = bg.astype(np.float32, copy=False) if isinstance(bg, np.ndarray) else float(np.asarray(bg).reshape(-1)[0])
-        d = fg.astype(np.float32)
-        if isinstance(b2, np.ndarray):
-            cv2.subtract(d, b2, dst=d)
-        else:
-            d -= np.float32(b2)
+        d = _fits(work, fg.shape, np.float32)
+        if d is None:
+            d = np.empty(fg.shape, np.float32)
+        np.subtract(fg, b2 if isinstance(b2, np.ndarray) else np.float32(b2), out=d, dtype=np.float32)
         cv2.multiply(d, alpha, dst=d)
         if isinstance(b2, np.ndarray):
             cv2.add(d, b2, dst=d)
@@ -160,7 +170,7 @@ def room_weight(alpha: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: int = 4,
-                    weight: np.ndarray | None = None) -> np.ndarray:
+                    weight: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """float32 plane (H x W, or H x W x C) of the background blurred with the person left out: normalised
     convolution at 1/`factor` size, weighted by 1 - alpha, so the person's colours do not bleed into the
     blurred room around them; upsampled back (bilinear). Under the person, where no background is seen
@@ -182,7 +192,8 @@ def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: 
     d = den[..., None] if small.ndim == 3 else den
     t = np.clip(d * np.float32(20.0), 0.0, 1.0)           # trust the weighted mean where some background is seen
     blurred = t * (num / np.maximum(d, np.float32(1e-4))) + (1.0 - t) * plain
-    return cv2.resize(blurred, (w, h), interpolation=cv2.INTER_LINEAR)
+    return cv2.resize(blurred, (w, h), dst=_fits(out, blurred.shape[:0] + (h, w) + blurred.shape[2:], np.float32),
+                      interpolation=cv2.INTER_LINEAR)
 
 
 def cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -91,7 +91,7 @@ def guided_coefficients(mask: torch.Tensor, guide: torch.Tensor, radius: int = 3
     return _box(a, radius) * (gain / 255.0), (_box(b, radius) - low) * gain
 
 
-def guided_alpha(coef: tuple[torch.Tensor, torch.Tensor], luma: torch.Tensor) -> torch.Tensor:
+def guided_alpha(coef: tuple[torch.Tensor, torch.Tensor], luma: torch.Tensor, out=None, work=None) -> torch.Tensor:
     """See kernels.numpy.background.guided_alpha."""
     h, w = luma.shape
     return (_linear(coef[0], (w, h)) * luma.float() + _linear(coef[1], (w, h))).clamp_(0.0, 1.0)
@@ -117,12 +117,12 @@ def keep_polygons(alpha: torch.Tensor, polygons) -> torch.Tensor:
     return alpha
 
 
-def half_plane(plane: torch.Tensor) -> torch.Tensor:
+def half_plane(plane: torch.Tensor, out=None) -> torch.Tensor:
     """See kernels.numpy.background.half_plane (rounded to whole levels, as float32)."""
     return torch.floor(F.avg_pool2d(plane.float()[None, None], 2)[0, 0] + 0.5)
 
 
-def upsample_alpha(alpha: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+def upsample_alpha(alpha: torch.Tensor, size: tuple[int, int], out=None) -> torch.Tensor:
     return _linear(alpha, size)
 
 
@@ -130,8 +130,9 @@ def half_alpha(alpha: torch.Tensor) -> torch.Tensor:
     return F.avg_pool2d(alpha[None, None], 2)[0, 0]
 
 
-def composite(fg: torch.Tensor, bg, alpha: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """See kernels.numpy.background.composite; `bg` a tensor like fg or one value per channel."""
+def composite(fg: torch.Tensor, bg, alpha: torch.Tensor, out: torch.Tensor | None = None, work=None) -> torch.Tensor:
+    """See kernels.numpy.background.composite; `bg` a tensor like fg or one value per channel (`work` is
+    the NumPy twin's buffer: torch's caching allocator keeps its own)."""
     f = fg.float()
     b = bg.float() if isinstance(bg, torch.Tensor) else torch.tensor(bg, dtype=torch.float32, device=fg.device)
     a = alpha[..., None] if fg.ndim == 3 else alpha
@@ -158,7 +159,7 @@ def room_weight(alpha: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 
 
 def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, factor: int = 4,
-                    weight: torch.Tensor | None = None) -> torch.Tensor:
+                    weight: torch.Tensor | None = None, out=None) -> torch.Tensor:
     """See kernels.numpy.background.background_blur."""
     h, w = plane.shape[:2]
     sw, sh = max(1, w // factor), max(1, h // factor)

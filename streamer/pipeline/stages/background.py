@@ -37,7 +37,8 @@ class BackgroundStage:
                  matte_factory: Any = None) -> None:
         self.config = config
         self.live = live
-        self._factory = matte_factory or (lambda: Matte(config.matte))
+        self._factory = matte_factory or (lambda: Matte(config.matte, reuse=True))
+        self._work: dict = {}                  # the compositing's float buffers, kept from frame to frame
         self._matte: Matte | None = None
         self._backdrop = Backdrop()
 
@@ -62,7 +63,7 @@ class BackgroundStage:
             alphas = self._matte.alpha_i420(y, planes.u, planes.v, steady=self.live, keep=keep)
             compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
                          picture_key=spec.image_id, blur_factor=blur, in_place=True,
-                         still=self.live and not self._matte.fresh)
+                         still=self.live and not self._matte.fresh, work=self._work)
             return state
         image = state.image
         alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep)

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from engines.faces import Face, MaskPatch
-from engines.landmarks.networks import RotatedRect, _normalize_radians, _sigmoid, _weighted_nms, crop, ssd_anchors
+from engines.landmarks.networks import RotatedRect, normalize_radians, sigmoid, weighted_nms, crop, ssd_anchors
 from kernels.numpy.masks import limb_mask
 
 PALM_SIZE = 192
@@ -106,7 +106,7 @@ class PalmDetector:
         for rect in rects:
             view, m = crop(image, rect, PALM_SIZE, border=cv2.BORDER_CONSTANT)
             reg, cls = self.net(np.multiply(view[None], np.float32(1.0 / 255.0), dtype=np.float32))
-            out.extend(self.decode(reg[0], _sigmoid(cls[0].reshape(-1)), cv2.invertAffineTransform(m)))
+            out.extend(self.decode(reg[0], sigmoid(cls[0].reshape(-1)), cv2.invertAffineTransform(m)))
         return out
 
     def detect(self, image: np.ndarray) -> list[Palm]:
@@ -124,7 +124,7 @@ class PalmDetector:
         boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
         kps = r[:, 4:18].reshape(-1, 7, 2) + a[:, None, :]
         out = []
-        for box, kp, s in _weighted_nms(boxes, kps, scores[keep], self.nms_iou):
+        for box, kp, s in weighted_nms(boxes, kps, scores[keep], self.nms_iou):
             corners = np.array([[box[0], box[1]], [box[2], box[3]]]) @ to_frame[:, :2].T + to_frame[:, 2]
             out.append(Palm(corners.reshape(-1).astype(np.float32),
                             (kp @ to_frame[:, :2].T + to_frame[:, 2]).astype(np.float32), float(s)))
@@ -141,7 +141,7 @@ def _transform(cx: float, cy: float, w: float, h: float, rotation: float, scale:
 
 def _up_rotation(start: np.ndarray, end: np.ndarray) -> float:
     """The rotation that turns the start -> end direction to point up on screen (MediaPipe's 90 degree target)."""
-    return _normalize_radians(math.pi / 2 - math.atan2(-(end[1] - start[1]), end[0] - start[0]))
+    return normalize_radians(math.pi / 2 - math.atan2(-(end[1] - start[1]), end[0] - start[0]))
 
 
 def roi_from_palm(palm: Palm) -> RotatedRect:

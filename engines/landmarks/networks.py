@@ -67,7 +67,7 @@ class RotatedRect:
         return cv2.getAffineTransform(box[:3].astype(np.float32), dst)
 
 
-def _normalize_radians(a: float) -> float:
+def normalize_radians(a: float) -> float:
     return a - 2 * math.pi * math.floor((a + math.pi) / (2 * math.pi))
 
 
@@ -76,7 +76,7 @@ def roi_from_landmarks(landmarks: np.ndarray) -> RotatedRect:
     p = np.asarray(landmarks, np.float64)[:, :2]
     x0, y0 = p[33]
     x1, y1 = p[263]
-    rotation = _normalize_radians(-math.atan2(-(y1 - y0), x1 - x0))
+    rotation = normalize_radians(-math.atan2(-(y1 - y0), x1 - x0))
     lo, hi = p.min(axis=0), p.max(axis=0)
     size = max(hi[0] - lo[0], hi[1] - lo[1]) * ROI_SCALE
     return RotatedRect(float((lo[0] + hi[0]) / 2), float((lo[1] + hi[1]) / 2), size, size, rotation)
@@ -85,7 +85,7 @@ def roi_from_landmarks(landmarks: np.ndarray) -> RotatedRect:
 def roi_from_detection(box: np.ndarray, keypoints: np.ndarray) -> RotatedRect:
     """Landmark ROI from a detector box (x0, y0, x1, y1) and its eye keypoints (MediaPipe's rule)."""
     (x0, y0), (x1, y1) = keypoints[0], keypoints[1]
-    rotation = _normalize_radians(-math.atan2(-(y1 - y0), x1 - x0))
+    rotation = normalize_radians(-math.atan2(-(y1 - y0), x1 - x0))
     w, h = box[2] - box[0], box[3] - box[1]
     size = max(w, h) * ROI_SCALE
     return RotatedRect(float((box[0] + box[2]) / 2), float((box[1] + box[3]) / 2), float(size), float(size), rotation)
@@ -127,7 +127,7 @@ def _takes_numpy(net: Callable) -> bool:
     return bool(getattr(net, "takes_numpy", False))
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def sigmoid(x: np.ndarray) -> np.ndarray:
     return (1.0 / (1.0 + np.exp(-np.clip(x, -80.0, 80.0).astype(np.float32)))).astype(np.float32)
 
 
@@ -151,7 +151,7 @@ class LandmarkNet:
         """crops (N, 256, 256, 3) uint8 RGB -> (N, 478, 3) crop-pixel landmarks, (N,) presence in [0, 1]."""
         if _takes_numpy(self.net) and isinstance(crops, np.ndarray):
             lms, presence_logit, _ = self.net(np.multiply(crops, np.float32(1.0 / 255.0), dtype=np.float32))
-            return lms.reshape(-1, 478, 3), _sigmoid(presence_logit.reshape(-1))
+            return lms.reshape(-1, 478, 3), sigmoid(presence_logit.reshape(-1))
         x = torch.as_tensor(crops, device=self.device).float().div_(255.0)
         lms, presence_logit, _ = self.net(x)  # the third output is not the presence (it is ~1 on non-faces)
         presence = torch.sigmoid(presence_logit.reshape(-1))
@@ -283,7 +283,7 @@ class FaceDetectorNet:
         if _takes_numpy(self.net):
             x = np.multiply(tensors, np.float32(1.0 / 127.5), dtype=np.float32)
             reg, cls = self.net(np.subtract(x, np.float32(1.0), out=x))
-            return reg, _sigmoid(cls).reshape(cls.shape[0], -1)
+            return reg, sigmoid(cls).reshape(cls.shape[0], -1)
         x = torch.as_tensor(tensors, device=self.device).float().div_(127.5).sub_(1.0)
         reg, cls = self.net(x)
         return reg.cpu().numpy(), torch.sigmoid(cls.clamp(-100, 100)).reshape(cls.shape[0], -1).cpu().numpy()
@@ -314,7 +314,7 @@ class FaceDetectorNet:
         w, h = r[:, 2], r[:, 3]
         boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
         kps = r[:, 4:16].reshape(-1, 6, 2) + a[:, None, :]
-        dets = _weighted_nms(boxes, kps, scores[keep], self.nms_iou)
+        dets = weighted_nms(boxes, kps, scores[keep], self.nms_iou)
         out = []
         for box, kp, s in dets:
             corners = np.array([[box[0], box[1]], [box[2], box[3]]]) @ to_frame[:, :2].T + to_frame[:, 2]
@@ -331,7 +331,7 @@ def _iou_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area(box) + area(boxes) - inter, 1e-9)
 
 
-def _weighted_nms(boxes, kps, scores, iou_threshold):
+def weighted_nms(boxes, kps, scores, iou_threshold):
     """MediaPipe's WEIGHTED non-max suppression: overlapping candidates are averaged by score."""
     order = np.argsort(-scores)
     boxes, kps, scores = boxes[order], kps[order], scores[order]

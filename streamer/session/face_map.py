@@ -19,6 +19,7 @@ import logging
 from typing import Any, Mapping
 
 import numpy as np
+from cachetools import FIFOCache
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class FaceFollower:
         self.max_tracks = max_tracks
         self.embeddings: dict[int, np.ndarray] = {}   # track id -> identity embedding (mapped tracks, re-attached ones)
         self.aliases: dict[int, int] = {}             # new track id -> the mapped track id it continues
-        self._checked: dict[int, None] = {}           # unmapped tracks already compared (ordered: oldest first)
+        self._checked: FIFOCache[int, None] = FIFOCache(maxsize=max_tracks)   # unmapped tracks already compared
 
     def root(self, track_id: int) -> int:
         return self.aliases.get(track_id, track_id)
@@ -135,5 +136,3 @@ class FaceFollower:
             del self.embeddings[t]                  # an unmapped track needs no memory
         for t in [t for t, r in self.aliases.items() if r not in face_sources]:
             del self.aliases[t]
-        while len(self._checked) > self.max_tracks:
-            self._checked.pop(next(iter(self._checked)))

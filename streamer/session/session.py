@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
@@ -48,6 +48,19 @@ class Controls:
     outputs: Mapping[str, Any] | None = None
     calibration: int = 0                  # raised by each `calibrate` request: the face rig collects a neutral face
     face_neutral: Mapping[str, Any] | None = None   # a neutral from an earlier `face_calibrated` event, restored
+
+    def as_json(self) -> dict[str, Any]:
+        """Every control as JSON (the session info route): mappings as objects, track ids as strings, the
+        background as its spec (mode "none" when unset)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "background":
+                v = v.to_json() if v is not None else {"mode": "none"}
+            elif isinstance(v, Mapping):
+                v = {str(k): (dict(x) if isinstance(x, Mapping) else x) for k, x in v.items()}
+            out[f.name] = v
+        return out
 
 
 def fusion_mode(controls: Controls, default: str) -> str:

@@ -15,10 +15,12 @@ import asyncio
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from cachetools import FIFOCache
 
 from streamer.session import protocol
 from streamer.web.api.results import mount as mount_results
@@ -52,6 +54,14 @@ WEB_ROOT = Path(__file__).resolve().parents[2] / "web_client"
 DEMO_SOURCE = Path(__file__).resolve().parents[1] / "assets" / "demo_source.jpg"
 
 
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """A session's recording, kept after the session ends so its owner can still read how it went."""
+
+    owner: str | None     # the token id that opened the session (None on an open server)
+    recorder: Any         # streamer.sinks.recorder.Recorder: start/stop/info
+
+
 class LiveFuseServer:
     """The app's state: config, injected services, metrics and the open sessions."""
 
@@ -61,7 +71,7 @@ class LiveFuseServer:
         self.metrics = Metrics()
         self.heap = HeapKeeper(on_collected=self.metrics.heap_release.observe)   # memory back after each peer
         self.peers: dict[str, PeerSession] = {}
-        self.recordings: dict[str, tuple[str | None, Any]] = {}   # session id -> (owner, recording), the last 256
+        self.recordings: FIFOCache[str, Recording] = FIFOCache(maxsize=256)   # by session id, the newest 256
         from streamer.web.restreams import Restreams
 
         self.restreams = Restreams(config, self.metrics, services.audit)   # RTMP(S) pushes of sessions' output
@@ -168,9 +178,7 @@ class LiveFuseServer:
         except Exception as exc:
             await peer.close("recording failed to start")
             raise Refused(503, f"the recording could not start: {exc}", code="recording_failed") from None
-        self.recordings[peer.session.id] = (peer.session.token_id, rec)
-        while len(self.recordings) > 256:
-            self.recordings.pop(next(iter(self.recordings)))
+        self.recordings[peer.session.id] = Recording(peer.session.token_id, rec)
         self.services.audit("recording_started", session=peer.session.id, key=rec.key)
 
     async def _finish_recording(self, session_id: str, rec: Any) -> None:
@@ -182,7 +190,7 @@ class LiveFuseServer:
     def _closed(self, peer: PeerSession) -> None:
         held = self.recordings.get(peer.session.id)
         if held is not None:   # finalised in the background: the file closes, the rest goes up
-            task = asyncio.ensure_future(self._finish_recording(peer.session.id, held[1]))
+            task = asyncio.ensure_future(self._finish_recording(peer.session.id, held.recorder))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
         if self.peers.get(peer.session.id) is peer:
@@ -386,18 +394,14 @@ class LiveFuseServer:
 
     async def session_info(self, request: web.Request) -> web.Response:
         peer = self.owned_peer(request, request.match_info["session"])
-        c = peer.session.controls
+        held = self.recordings.get(peer.session.id)
         return web.json_response({
             "session": peer.session.id, "kind": peer.kind, "connection": peer.pc.connectionState,
             "stages": peer.worker.pipeline.names, "stats": peer.stats.snapshot(), "viewers": list(peer.viewers),
             "control_sockets": len(peer.controllers),
-            "controls": {"strength": c.strength, "prompt": c.prompt, "edits": dict(c.edits), "source_id": c.source_id,
-                         "keep_mouth": c.keep_mouth, "keep_eyes": c.keep_eyes, "enabled": c.enabled,
-                         "face_sources": {str(k): v for k, v in c.face_sources.items()}, "fusion": c.fusion,
-                         "enhance": c.enhance,
-                         "background": c.background.to_json() if c.background is not None else {"mode": "none"}},
+            "controls": peer.session.controls.as_json(),
             "sources": sorted(peer.session.sources),
-            "recording": self.recordings[peer.session.id][1].info() if peer.session.id in self.recordings else None,
+            "recording": held.recorder.info() if held is not None else None,
         })
 
     async def recording(self, request: web.Request) -> web.Response:
@@ -405,9 +409,9 @@ class LiveFuseServer:
         principal = self.authorize(request)
         sid = request.match_info["session"]
         held = self.recordings.get(sid)
-        if held is None or not (held[0] == principal or self.services.is_admin(request)):
+        if held is None or not (held.owner == principal or self.services.is_admin(request)):
             raise Refused(404, f"no recording of session {sid!r}")
-        return web.json_response(held[1].info())
+        return web.json_response(held.recorder.info())
 
     async def edits(self, request: web.Request) -> web.Response:
         """The edit vocabulary the page builds its sliders from."""

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import cv2
 import numpy as np
+from cachetools import FIFOCache
 
 from engines import mesh
 from engines.fusion_mesh import align, fusion_mesh, signed_areas
@@ -179,9 +180,9 @@ class FusionStage:
         self.follower = follower
         self.still = still
         self.default_mode = default_mode
-        self._routes: dict[int, str | None] = {}          # track id -> source id found by the router
-        self._colour: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._textures: dict[tuple[str, int], Any] = {}   # device copies of source textures (torch path)
+        self._routes: FIFOCache[int, str | None] = FIFOCache(maxsize=256)   # track id -> source id the router found
+        self._colour: FIFOCache[int, tuple[np.ndarray, np.ndarray]] = FIFOCache(maxsize=64)   # tracks come and go
+        self._textures: FIFOCache[tuple[str, int], Any] = FIFOCache(maxsize=32)   # device copies of source textures
 
     # -- source choice -------------------------------------------------------------------------------
     def source_id_for(self, face: Any, controls: Any, image: Any = None,
@@ -197,8 +198,6 @@ class FusionStage:
                 if not isinstance(frame, np.ndarray):
                     frame = frame.cpu().numpy()
                 self._routes[face.track_id] = self.router.route(frame, face)
-                if len(self._routes) > 256:
-                    self._routes.pop(next(iter(self._routes)))
             routed = self._routes[face.track_id]
         return chosen_source_id(face, controls, routed, mapped)
 
@@ -346,8 +345,6 @@ class FusionStage:
             m = self.config.colour_memory
             stats = (m * prev[0] + (1 - m) * stats[0], m * prev[1] + (1 - m) * stats[1])
         self._colour[key] = stats
-        if len(self._colour) > 64:                       # tracks come and go; keep the newest
-            self._colour.pop(next(iter(self._colour)))
         return stats
 
     def _texture(self, ops: ModuleType, src: SourceFace, level: int, like: Any):
@@ -357,8 +354,6 @@ class FusionStage:
         tex = self._textures.get(key)
         if tex is None:
             tex = self._textures[key] = ops.put(src.lab_levels[level], like)
-            if len(self._textures) > 32:
-                self._textures.pop(next(iter(self._textures)))
         return tex
 
     def _fuse_pixels(self, ops: ModuleType, out, image, src: SourceFace, geo: _Geometry, key: int,

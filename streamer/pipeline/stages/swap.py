@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import cv2
 import numpy as np
+from cachetools import FIFOCache
 
 from engines.align import invert
 from engines.sources import SourceFace
@@ -63,7 +64,7 @@ class SwapStage:
         self.follower = follower
         self.config = config
         self.default_mode = default_mode
-        self._memory: dict[int, tuple[str, np.ndarray]] = {}   # track id -> (source id, smoothed crop)
+        self._memory: FIFOCache[int, tuple[str, np.ndarray]] = FIFOCache(maxsize=config.max_tracks)   # track id -> (source id, smoothed crop)
 
     def runs(self, controls: Any) -> bool:
         return fusion_mode(controls, self.default_mode) in ("neural", "both")
@@ -152,8 +153,6 @@ class SwapStage:
         """Tracks not in this frame start afresh when they come back (a track id is never reused)."""
         for key in [k for k in self._memory if k not in seen]:
             del self._memory[key]
-        while len(self._memory) > self.config.max_tracks:
-            self._memory.pop(next(iter(self._memory)))
 
     @staticmethod
     def _paste(out: np.ndarray, crop: np.ndarray, mask: np.ndarray, m: np.ndarray) -> bool:

@@ -56,9 +56,10 @@ OUTPUTS_SCHEMA: dict[str, Any] = {
         "face_events": {"type": "number", "minimum": 0, "maximum": 60},
         "mirror": {"type": "boolean"},
         "face_track": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TRACK_ID}, {"type": "null"}]},
-        # RTMP(S) destinations for the session's output (rtmp://HOST/APP/KEY); [] stops them
+        # destinations for the session's output: RTMP(S) (rtmp://HOST/APP/KEY) or WHIP (https://TOKEN@HOST/PATH);
+        # [] stops them
         "restream": {"type": "array", "maxItems": 4,
-                     "items": {"type": "string", "maxLength": 2048, "pattern": "^rtmps?://[^\\s]+$"}},
+                     "items": {"type": "string", "maxLength": 2048, "pattern": "^(rtmps?|https?)://[^\\s]+$"}},
     },
     "additionalProperties": False,
 }

@@ -19,7 +19,7 @@ from aiortc.mediastreams import MediaStreamTrack
 from streamer.session import protocol
 from streamer.rtc.audio import AIORTC_AUDIO_PREFETCH, DelayedAudioTrack
 from streamer.config import ServerConfig
-from streamer.session.face_map import KEEP, MAX_MAPPED_FACES
+from streamer.session.control import ControlHandler
 from streamer.rtc.dtls import answer_passive, use_certificate, watch_dtls
 from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration, strip_mdns_candidates
 from streamer.pipeline.stats import StreamStats
@@ -122,6 +122,10 @@ class PeerSession:
                                                              pixels=config.pixel_device)
         else:
             self.worker = FrameWorker(session, pipeline, self.stats, on_error=self._stage_failed, pixels=config.pixel_device)
+        # the control protocol's handler; the data channel and WebSocket controllers carry its bytes
+        self.control = ControlHandler(session, services, stages=lambda: self.worker.pipeline.names,
+                                      tracked=self.stats.tracked, max_message_bytes=config.max_message_bytes,
+                                      metrics=metrics)
         self.fused: FusedTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.viewers: dict[str, Any] = {}
@@ -201,11 +205,10 @@ class PeerSession:
             self._touch()
             if self._closing:
                 return
-            done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
+            done = asyncio.get_running_loop().run_in_executor(self._control, self.control.handle, raw)
             done.add_done_callback(lambda d: self._send_reply(self._reply_of(d)))
 
-        self.send({"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
-                   "stages": self.worker.pipeline.names})
+        self.send(self.control.welcome())
         while self._unsent:
             self.send(self._unsent.popleft())
 
@@ -239,7 +242,7 @@ class PeerSession:
         if self._closing:
             return None
         try:
-            done = asyncio.get_running_loop().run_in_executor(self._control, self.handle_message, raw)
+            done = asyncio.get_running_loop().run_in_executor(self._control, self.control.handle, raw)
         except RuntimeError:   # the control thread has shut down: the session is closing
             return None
         try:
@@ -248,108 +251,6 @@ class PeerSession:
             done.cancel()
             raise
         return self._reply_of(done)
-
-    def handle_message(self, raw: str | bytes) -> dict[str, Any] | None:
-        """Act on one control message; the reply (ack or error) goes back on the channel."""
-        try:
-            msg = protocol.parse_client_message(raw, max_bytes=self.config.max_message_bytes)
-        except protocol.ProtocolError as exc:
-            if self.metrics is not None:
-                self.metrics.messages.labels("refused").inc()
-            return exc.reply()
-        if self.metrics is not None:
-            self.metrics.messages.labels("ok").inc()
-        mid = msg.get("id")
-        kind = msg["type"]
-        try:
-            if kind == "ping":
-                return {"type": "pong", "t": msg.get("t"), "server_time": time.time(), "id": mid}
-            if kind == "hello":
-                return {"type": "welcome", "session": self.session.id, "version": protocol.PROTOCOL_VERSION,
-                        "stages": self.worker.pipeline.names, "id": mid}
-            if kind == "set_prompt":
-                result = self.services.set_prompt(self.session, msg["text"])  # it audits its own decision
-                return {"type": "ack", "of": kind, "id": mid, "result": result}
-            if kind == "map_face":
-                return self._map_face(msg, mid)
-            if kind == "set_params":
-                try:
-                    changes = protocol.params_to_controls(msg)
-                except protocol.ProtocolError as exc:
-                    return exc.reply()
-                bg = changes.get("background")
-                if bg is not None and bg.mode == "image" and bg.image_id not in self.session.backgrounds:
-                    return protocol.error("unknown_background", f"no background picture {bg.image_id!r} in this "
-                                          "session; upload it first (POST /sessions/{id}/background)", id=mid)
-                if bg is not None and "background" not in self.worker.pipeline.names:
-                    return protocol.error("no_background", "this server's pipeline has no background stage", id=mid)
-                sid = changes.get("source_id")
-                if sid is not None and sid not in self.session.sources:
-                    return protocol.error("unknown_source", f"no source {sid!r} in this session", id=mid)
-                for tid, fsid in changes.get("face_sources", {}).items():
-                    if fsid != KEEP and fsid not in self.session.sources:
-                        return protocol.error("unknown_source", f"face {tid}: no source {fsid!r} in this session", id=mid)
-                if changes.get("fusion") in ("neural", "both") and "swap" not in self.worker.pipeline.names:
-                    return protocol.error("no_swapper", "neural fusion needs a swap model: this server runs "
-                                          "without --swapper", id=mid)
-                refused = self._face_outputs(changes)
-                if refused is not None:
-                    return protocol.error(refused[0], refused[1], id=mid)
-                self.session.update(**changes)
-                self.services.audit("params", session=self.session.id,
-                                    **{k: (dict(v) if isinstance(v, dict) else v.to_json() if hasattr(v, "to_json") else v)
-                                       for k, v in changes.items()})
-                return {"type": "ack", "of": kind, "id": mid, "result": sorted(changes)}
-        except Exception as exc:  # the hook failed: tell the client, keep the stream
-            log.exception("session %s: %s failed", self.session.id, kind)
-            return protocol.error("failed", f"{kind} failed: {exc}", id=mid)
-        return None  # pragma: no cover - the schema admits only the types above
-
-    def _face_outputs(self, changes: dict[str, Any]) -> tuple[str, str] | None:
-        """set_params' avatar parts, made into controls in place: `outputs` merged over the session's,
-        `calibrate` as the next calibration, `face_neutral` checked; (code, message) when refused."""
-        if "outputs" in changes:
-            outputs = dict(changes.pop("outputs"))
-            restream = outputs.pop("restream", None)   # addresses with stream keys: neither kept nor audited
-            if outputs and "face_out" not in self.worker.pipeline.names:
-                return "no_face_outputs", "this server's pipeline has no face-out stage"
-            refusal = protocol.output_refusal(self.session.client, outputs)
-            if refusal is not None:
-                return "output_refused", refusal
-            hook = getattr(self, "restream_hook", None)   # the server's restreams (streamer/web/restreams.py)
-            if restream is not None and hook is None:
-                return "no_restream", "this server does not restream sessions"
-            if restream is not None:
-                hook(list(restream))
-            if outputs:
-                changes["outputs"] = protocol.merge_outputs(self.session.controls.outputs, outputs)
-        if changes.pop("calibrate", False):
-            changes["calibration"] = self.session.controls.calibration + 1
-        if changes.get("face_neutral") is not None:
-            from engines.face_rig import Neutral
-
-            try:
-                Neutral.from_json(changes["face_neutral"])
-            except ValueError as exc:
-                return "invalid", f"face_neutral: {exc}"
-        return None
-
-    def _map_face(self, msg: dict[str, Any], mid: Any) -> dict[str, Any]:
-        """map_face: a face the stream tracks (or one already mapped) gets a registered source, "keep" or
-        (null) the default again; at most MAX_MAPPED_FACES mappings."""
-        tid, sid = msg["track_id"], msg["source_id"]
-        mapped = self.session.controls.face_sources
-        if sid is not None and sid != KEEP and sid not in self.session.sources:
-            return protocol.error("unknown_source", f"no source {sid!r} in this session; upload it first", id=mid)
-        if tid not in mapped and tid not in self.stats.tracked():
-            return protocol.error("unknown_track", f"no face with track id {tid} is tracked now; the stats "
-                                  "message's faces list the ones that are", id=mid)
-        if sid is not None and tid not in mapped and len(mapped) >= MAX_MAPPED_FACES:
-            return protocol.error("too_many_faces", f"{len(mapped)} faces are mapped already, the most a session "
-                                  f"may map; clear one first (source_id null)", id=mid)
-        faces = self.session.map_face(tid, sid)
-        self.services.audit("params", session=self.session.id, face=tid, face_source=sid)
-        return {"type": "ack", "of": "map_face", "id": mid, "result": {str(k): v for k, v in faces.items()}}
 
     def send(self, msg: dict[str, Any]) -> bool:
         """To the data channel and every WebSocket control client (events, stats, bye, draining)."""

@@ -1,7 +1,8 @@
 """`/sessions/{id}/control`: the data channel's JSON protocol over a WebSocket, for programs that steer a
 live session from outside it (a stream deck, a chat bot, an agent). Every message goes through the
-session's one handler (`PeerSession.handle`, the data channel's), and the socket hears what the data
-channel hears (welcome, stats, events, draining, bye). Replies go only to the socket that asked.
+session's one handler (`ControlHandler`, streamer/session/control.py, on the session's control thread, as the
+data channel's), and the socket hears what the data channel hears (welcome, stats, events, draining, bye).
+Replies go only to the socket that asked.
 
 Bounds: a message above `SocketLimits.max_message_bytes` gets the protocol's `too_large` error, one above
 `hard_limit_bytes` closes the socket (1009) unread; more than `rate_per_s` (burst `burst`) messages a second
@@ -142,8 +143,7 @@ class ControlSocket:
         bucket = Bucket(self.limits.rate_per_s, self.limits.burst, loop.time())
         writer = asyncio.ensure_future(self._writer())
         peer.controllers.add(self)
-        self.deliver({"type": "welcome", "session": peer.session.id, "version": protocol.PROTOCOL_VERSION,
-                      "stages": peer.worker.pipeline.names})
+        self.deliver(peer.control.welcome())
         if peer.closing:   # it began to close while this socket opened: it will not call close() on us
             await self.close("closing")
         try:

@@ -36,7 +36,7 @@ class Restreams:
         self._last: dict[int, str] = {}
 
     def hook(self, peer: Any) -> Any:
-        """The peer's `restream_hook`: called from its control thread with the destinations asked for."""
+        """The session's control handler's `restream` hook: called from its control thread with the destinations asked for."""
         loop = asyncio.get_running_loop()
 
         def request(urls: list[str]) -> None:

@@ -162,7 +162,7 @@ class LiveFuseServer:
             if self.camera is not None and kind != "whep":
                 await self.camera.offer(session.id, peer.worker.outbox)
             if kind != "whep":
-                peer.restream_hook = self.restreams.hook(peer)
+                peer.control.restream = self.restreams.hook(peer)
                 if self.restreams.urls:
                     self.restreams.start(peer, list(self.restreams.urls))
             return peer

@@ -37,7 +37,7 @@ def _even_i420(width: int, height: int) -> bool:
 
 def frame_to_rgb(frame: VideoFrame) -> np.ndarray:
     """H x W x 3 uint8 RGB of a decoded frame."""
-    if frame.format.name == "yuv420p" and _even_i420(frame.width, frame.height):
+    if keeps_planes(frame):
         p = to_planes(frame)
         return i420_to_rgb(p.y, p.u, p.v)
     return frame.to_ndarray(format="rgb24")
@@ -56,10 +56,7 @@ def rgb_to_frame(image: Any, like: VideoFrame | None = None) -> VideoFrame:
                                       format="yuv420p")
     else:
         out = VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-    if like is not None:
-        out.pts = like.pts
-        out.time_base = like.time_base or VIDEO_TIME_BASE
-    return out
+    return timed_like(out, like) if like is not None else out
 
 
 def to_planes(frame: VideoFrame) -> Planes:
@@ -100,7 +97,12 @@ def state_to_frame(state: FrameState, like: VideoFrame) -> VideoFrame:
     p.flush()
     if not p.changed:
         return like
-    out = VideoFrame.from_ndarray(p.i420(), format="yuv420p")
+    return timed_like(VideoFrame.from_ndarray(p.i420(), format="yuv420p"), like)
+
+
+def timed_like(out: VideoFrame, like: VideoFrame) -> VideoFrame:
+    """`out` with the pts and time base of `like` (RTP video's time base when `like` names none): a
+    processed frame leaves at the time its decoded frame came in."""
     out.pts = like.pts
     out.time_base = like.time_base or VIDEO_TIME_BASE
     return out

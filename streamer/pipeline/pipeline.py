@@ -9,13 +9,13 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
+from aiortc.mediastreams import VIDEO_TIME_BASE   # 1/90000 s: RTP video's pts tick, the default when a frame names none
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.faces import Face
     from streamer.media.planes import Planes
     from streamer.session.session import FrameContext
 
-VIDEO_TIME_BASE = Fraction(1, 90000)   # seconds per pts tick of RTP video, the default when a frame names none
 
 log = logging.getLogger(__name__)
 

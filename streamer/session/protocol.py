@@ -29,22 +29,6 @@ _EDITS = {
     "additionalProperties": False,
 }
 
-# set_params.background: "blur", a CSS colour, "none", or {"mode", "strength", "color", "image_id"} (the
-# picture's id from POST /sessions/{id}/background); engines.background.parse_background reads it
-BACKGROUND_ID_PATTERN = "^bg-[0-9a-f]{12}$"
-BACKGROUND_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"type": "string", "maxLength": 64},
-        {"type": "object",
-         "properties": {"mode": {"enum": list(BACKGROUND_MODES)},
-                        "strength": {"type": "number", "minimum": 0, "maximum": 1},
-                        "color": {"type": "string", "maxLength": 64},
-                        "image_id": {"type": "string", "pattern": BACKGROUND_ID_PATTERN}},
-         "required": ["mode"], "additionalProperties": False},
-        {"type": "null"},
-    ],
-}
-
 # set_params.outputs and REST's POST /v1/sessions/{id}/outputs: the avatar and face-data outputs
 # (streamer/sinks/face_outputs.py); a key left out keeps its current value, null turns an output off
 OUTPUTS_SCHEMA: dict[str, Any] = {
@@ -62,6 +46,22 @@ OUTPUTS_SCHEMA: dict[str, Any] = {
                      "items": {"type": "string", "maxLength": 2048, "pattern": "^(rtmps?|https?)://[^\\s]+$"}},
     },
     "additionalProperties": False,
+}
+
+# set_params.background: "blur", a CSS colour, "none", or {"mode", "strength", "color", "image_id"} (the
+# picture's id from POST /sessions/{id}/background); engines.background.parse_background reads it
+BACKGROUND_ID_PATTERN = "^bg-[0-9a-f]{12}$"
+BACKGROUND_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "maxLength": 64},
+        {"type": "object",
+         "properties": {"mode": {"enum": list(BACKGROUND_MODES)},
+                        "strength": {"type": "number", "minimum": 0, "maximum": 1},
+                        "color": {"type": "string", "maxLength": 64},
+                        "image_id": {"type": "string", "pattern": BACKGROUND_ID_PATTERN}},
+         "required": ["mode"], "additionalProperties": False},
+        {"type": "null"},
+    ],
 }
 
 CLIENT_SCHEMA: dict[str, Any] = {
@@ -104,10 +104,10 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "fusion": {"anyOf": [{"enum": list(FUSION_MODES)}, {"type": "null"}]},
                 # the face enhancer's strength where one is loaded; null = back to the server's default
                 "enhance": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]},
+                "background": BACKGROUND_SCHEMA,
                 "outputs": OUTPUTS_SCHEMA,
                 "calibrate": {"const": True},       # hold a neutral face: the face rig's neutral from the next 2 s
                 "face_neutral": {"anyOf": [{"type": "object", "maxProperties": 8}, {"type": "null"}]},
-                "background": BACKGROUND_SCHEMA,
             },
             "required": ["type"],
             "additionalProperties": False,

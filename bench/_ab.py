@@ -4,7 +4,8 @@ prints is reported as each checkout's median over the runs and their ratio (B / 
 
     python -m bench._ab --a ../before --b . --repeats 3 -- pipeline --frames 60 --sizes 640x480
 
-Each run is `python -m streamer.app.cli bench ARGS --json` in a fresh process with the checkout first on
+Each run is `python -m streamer.app.cli bench ARGS --json` (`streamer.cli` in a checkout from before the
+rooms) in a fresh process with the checkout first on
 `sys.path`, using this interpreter (one virtualenv serves both checkouts).
 """
 
@@ -36,7 +37,8 @@ def numeric_leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
 
 def run_once(checkout: Path, bench_args: list[str], timeout: float) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    out = subprocess.run([sys.executable, "-m", "streamer.app.cli", "bench", *bench_args, "--json"], cwd=checkout,
+    cli = "streamer.app.cli" if (checkout / "streamer" / "app" / "cli.py").exists() else "streamer.cli"   # older trees
+    out = subprocess.run([sys.executable, "-m", cli, "bench", *bench_args, "--json"], cwd=checkout,
                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"bench in {checkout} failed ({out.returncode}): {out.stderr[-2000:]}")

@@ -16,10 +16,13 @@ while a mapped track is missing; nothing per frame after that.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 from cachetools import FIFOCache
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.faces import Face
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ def parse_face_map(text: str, *, max_entries: int = MAX_MAPPED_FACES) -> dict[in
     return out
 
 
-def source_choice(face: Any, face_sources: Mapping[int, str], default: str | None) -> str | None:
+def source_choice(face: Face, face_sources: Mapping[int, str], default: str | None) -> str | None:
     """The source id a face gets (None: left unchanged): its mapping, else the default."""
     sid = face_sources.get(face.track_id) if face.track_id >= 0 else None
     if sid is None:
@@ -119,7 +122,7 @@ class FaceFollower:
                 out[tid] = choice
         return out
 
-    def _embed(self, image: Any, face: Any) -> np.ndarray | None:
+    def _embed(self, image: Any, face: Face) -> np.ndarray | None:
         from engines.identity import IdentityError
 
         if callable(image):                         # a planes frame: converted whole only when a face is embedded

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from engines.prompt.model import Condition, empty_condition
 

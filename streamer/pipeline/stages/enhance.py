@@ -16,7 +16,7 @@ that raises fails the stage: the frame goes on as fusion left it and the error r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from engines.enhancer import EnhanceSettings, FaceEnhancer
 from kernels.twins import twin_for
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from streamer.session.session import Controls
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ class EnhanceStageConfig:
         EnhanceSettings(self.erode, self.feather)
 
 
-def enhance_strength(controls: Any, default: float) -> float:
+def enhance_strength(controls: Controls, default: float) -> float:
     value = getattr(controls, "enhance", None)
     return float(min(max(default if value is None else value, 0.0), 1.0))
 

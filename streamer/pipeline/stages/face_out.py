@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from engines.face_rig import FaceRig, Neutral, RigConfig, pick_face
 
 if TYPE_CHECKING:  # pragma: no cover
+    from streamer.session.session import Controls
     from streamer.pipeline.pipeline import FrameState
     from streamer.session.session import FrameContext
 
@@ -41,7 +42,7 @@ class FaceOutStage:
         self._neutral: Any = None
         self.last = None            # the last FaceFrame made (benchmarks, tests)
 
-    def _follow_controls(self, controls: Any, notify: Callable[[dict[str, Any]], None]) -> None:
+    def _follow_controls(self, controls: Controls, notify: Callable[[dict[str, Any]], None]) -> None:
         requested = getattr(controls, "outputs", None)
         if requested is not self._requested:
             self._requested = requested

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import cv2
 import numpy as np
@@ -33,6 +33,10 @@ from streamer.media.planes import Planes
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext, fusion_mode
 from streamer.pipeline.stages.still import StillFaces
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.faces import Face
+    from streamer.session.session import Controls
 
 
 NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
@@ -68,7 +72,7 @@ def smoothstep(e0: float, e1: float, x: float) -> float:
     return t * t * (3.0 - 2.0 * t)
 
 
-def face_weight(face: Any, frame_shape: tuple[int, int], cfg: FusionConfig) -> float:
+def face_weight(face: Face, frame_shape: tuple[int, int], cfg: FusionConfig) -> float:
     """1 for a frontal face well inside the frame, fading to 0 past `yaw_zero` or as it leaves the frame."""
     h, w = frame_shape
     yaw_w = 1.0 - smoothstep(cfg.yaw_full, cfg.yaw_zero, abs(face.pose[0]))
@@ -145,7 +149,7 @@ class ReferenceRouter:
         self.references = [(np.asarray(e, np.float32), sid) for e, sid in references]
         self.threshold = threshold
 
-    def route(self, image: np.ndarray, face: Any) -> str | None:
+    def route(self, image: np.ndarray, face: Face) -> str | None:
         if not self.references:
             return None
         emb = self.embedder.embed(image, face)
@@ -154,7 +158,7 @@ class ReferenceRouter:
         return self.references[best][1] if dists[best] < self.threshold else None
 
 
-def chosen_source_id(face: Any, controls: Any, routed: str | None = None,
+def chosen_source_id(face: Face, controls: Controls, routed: str | None = None,
                      mapped: Mapping[int, str] | None = None) -> str | None:
     """The session's name for the source a face wears (None: left unchanged): its per-face mapping
     (`mapped`, a `FaceFollower`'s answer for the frame, else `Controls.face_sources`; KEEP leaves it
@@ -185,7 +189,7 @@ class FusionStage:
         self._textures: FIFOCache[tuple[str, int], Any] = FIFOCache(maxsize=32)   # device copies of source textures
 
     # -- source choice -------------------------------------------------------------------------------
-    def source_id_for(self, face: Any, controls: Any, image: Any = None,
+    def source_id_for(self, face: Face, controls: Controls, image: Any = None,
                       mapped: Mapping[int, str] | None = None) -> str | None:
         """By track (`mapped`, else `Controls.face_sources`), else by reference identity (the router), else
         the one source for all (`Controls.source_id`)."""
@@ -201,7 +205,7 @@ class FusionStage:
             routed = self._routes[face.track_id]
         return chosen_source_id(face, controls, routed, mapped)
 
-    def source_for(self, face: Any, controls: Any, sources: Mapping[str, SourceFace], image: Any = None,
+    def source_for(self, face: Face, controls: Controls, sources: Mapping[str, SourceFace], image: Any = None,
                    mapped: Mapping[int, str] | None = None) -> SourceFace | None:
         sid = self.source_id_for(face, controls, image, mapped)
         return sources.get(sid) if sid is not None else None
@@ -267,7 +271,7 @@ class FusionStage:
         state.fused = fused
         return state
 
-    def _geometry(self, face: Any, src: SourceFace, weight: float, controls: Any,
+    def _geometry(self, face: Face, src: SourceFace, weight: float, controls: Controls,
                   frame_shape: tuple[int, int]) -> _Geometry | None:
         cfg = self.config
         h, w = frame_shape

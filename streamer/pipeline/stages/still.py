@@ -26,11 +26,14 @@ tracks. The defaults come from `livefuse bench pipeline --still` (docs/fusion.md
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import TYPE_CHECKING, Hashable
 
 import numpy as np
 
 from streamer.media.planes import Box, Planes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.faces import Face
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ class StillFaces:
         for t in stale:
             del self._kept[t]
 
-    def reuse(self, planes: Planes | None, face: Any, key: Hashable) -> bool:
+    def reuse(self, planes: Planes | None, face: Face, key: Hashable) -> bool:
         """Whether `face` reuses its track's last result; when it does, the result is in the planes' region."""
         kept = self._kept.get(face.track_id) if planes is not None else None
         if kept is None or not self.config.enabled or face.track_id < 0 or face.keep is not None:
@@ -96,7 +99,7 @@ class StillFaces:
         self.reused += 1
         return True
 
-    def remember(self, face: Any, key: Hashable, region: Box, box: Box, before: np.ndarray, after: np.ndarray) -> None:
+    def remember(self, face: Face, key: Hashable, region: Box, box: Box, before: np.ndarray, after: np.ndarray) -> None:
         """A fresh result for `face`: `before` / `after` are the box's RGB before and after the stage's work."""
         self.fresh += 1
         if not self.config.enabled or face.track_id < 0:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import cv2
 import numpy as np
@@ -33,6 +33,10 @@ from streamer.session.face_map import FaceFollower
 from streamer.pipeline.pipeline import FrameState
 from streamer.session.session import FrameContext, fusion_mode
 from streamer.pipeline.stages.fusion import chosen_source_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engines.faces import Face
+    from streamer.session.session import Controls
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,7 @@ class SwapStage:
         self.default_mode = default_mode
         self._memory: FIFOCache[int, tuple[str, np.ndarray]] = FIFOCache(maxsize=config.max_tracks)   # track id -> (source id, smoothed crop)
 
-    def runs(self, controls: Any) -> bool:
+    def runs(self, controls: Controls) -> bool:
         return fusion_mode(controls, self.default_mode) in ("neural", "both")
 
     def __call__(self, state: FrameState, context: FrameContext) -> FrameState:
@@ -117,7 +121,7 @@ class SwapStage:
         state.swapped = done
         return state
 
-    def _faces_with_sources(self, faces: list[Any], controls: Any, sources: Mapping[str, SourceFace],
+    def _faces_with_sources(self, faces: list[Face], controls: Controls, sources: Mapping[str, SourceFace],
                             mapped: Mapping[int, str] | None = None) -> list[tuple[Any, str, SourceFace]]:
         out = []
         for face in faces:

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yarl
@@ -29,6 +30,13 @@ def usable_cores() -> int:
     except (OSError, ValueError):
         pass
     return max(1, n)
+
+
+def state_dir() -> Path:
+    """The user's LiveFuse state folder ($XDG_STATE_HOME/livefuse, else ~/.local/state/livefuse): the audit
+    log, results on disk, VTube Studio tokens. One per user, wherever a command runs."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "livefuse"
 
 
 # how long a body may go without a byte (ServerConfig.read_timeout_s)

@@ -30,6 +30,7 @@ from engines.enhancer import FaceEnhancer
 from engines.face_nets import FaceNetConfig
 from engines.face_parser import FaceParser
 from engines.swappers.swapper import NeuralSwapper, SwapperConfig, load_swapper
+from streamer.config import state_dir
 from streamer.web.api.jobs import JobConfig, JobQueue, JobSpec
 from streamer.web.api.photos import PhotoConfig, PhotoFuser, PhotoModels, PhotoParts
 from streamer.web.api.routes import ApiBackend
@@ -69,8 +70,7 @@ def default_results() -> str:
     explicit = os.environ.get("LIVEFUSE_RESULTS")
     if explicit:
         return explicit
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "livefuse", "results")
+    return str(state_dir() / "results")
 PROMPT_READ_TIMEOUT_S = 10.0   # how long a prompt change waits for its reading before terms alone decide
 
 

@@ -36,6 +36,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from streamer.config import state_dir
+
 log = logging.getLogger(__name__)
 
 GENESIS = "0" * 64
@@ -49,8 +51,7 @@ def default_audit_path() -> str:
     explicit = os.environ.get("LIVEFUSE_AUDIT_LOG")
     if explicit:
         return explicit
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "livefuse", "audit.jsonl")
+    return str(state_dir() / "audit.jsonl")
 
 
 def canonical(record: dict[str, Any]) -> bytes:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.face_rig import INDEX, FaceFrame
+from streamer.config import state_dir
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,7 @@ def default_token_file() -> Path:
     explicit = os.environ.get("LIVEFUSE_VTS_TOKENS")
     if explicit:
         return Path(explicit)
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "livefuse" / "vtube_studio_tokens.json"
+    return state_dir() / "vtube_studio_tokens.json"
 
 
 class TokenFile:

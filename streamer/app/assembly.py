@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from pathlib import Path
 
@@ -127,6 +127,9 @@ class ProductConfig:
         return self.fusion_mode or ("neural" if self.swapper.enabled else "geometric")
 
 
+T = TypeVar("T")
+
+
 class Product:
     """The process-wide parts, built on first use so a server starts fast and a test pays only for what
     it touches. Thread-safe: sessions are created on the event loop, sources registered in executors."""
@@ -145,74 +148,84 @@ class Product:
         self._jobs: JobQueue | None = None
         self._results: Any = None
 
+    def _once(self, name: str, build: Callable[[], T]) -> T:
+        """The part held in attribute `name`, built by `build` on first use, under the product's lock (a
+        part that needs another takes it through the same lock: it is re-entrant)."""
+        with self._lock:
+            value = getattr(self, name)
+            if value is None:
+                value = build()
+                setattr(self, name, value)
+            return value
+
     # --- shared parts -------------------------------------------------------------------------------
     @property
     def registry(self) -> SourceRegistry:
-        with self._lock:
-            if self._registry is None:
-                from engines.identity import IdentityEmbedder
+        def build() -> SourceRegistry:
+            from engines.identity import IdentityEmbedder
 
-                self._registry = SourceRegistry(self.config.sources, embedder=IdentityEmbedder())
-            return self._registry
+            return SourceRegistry(self.config.sources, embedder=IdentityEmbedder())
+
+        return self._once("_registry", build)
 
     @property
     def prompts(self) -> Any:
         """The shared PromptCache, or None when the prompt model cannot load (`prompts_error` says why);
         the stream then runs with slider edits only."""
-        with self._lock:
-            if self._prompts is None and self._prompts_error is None:
-                from engines.artifacts import CalibrationError
-                from engines.prompt.encoder import EncoderError
-                from streamer.session.prompts import load_prompt_cache
+        def build() -> Any:
+            from engines.artifacts import CalibrationError
+            from engines.prompt.encoder import EncoderError
+            from streamer.session.prompts import load_prompt_cache
 
-                try:
-                    self._prompts = load_prompt_cache(self.config.encoder, self.config.artifact,
-                                                      capacity=self.config.prompt_cache_size)
-                except (EncoderError, CalibrationError) as exc:
-                    self._prompts_error = str(exc)
-                    log.error("prompts unavailable: %s", exc)
-            return self._prompts
+            try:
+                return load_prompt_cache(self.config.encoder, self.config.artifact, capacity=self.config.prompt_cache_size)
+            except (EncoderError, CalibrationError) as exc:
+                self._prompts_error = str(exc)
+                log.error("prompts unavailable: %s", exc)
+                return None
+
+        return None if self._prompts_error is not None else self._once("_prompts", build)
 
     @property
     def swapper(self) -> NeuralSwapper | None:
         """The neural swapper every session shares (None without --swapper); a file that cannot be used
         raises SwapperRefused naming what was expected."""
-        with self._lock:
-            if self._swapper is None and self.config.swapper.enabled:
-                cfg = self.config.swapper
-                swap = resolve(cfg.swapper, "swapper")
-                emb = resolve(cfg.embedder, "embedder")
-                self._swapper = load_swapper(replace(
-                    cfg, swapper=str(swap.path), embedder=str(emb.path),
-                    card=cfg.card or (swap.entry.card if swap.entry else None),
-                    swapper_sha256=cfg.swapper_sha256 or swap.sha256, embedder_sha256=cfg.embedder_sha256 or emb.sha256))
-                _log_licence("swapper", swap, f"recognised as {self._swapper.card.name}: {self._swapper.card.licence}")
-                _log_licence("embedder", emb, f"recognised as {self._swapper.embedder_card.name}: "
-                                              f"{self._swapper.embedder_card.licence}")
-            return self._swapper
+        def build() -> NeuralSwapper:
+            cfg = self.config.swapper
+            swap = resolve(cfg.swapper, "swapper")
+            emb = resolve(cfg.embedder, "embedder")
+            swapper = load_swapper(replace(
+                cfg, swapper=str(swap.path), embedder=str(emb.path),
+                card=cfg.card or (swap.entry.card if swap.entry else None),
+                swapper_sha256=cfg.swapper_sha256 or swap.sha256, embedder_sha256=cfg.embedder_sha256 or emb.sha256))
+            _log_licence("swapper", swap, f"recognised as {swapper.card.name}: {swapper.card.licence}")
+            _log_licence("embedder", emb, f"recognised as {swapper.embedder_card.name}: {swapper.embedder_card.licence}")
+            return swapper
+
+        return self._once("_swapper", build) if self.config.swapper.enabled else None
 
     @property
     def enhancer(self) -> FaceEnhancer | None:
         """The face enhancer every session shares (None without --enhancer); a file that cannot be used
         raises FamilyRefused, a catalogue name not installed or altered CatalogueError."""
-        with self._lock:
-            if self._enhancer is None and self.config.enhancer.enabled:
-                found = resolve(self.config.enhancer.path, "enhancer")
-                self._enhancer = FaceEnhancer(_net_config(self.config.enhancer, found), self.config.enhancer_fidelity)
-                _log_licence("enhancer", found, f"recognised as {self._enhancer.entry.family}: "
-                                                f"{self._enhancer.entry.licence.name}")
-            return self._enhancer
+        def build() -> FaceEnhancer:
+            found = resolve(self.config.enhancer.path, "enhancer")
+            enhancer = FaceEnhancer(_net_config(self.config.enhancer, found), self.config.enhancer_fidelity)
+            _log_licence("enhancer", found, f"recognised as {enhancer.entry.family}: {enhancer.entry.licence.name}")
+            return enhancer
+
+        return self._once("_enhancer", build) if self.config.enhancer.enabled else None
 
     @property
     def face_parser(self) -> FaceParser | None:
         """The face parser every session shares (None without --parser)."""
-        with self._lock:
-            if self._parser is None and self.config.parser.enabled:
-                found = resolve(self.config.parser.path, "parser")
-                self._parser = FaceParser(_net_config(self.config.parser, found))
-                _log_licence("parser", found, f"recognised as {self._parser.entry.family}: "
-                                              f"{self._parser.entry.licence.name}")
-            return self._parser
+        def build() -> FaceParser:
+            found = resolve(self.config.parser.path, "parser")
+            parser = FaceParser(_net_config(self.config.parser, found))
+            _log_licence("parser", found, f"recognised as {parser.entry.family}: {parser.entry.licence.name}")
+            return parser
+
+        return self._once("_parser", build) if self.config.parser.enabled else None
 
     @property
     def prompts_error(self) -> str | None:
@@ -220,37 +233,37 @@ class Product:
 
     @property
     def safety(self) -> SafetyKit:
-        with self._lock:
-            if self._kit is None:
-                from engines.faces import LandmarkerConfig, MediaPipeLandmarker
+        def build() -> SafetyKit:
+            from engines.faces import LandmarkerConfig, MediaPipeLandmarker
 
-                cache = self.prompts
-                landmarker = MediaPipeLandmarker(LandmarkerConfig(mode="image")) if self.config.safety.denylist_dir else None
-                self._kit = build_safety(
-                    self.config.safety, model=cache.model if cache is not None else None, registry=self.registry,
-                    landmarker=landmarker,
-                    understand=(lambda text: cache.wait(text, PROMPT_READ_TIMEOUT_S)) if cache is not None else None)
-            return self._kit
+            cache = self.prompts
+            landmarker = MediaPipeLandmarker(LandmarkerConfig(mode="image")) if self.config.safety.denylist_dir else None
+            return build_safety(
+                self.config.safety, model=cache.model if cache is not None else None, registry=self.registry,
+                landmarker=landmarker,
+                understand=(lambda text: cache.wait(text, PROMPT_READ_TIMEOUT_S)) if cache is not None else None)
+
+        return self._once("_kit", build)
 
     @property
     def photos(self) -> PhotoFuser:
         """The REST API's photo path: its own batched IMAGE-mode landmarker and identity calls, the
         kit's denylist, prompt gate, watermark policy and audit log (built on first use)."""
-        with self._lock:
-            if self._photos is None:
-                models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos)
-                self._photos = PhotoFuser(self.config.photos, models, lambda: self._photo_parts(models))
-            return self._photos
+        def build() -> PhotoFuser:
+            models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos)
+            return PhotoFuser(self.config.photos, models, lambda: self._photo_parts(models))
+
+        return self._once("_photos", build)
 
     @property
     def results_store(self) -> Any:
         """Where clip-job results and session recordings go (`ProductConfig.results`), opened on first use."""
-        with self._lock:
-            if self._results is None:
-                from streamer.storage import open_store
+        def build() -> Any:
+            from streamer.storage import open_store
 
-                self._results = open_store(self.config.results)
-            return self._results
+            return open_store(self.config.results)
+
+        return self._once("_results", build)
 
     def record_session(self, session: Session, video: Any, audio: Any) -> Any:
         """A live session's recording (streamer/sinks/recorder.py) into the results store."""
@@ -262,17 +275,16 @@ class Product:
     def jobs(self) -> JobQueue:
         """Clip jobs: each runs the clip path `livefuse process` runs (a session per job, the same
         stages, consent and prompt gates), its result to the results store."""
-        with self._lock:
-            if self._jobs is None:
-                shared: dict[str, Any] = {}
-                if self.config.jobs_redis:
-                    from streamer.web.api.redis_jobs import RedisJobStates, RedisTransport, connect
+        def build() -> JobQueue:
+            shared: dict[str, Any] = {}
+            if self.config.jobs_redis:
+                from streamer.web.api.redis_jobs import RedisJobStates, RedisTransport, connect
 
-                    client = connect(self.config.jobs_redis)
-                    shared = {"states": RedisJobStates(client), "transport": lambda store: RedisTransport(client, store)}
-                self._jobs = JobQueue(self.config.jobs, self._run_clip, lambda: self.results_store, audit=self.audit,
-                                      **shared)
-            return self._jobs
+                client = connect(self.config.jobs_redis)
+                shared = {"states": RedisJobStates(client), "transport": lambda store: RedisTransport(client, store)}
+            return JobQueue(self.config.jobs, self._run_clip, lambda: self.results_store, audit=self.audit, **shared)
+
+        return self._once("_jobs", build)
 
     def _run_clip(self, spec: JobSpec, output: Path, on_frame: Any) -> dict[str, Any]:
         from streamer.app.clips import process_file

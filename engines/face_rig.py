@@ -167,8 +167,8 @@ BlendshapeRunner = Callable[[np.ndarray], Mapping[str, float]]
 
 
 def open_blendshapes() -> BlendshapeRunner:
-    """The blendshapes network on the CPU: LiteRT's interpreter when it is installed (the leanest, ~1 ms a
-    face on one core), else the exact torch port of the same network."""
+    """The blendshapes network on the CPU: LiteRT's interpreter when it is installed (the leanest;
+    docs/performance.md), else the exact torch port of the same network."""
     from engines.landmarks.networks import BLENDSHAPES_MEMBER, BlendshapeNet
 
     try:

@@ -1,6 +1,6 @@
 """Identity embeddings: dlib's ResNet (128-d, Euclidean distance; same person below about 0.6).
 
-About 70 ms a face on CPU, so it runs on key frames (source registration, filters, quality metrics),
+Tens of ms a face on the CPU (docs/faces.md), so it runs on key frames (source registration, filters, quality metrics),
 never on every frame. dlib's own 5-point predictor places the 150 x 150 chip inside the face box the
 landmarker gave, so the embedder sees the chips it was trained on.
 """

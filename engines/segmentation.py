@@ -3,8 +3,8 @@
 
 The network sees the whole frame at its own small size and answers a person probability per pixel at
 that size; the background stage refines it to the frame's resolution along the person's edges and over
-time (kernels/*/background.py). Wide frames (16:9 streams) go to the landscape network (256 x 144, about
-2.5 ms on one core); square and portrait images (photos) to the general one (256 x 256), which the
+time (kernels/*/background.py). Wide frames (16:9 streams) go to the landscape network (256 x 144, the
+cheaper; docs/background.md has its cost); square and portrait images (photos) to the general one (256 x 256), which the
 stretch of a portrait into 16:9 would otherwise squash.
 """
 

@@ -279,8 +279,8 @@ class SourceRegistry:
     """Registers source images; shared by sessions (thread-safe), records cached by content + face choice.
 
     A fresh landmarker runs each registration: the stream's VIDEO-mode landmarker tracks from frame to
-    frame, and a still photo must not inherit another image's face. Registration is rare and takes about
-    0.1 s plus the identity embedding (about 70 ms), so it runs off the event loop."""
+    frame, and a still photo must not inherit another image's face. Registration is rare and runs a
+    landmarker and the identity embedding, so it runs off the event loop."""
 
     def __init__(self, config: SourceConfig = SourceConfig(), *, embedder: Any = None,
                  landmarker_factory: Callable[[int], Any] = _default_landmarker, cache_size: int = 32) -> None:

@@ -94,9 +94,9 @@ def roi_from_detection(box: np.ndarray, keypoints: np.ndarray) -> RotatedRect:
 def crop(image: np.ndarray, rect: RotatedRect, size: int, border: int = cv2.BORDER_REPLICATE) -> tuple[np.ndarray, np.ndarray]:
     """(size x size x 3 uint8 crop, the 2x3 frame -> crop matrix).
 
-    A rotated crop reads the frame along slanted rows, which defeats the cache's prefetch: from a frame
-    not in cache it costs 0.6 ms at 640x480. So the rectangle's bounding region (plus the bilinear taps'
-    margin) is first copied out in order, and the warp reads that copy: 0.2 ms. The region is clipped to
+    A rotated crop reads the frame along slanted rows, which defeats the cache's prefetch. So the
+    rectangle's bounding region (plus the bilinear taps' margin) is first copied out in order, and the warp
+    reads that copy. The region is clipped to
     the frame, so replicated edges stay the frame's own; the only change is the shifted matrix's
     fixed-point rounding (a few pixels one level apart)."""
     corners = rect.corners()

@@ -1,6 +1,6 @@
 """Invisible watermark: a tiled, band-limited spread-spectrum pattern added to luma.
 
-Why this scheme: live video leaves ~2 ms a frame for marking, so the pattern for a (frame size, payload)
+Why this scheme: live video leaves a small share of a frame for marking, so the pattern for a (frame size, payload)
 is built once and embedding is two saturating uint8 adds. The pattern is the same on every frame, which
 inter-frame codecs keep (static detail is refined, not re-sent), and its band (periods of 10-48 px at
 480p) survives VP8/H264 at low bitrate and a 50 % downscale.

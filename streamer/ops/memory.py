@@ -3,9 +3,9 @@
 A session's objects (its peer connection, tracks, pipeline and their native buffers) sit in reference
 cycles, which only Python's cyclic collector frees, and a busy server may go many sessions between two
 full collections: memory then climbs with every session opened and closed. The models loaded at start
-make a full collection cost about 250 ms (400,000 objects), too long to run while frames flow, so the
+make a full collection long enough to stall frames (docs/safety.md), so the
 startup heap is frozen out of the collector's view (`gc.freeze`) once the shared models are loaded, and
-a full collection after a session ends walks only what was made since: a few ms. Memory freed that way
+a full collection after a session ends walks only what was made since. Memory freed that way
 goes back to the allocator; `malloc_trim` (glibc) then hands free pages back to the system, so RSS
 follows the open sessions instead of their peak.
 """

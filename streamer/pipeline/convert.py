@@ -3,9 +3,9 @@ back to the yuv420p frame the encoders take. Every caller crosses them through `
 `state_to_frame`, so pixels, pts and time base are carried over in one place.
 
 OpenCV does the colour conversion for even-sized yuv420p (what aiortc's VP8 and H264 decoders give and
-its encoders take), BT.601 limited range like FFmpeg's default: at 640x480 that is about 0.1 ms and 0.3 ms
-against PyAV's (swscale's) 0.2-0.5 ms and 1.9-2.4 ms, and its round trip keeps luma to a thousandth of a
-level on average where swscale's darkens it by one level each time (tests/media/test_convert.py).
+its encoders take), BT.601 limited range like FFmpeg's default: several times faster than PyAV's (swscale's)
+conversion (docs/performance.md), and its round trip keeps luma to a thousandth of a level on average where
+swscale's darkens it by one level each time (tests/streamer/pipeline/test_convert.py).
 Anything else (odd sizes, other pixel formats) goes through PyAV.
 
 The stream's frames stay in their planes: `frame_to_state` keeps an even yuv420p frame as `Planes`

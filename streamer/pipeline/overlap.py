@@ -1,7 +1,7 @@
 """A frame worker that overlaps stages across frames: the face stage works on frame N+1 while fusion,
 edits and watermark finish frame N, each in its own thread.
 
-Why: on the CPU path the landmarker (MediaPipe, ~14-17 ms at 640x480) and the pixel stages (~16 ms)
+Why: on the CPU path the landmarker and the pixel stages (each about half a frame's CPU; docs/performance.md)
 run one after the other in one thread, so a frame costs their sum (plus the colour conversions) and the
 stream cannot reach 30 fps on a 2-core machine even with a core to spare. Split in two, a frame costs the
 larger half; the price is up to one frame of extra delay. Each frame keeps its own pixels, pts and

@@ -142,7 +142,7 @@ class SourceGate:
     """Source registration's front door: consent first (cheap), then the registry finds the face and its
     identity embedding once, then the denylist. Nothing is stored in the session until all three pass.
     Fits a `register_source(session, image_rgb, form) -> dict` hook; call it off the event loop (the
-    registry runs the landmarker and the ~70 ms embedder)."""
+    registry runs the landmarker and the identity embedder)."""
 
     def __init__(self, registry: Any, denylist: IdentityDenylist | None = None, *,
                  audit: Callable[..., None] | None = None) -> None:

@@ -9,7 +9,7 @@ embedding lies within `REATTACH_DISTANCE` of a mapped track that is no longer in
 track's mapping (an alias; the client's map keeps the first id, and an explicit choice for the new id
 wins over the alias).
 
-Cost: one identity embedding (about 70 ms on the CPU) per mapped track once, and one per new track only
+Cost: one identity embedding (docs/faces.md) per mapped track once, and one per new track only
 while a mapped track is missing; nothing per frame after that.
 """
 

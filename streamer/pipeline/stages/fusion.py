@@ -142,7 +142,7 @@ def _work_levels(levels: int, scale: float) -> int:
 class ReferenceRouter:
     """Maps live faces to sources by who they are: each reference is a person's identity embedding (from a
     photo of someone expected in the stream) and the source that person should wear. A face is embedded
-    once per track (about 70 ms, so only when a track first appears), then the answer is kept."""
+    once per track (an identity embedding: only when a track first appears), then the answer is kept."""
 
     def __init__(self, embedder: Any, references: list[tuple[np.ndarray, str]], threshold: float = 0.6) -> None:
         self.embedder = embedder

@@ -9,7 +9,6 @@ per-stage median / p95 over that window, so the bench reports exactly the frames
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import threading
 import time
@@ -22,7 +21,7 @@ from aiohttp import web
 from streamer.config import ServerConfig
 from streamer.pipeline.pipeline import FrameState, Pipeline
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices, Services, with_hooks
 
 
 class SleepStage:
@@ -126,9 +125,9 @@ def build_services(pipeline: str, delay_ms: float, log: TimingLog, face_backend:
             inner = product.make_pipeline(session)
             return RecordingPipeline(inner.stages, log)
 
-        return dataclasses.replace(product.services(), make_pipeline=make)
+        return with_hooks(product, make_pipeline=make)
     stages = [SleepStage(delay_ms)] if delay_ms > 0 else []
-    return Services(make_pipeline=lambda s: RecordingPipeline(list(stages), log))
+    return NullServices(make_pipeline=lambda s: RecordingPipeline(list(stages), log))
 
 
 def main() -> None:

@@ -110,10 +110,10 @@ async def _through_server(browser: str, seconds: float, stage_ms: float, hold_au
     from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
     from streamer.pipeline.pipeline import Pipeline
     from streamer.web.server import SERVER_KEY, create_app
-    from streamer.services import Services
+    from streamer.services import NullServices
 
     app = create_app(ServerConfig(hold_audio=hold_audio),
-                     Services(make_pipeline=lambda s: Pipeline([SleepStage(stage_ms)] if stage_ms > 0 else [])))
+                     NullServices(make_pipeline=lambda s: Pipeline([SleepStage(stage_ms)] if stage_ms > 0 else [])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     clapper = Clapper()

@@ -40,14 +40,14 @@ async def _side(push: bool, seconds: float, size: tuple[int, int], photo: np.nda
 
     from bench._probe import ClipTrack, ProbeClient, clip_background
     from streamer.config import ServerConfig
-    from streamer.services import Services
+    from streamer.services import NullServices
     from streamer.web.server import SERVER_KEY, create_app
     from tests.streamer.sinks.test_restream import KEY, RtmpServer, free_port
 
     port = free_port()
     rtmp = await asyncio.to_thread(RtmpServer, port, "/dev/null") if push else None
     config = ServerConfig(restream=(f"rtmp://127.0.0.1:{port}/live/{KEY}",) if push else ())
-    app = create_app(config, Services())
+    app = create_app(config, NullServices())
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     track = ClipTrack(clip_background(photo, *size), frames=int(seconds * 30) + 300)

@@ -63,7 +63,7 @@ async def _run_mode(batching: bool, args, source: bytes, targets: list[bytes], l
                                                         tokens_file=str(scratch / "tokens.json")),
                                     photos=PhotoConfig(batching=batching, window_ms=args.window_ms, max_batch=args.max_batch)))
     await asyncio.get_running_loop().run_in_executor(None, product.warm_up)
-    app = create_app(ServerConfig(), product.services())
+    app = create_app(ServerConfig(), product)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("/v1/fuse"))
@@ -171,7 +171,6 @@ async def _memory_row(args, source: bytes) -> dict:
 
     import aiohttp
     import cv2
-    import numpy as np
 
     from bench._churn import until_ready
     from bench._product import grace_hopper
@@ -287,7 +286,7 @@ async def _interfaces(args, source: bytes, targets: list[bytes]) -> dict:
         s.bind(("127.0.0.1", 0))
         grpc_port = s.getsockname()[1]
     config = ServerConfig(grpc_port=grpc_port)
-    app = create_app(config, product.services())
+    app = create_app(config, product)
     attach(app, config)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()

@@ -1,13 +1,14 @@
 """The hooks the server calls into the product: the one seam between the network code and what runs on
-the frames. `streamer.app.assembly.Product.services()` fills them with the real product; each default here
-is neutral (no stages, no source registration, the prompt stored as given, loopback clients only, audit
-events to the log), so the server runs and is tested without any model."""
+the frames. `Services` is the seam's shape; `streamer.app.assembly.Product` satisfies it; `NullServices` is
+the neutral one (no stages, no source registration, the prompt stored as given, loopback clients only,
+audit events to the log), so the server runs and is tested without any model. `with_hooks` swaps single
+hooks of either (tests, benches)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -57,8 +58,47 @@ def _nothing(*args: Any) -> None:
     return None
 
 
+class Services(Protocol):
+    """What the server asks of the product. Attributes may be plain values, methods or properties."""
+
+    def make_pipeline(self, session: Session) -> Pipeline: ...
+    def register_source(self, session: Session, image_rgb: np.ndarray, form: Mapping[str, str]) -> dict[str, Any]: ...
+    def set_prompt(self, session: Session, text: str) -> dict[str, Any]: ...
+    def authorize(self, request: Any) -> str | None: ...
+    def is_admin(self, request: Any) -> bool: ...
+    def audit(self, event: str, **fields: Any) -> None: ...
+    def claim(self, request: Any) -> Callable[[], None]: ...
+    def session_started(self, session: Session, request: Any) -> None: ...
+    def session_ended(self, session: Session) -> None: ...
+    def startup(self) -> None: ...
+    def shutdown(self) -> None: ...
+    def reload(self) -> None: ...
+
+    @property
+    def middlewares(self) -> tuple[Any, ...]: ...
+    @property
+    def record(self) -> Callable[[Session, Any, Any], Any] | None: ...
+    @property
+    def api(self) -> Any: ...
+    @property
+    def rpc_access(self) -> Any: ...
+
+
+class with_hooks:
+    """`base`'s hooks with the named ones replaced: `with_hooks(product, make_pipeline=...)`."""
+
+    def __init__(self, base: Any, **hooks: Any) -> None:
+        self._base, self._hooks = base, hooks
+
+    def __getattr__(self, name: str) -> Any:
+        hooks = self.__dict__["_hooks"]
+        return hooks[name] if name in hooks else getattr(self.__dict__["_base"], name)
+
+
 @dataclass(frozen=True, slots=True)
-class Services:
+class NullServices:
+    """The neutral hooks, each replaceable by keyword."""
+
     make_pipeline: Callable[[Session], Pipeline] = no_stages
     """A new session's stages; called in an executor (it may load models)."""
     register_source: Callable[[Session, np.ndarray, Mapping[str, str]], dict[str, Any]] = no_sources

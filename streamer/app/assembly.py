@@ -1,5 +1,5 @@
 """The composition root: the one place that builds the product (shared models, safety parts, one pipeline
-per session) and hands the server and `livefuse process` their hooks (`Product.services()`). It alone
+per session); `Product` is the hooks the server and `livefuse process` call (streamer/services.py). It alone
 knows which stage follows which and which part gets which.
 
 Per frame:  faces (detect + track + smooth) -> face_out (the face rig to VMC / VTube Studio / face events, when a
@@ -44,7 +44,7 @@ from streamer.safety.filters import PromptFilter, PromptGate, PromptPolicy, Unde
 from streamer.web.kit import SafetyConfig, SafetyKit
 from streamer.safety.privacy import purge_session
 from streamer.safety.watermark_policy import payload_recorder, resolve_policy
-from streamer.services import Services
+from streamer.services import NullServices, Services, with_hooks
 from streamer.session.session import FUSION_MODES, Session
 from streamer.pipeline.stages.background import BackgroundStage, BackgroundStageConfig
 from streamer.pipeline.stages.edits import EditsStage, EditsStageConfig
@@ -147,6 +147,8 @@ class Product:
         self._photos: PhotoFuser | None = None
         self._jobs: JobQueue | None = None
         self._results: Any = None
+        self._api: ApiBackend | None = None
+        self._rpc_access: RpcAccess | None = None
 
     def _once(self, name: str, build: Callable[[], T]) -> T:
         """The part held in attribute `name`, built by `build` on first use, under the product's lock (a
@@ -289,7 +291,7 @@ class Product:
     def _run_clip(self, spec: JobSpec, output: Path, on_frame: Any) -> dict[str, Any]:
         from streamer.app.clips import process_file
 
-        services = Services(make_pipeline=self.clip_pipeline, register_source=self.register_source,
+        services = NullServices(make_pipeline=self.clip_pipeline, register_source=self.register_source,
                             set_prompt=self.set_prompt, audit=self.audit, session_ended=self.session_ended)
         return process_file(str(spec.clip), str(output), services, source=spec.source,
                             source_form={"consent": spec.consent}, prompt=spec.prompt, strength=spec.strength,
@@ -409,26 +411,38 @@ class Product:
                 if net is not None:
                     net.close()
 
-    def services(self, *, live: bool = True) -> Services:
-        """The hooks for `livefuse serve` (`live`: streams) or `livefuse process` (clips)."""
-        return Services(
-            make_pipeline=self.make_pipeline if live else self.clip_pipeline,
-            register_source=self.register_source,
-            set_prompt=self.set_prompt,
-            authorize=token_id_of,
-            is_admin=is_admin,
-            audit=self.audit,
-            middlewares=self.safety.middlewares(),
-            claim=slot_release,
-            session_ended=self.session_ended,
-            startup=self.warm_up,
-            shutdown=self.close,
-            reload=self.reload_tokens,
-            api=ApiBackend(photos=self.photos, jobs=self.jobs),
-            record=self.record_session,
-            rpc_access=RpcAccess(self.safety.tokens, self.safety.access),
-        )
+    # --- the Services hooks the server calls (streamer/services.py) ----------------------------------
+    authorize = staticmethod(token_id_of)
+    is_admin = staticmethod(is_admin)
+    claim = staticmethod(slot_release)
 
+    def session_started(self, session: Session, request: Any) -> None:
+        return None
+
+    def startup(self) -> None:
+        self.warm_up()
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def reload(self) -> None:
+        self.reload_tokens()
+
+    @property
+    def record(self) -> Callable[[Session, Any, Any], Any]:
+        return self.record_session
+
+    @property
+    def middlewares(self) -> tuple[Any, ...]:
+        return self.safety.middlewares()
+
+    @property
+    def api(self) -> ApiBackend:
+        return self._once("_api", lambda: ApiBackend(photos=self.photos, jobs=self.jobs))
+
+    @property
+    def rpc_access(self) -> RpcAccess:
+        return self._once("_rpc_access", lambda: RpcAccess(self.safety.tokens, self.safety.access))
 
 def build_safety(config: SafetyConfig, *, model: Any, registry: SourceRegistry, landmarker: Any,
                  understand: Understand | None = None) -> SafetyKit:
@@ -476,4 +490,4 @@ def build_services(config: ProductConfig | None = None, *, live: bool = True) ->
     or the file run starts."""
     product = Product(config or ProductConfig())
     product.swapper, product.enhancer, product.face_parser  # noqa: B018 - loads and checks the model files now
-    return product.services(live=live)
+    return product if live else with_hooks(product, make_pipeline=product.clip_pipeline)

@@ -36,7 +36,7 @@ from streamer.rtc.encoder_settings import check_encoder_bitrates, check_h264_pre
 from streamer.ops.metrics import Metrics
 from streamer.rtc.peer import BadOffer, PeerSession
 from engines.sources import SourceConfig, SourceRefused
-from streamer.services import Services
+from streamer.services import NullServices, Services
 from streamer.web.uploads import IMAGE_TYPES, DecoderBusy, UploadDecoder
 from streamer.session.session import Session
 from streamer.sinks.whep import attach_viewer
@@ -480,7 +480,7 @@ WARMUP_KEY = web.AppKey("livefuse_warmup", asyncio.Future)
 
 def create_app(config: ServerConfig | None = None, services: Services | None = None) -> web.Application:
     config = config or ServerConfig()
-    services = services or Services()
+    services = services or NullServices()
     check_encoder_bitrates(config.min_bitrate, config.max_bitrate)   # process settings: see encoder_settings
     check_h264_preset(config.h264_preset)
     server = LiveFuseServer(config, services)

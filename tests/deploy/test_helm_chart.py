@@ -498,9 +498,9 @@ async def test_every_metric_the_autoscalers_ask_for_is_exported_by_the_server(he
 
     from streamer.config import ServerConfig
     from streamer.web.server import create_app
-    from streamer.services import Services
+    from streamer.services import NullServices
 
-    server = TestServer(create_app(ServerConfig(max_sessions=3), Services()), host="127.0.0.1", port=0)
+    server = TestServer(create_app(ServerConfig(max_sessions=3), NullServices()), host="127.0.0.1", port=0)
     await server.start_server()
     try:
         async with aiohttp.ClientSession() as http:

@@ -22,6 +22,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from tests.streamer.web.api.conftest import api_world, encode, job_form, make_clip  # noqa: F401 - the API tests' world
+from streamer.services import with_hooks
 
 REPO = Path(__file__).resolve().parents[2]
 VCL = REPO / "deploy" / "varnish" / "livefuse.vcl"
@@ -79,7 +80,6 @@ def varnish(origin_port: int, port: int):
 async def origin_and_edge(product, *, private: bool = False):
     """`livefuse serve`'s app on one port, Varnish in front of it on another; the app hands out result URLs
     on the edge and purges it."""
-    import dataclasses
 
     from streamer.config import ServerConfig
     from streamer.web.server import create_app
@@ -87,7 +87,7 @@ async def origin_and_edge(product, *, private: bool = False):
     origin, edge = free_port(), free_port()
     config = ServerConfig(port=origin, results_public_url=f"http://127.0.0.1:{edge}/results",
                           results_private=private, results_purge=(f"http://127.0.0.1:{edge}",))
-    app = create_app(config, dataclasses.replace(product.services(), shutdown=lambda: None))
+    app = create_app(config, with_hooks(product, shutdown=lambda: None))
     server = TestServer(app, host="127.0.0.1", port=origin)
     await server.start_server()
     try:

@@ -72,7 +72,7 @@ async def shoot(out: Path) -> list[Path]:
         camera = work / "hopper.y4m"
         write_y4m(camera, clip_background(_grace_hopper(), 640, 480))
         product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(work / "audit.jsonl"))))
-        server = TestServer(create_app(ServerConfig(stats_interval_s=0.5), product.services()), host="127.0.0.1", port=0)
+        server = TestServer(create_app(ServerConfig(stats_interval_s=0.5), product), host="127.0.0.1", port=0)
         await server.start_server()
         url = str(server.make_url("/"))
         try:

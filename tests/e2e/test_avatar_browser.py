@@ -32,7 +32,7 @@ async def test_calibrate_from_the_page_and_the_neutral_comes_back_next_session(c
     write_y4m(y4m, clip_background(grace_hopper, 640, 480))
     product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl")),
                                     outputs=OutputSettings(vmc=f"127.0.0.1:{rx.getsockname()[1]}")))
-    app = create_app(ServerConfig(stats_interval_s=0.5), product.services())
+    app = create_app(ServerConfig(stats_interval_s=0.5), product)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     state = app[SERVER_KEY]

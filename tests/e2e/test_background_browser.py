@@ -15,7 +15,6 @@ from bench import _person_scenes as ps
 from streamer.config import ServerConfig
 from streamer.pipeline.pipeline import Pipeline
 from streamer.pipeline.stages.background import BackgroundStage
-from streamer.services import Services
 from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 
@@ -51,10 +50,10 @@ async def test_page_background_control(chromium, tmp_path, face_free_images):
     cv2.imwrite(str(picture), face_free_images["rocket"][..., ::-1])
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"GIF89a not really")
-    from streamer.services import log_event, store_prompt
+    from streamer.services import NullServices, log_event, store_prompt
     from streamer.session.background_prompt import set_background_prompt
 
-    services = Services(make_pipeline=lambda s: Pipeline([BackgroundStage()]),
+    services = NullServices(make_pipeline=lambda s: Pipeline([BackgroundStage()]),
                         set_prompt=lambda s, text: set_background_prompt(s, text, store_prompt, log_event))
     app = create_app(ServerConfig(stats_interval_s=0.5), services)
     server = TestServer(app, host="127.0.0.1", port=0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from streamer.config import ServerConfig
 from streamer.pipeline.pipeline import Pipeline
 from bench._probe import clip_background
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices
 from tests.e2e.browser import CHROMIUM_FLAGS, open_page, write_y4m
 from tests.streaming_helpers import keep_decoded
 
@@ -68,7 +67,7 @@ async def test_page_streams_the_fake_webcam_through_the_pipeline(chromium, astro
     y4m = tmp_path / "face.y4m"
     write_y4m(y4m, photo)
     stage = InvertAndRecord()
-    app = create_app(ServerConfig(stats_interval_s=0.5), Services(make_pipeline=lambda s: Pipeline([stage]),
+    app = create_app(ServerConfig(stats_interval_s=0.5), NullServices(make_pipeline=lambda s: Pipeline([stage]),
                                                                     register_source=keep_decoded([])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestServer
 from bench._probe import clip_background
 from streamer.config import ServerConfig
 from streamer.pipeline.pipeline import Pipeline
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 from tests.streaming_helpers import keep_decoded
@@ -44,7 +44,7 @@ async def _run(chromium, astronaut, tmp_path, stage_name: str, slide: bool):
     y4m = tmp_path / "face.y4m"
     write_y4m(y4m, clip_background(astronaut, 640, 480))
     stage = RecordEnhance(stage_name)
-    app = create_app(ServerConfig(stats_interval_s=0.5), Services(make_pipeline=lambda s: Pipeline([stage]),
+    app = create_app(ServerConfig(stats_interval_s=0.5), NullServices(make_pipeline=lambda s: Pipeline([stage]),
                                                                     register_source=keep_decoded([])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()

@@ -4,7 +4,6 @@ right, real photos): the page lists both tracked faces as thumbnails with their 
 
 from __future__ import annotations
 
-import dataclasses
 import pytest
 from aiohttp.test_utils import TestServer
 
@@ -13,6 +12,7 @@ from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
 from tests.e2e.test_product_browser import Observer, observed, wait_for
 from tests.faceclips import ASTRONAUT_FACE, GRACE_HOPPER_FACE, group_frame
+from streamer.services import with_hooks
 
 pytestmark = pytest.mark.browser
 
@@ -43,7 +43,7 @@ async def test_page_maps_each_face_on_its_own(chromium, astronaut, grace_hopper,
         observers.append(observer)
         return pipeline
 
-    app = create_app(ServerConfig(stats_interval_s=0.5), dataclasses.replace(product.services(), make_pipeline=make_pipeline))
+    app = create_app(ServerConfig(stats_interval_s=0.5), with_hooks(product, make_pipeline=make_pipeline))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     state = app[SERVER_KEY]

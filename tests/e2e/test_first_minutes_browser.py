@@ -33,7 +33,7 @@ async def _product_server(tmp_path):
     from streamer.web.kit import SafetyConfig
 
     product = Product(ProductConfig(safety=SafetyConfig(audit_path=str(tmp_path / "audit.jsonl"))))
-    services = product.services()
+    services = product
     app = create_app(ServerConfig(stats_interval_s=0.5), services)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import io
 import os
 import threading
@@ -25,6 +24,7 @@ from streamer.pipeline.pipeline import Pipeline
 from bench._probe import clip_background
 from streamer.web.server import SERVER_KEY, create_app
 from tests.e2e.browser import open_page, write_y4m
+from streamer.services import with_hooks
 
 pytestmark = pytest.mark.browser
 
@@ -127,7 +127,7 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
         observers.append(observer)
         return pipeline
 
-    services = dataclasses.replace(product.services(), make_pipeline=make_pipeline)
+    services = with_hooks(product, make_pipeline=make_pipeline)
     app = create_app(ServerConfig(stats_interval_s=0.5), services)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()  # loads the shared models (services.startup)

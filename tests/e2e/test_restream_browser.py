@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestServer
 
 from bench._probe import clip_background
 from streamer.config import ServerConfig
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.web.server import create_app
 from tests.e2e.browser import open_page, write_y4m
 from tests.streamer.sinks.test_restream import KEY, RtmpServer, decode_video, free_port
@@ -26,7 +26,7 @@ async def test_go_live_and_stop_from_the_page(chromium, astronaut, tmp_path):
     write_y4m(y4m, clip_background(astronaut, 640, 480))
     port = free_port()
     rtmp = await asyncio.to_thread(RtmpServer, port, tmp_path / "got.ts")
-    app = create_app(ServerConfig(stats_interval_s=0.5), Services())
+    app = create_app(ServerConfig(stats_interval_s=0.5), NullServices())
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -21,7 +20,7 @@ from streamer.config import ServerConfig
 from streamer.web.cors import cors_middleware
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware, is_admin, slot_release, token_id_of
 from streamer.web.server import SERVER_KEY, WEB_ROOT, create_app
-from streamer.services import Services
+from streamer.services import NullServices
 from tests.e2e.browser import open_page
 from tests.e2e.test_product_browser import png_to_rgb
 
@@ -75,7 +74,7 @@ async def test_the_watch_page_plays_the_sessions_watermarked_output_full_window(
     product = Product(ProductConfig(safety=SafetyConfig(host="0.0.0.0", public_hosts=("127.0.0.1",),
                                                         tokens_file=str(tokens_file),
                                                         audit_path=str(tmp_path / "audit.jsonl"))))
-    app = create_app(ServerConfig(), product.services())
+    app = create_app(ServerConfig(), product)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     caplog.set_level(logging.INFO)
@@ -140,7 +139,7 @@ async def test_a_player_on_a_second_origin_plays_whep_cross_origin(chromium, ast
     store = TokenStore()
     token = store.issue("overlay", burst=50)
     policy = AccessPolicy(require_tokens=True, allowed_origins=(origin,))
-    services = Services(authorize=token_id_of, is_admin=is_admin, claim=slot_release, middlewares=(
+    services = NullServices(authorize=token_id_of, is_admin=is_admin, claim=slot_release, middlewares=(
         cors_middleware(policy.allowed_origins, policy.protected_prefixes), auth_middleware(store, policy)))
     app = create_app(ServerConfig(), services)
     server = TestServer(app, host="127.0.0.1", port=0)

@@ -18,7 +18,7 @@ from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from streamer.pipeline.pipeline import Pipeline
 from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, read_index
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices
 import numpy as np
 
 from tests.streaming_helpers import InvertBelowCode, Sleep, ToneTrack, dominant_hz
@@ -68,7 +68,7 @@ async def test_whip_ingest_returns_video_and_whep_viewer_watches():
     import skimage.data
 
     bg = clip_background(skimage.data.astronaut(), 320, 240)
-    app = create_app(ServerConfig(max_viewers=1), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
+    app = create_app(ServerConfig(max_viewers=1), NullServices(make_pipeline=lambda s: Pipeline([InvertBelowCode()])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")
@@ -131,7 +131,7 @@ async def test_sendonly_whip_like_obs_is_ingested_and_watchable_over_whep(astron
     the sender's own sound are on WHEP (held back by the video's server delay unless `hold_audio` is off;
     a 100 ms stage makes that delay one to measure)."""
     app = create_app(ServerConfig(hold_audio=hold_audio),
-                     Services(make_pipeline=lambda s: Pipeline([InvertBelowCode(), Sleep(100)])))
+                     NullServices(make_pipeline=lambda s: Pipeline([InvertBelowCode(), Sleep(100)])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     base = str(server.make_url("")).rstrip("/")

@@ -165,7 +165,7 @@ def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, gr
         f.pts = n * 3000
         frames.append(f)
     reused, kept = {}, {}
-    for name, make in (("stream", product.make_pipeline), ("clip", product.services(live=False).make_pipeline)):
+    for name, make in (("stream", product.make_pipeline), ("clip", product.clip_pipeline)):
         session = Session(f"assembly-still-{name}")
         product.register_source(session, astronaut, {"consent": "true", "source_id": "demo"})
         session.update(edits={"smile": 0.5})
@@ -179,3 +179,18 @@ def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, gr
         kept[name] = pipeline.stages[0].detector.landmark_runs["kept"]
     assert reused["stream"] >= 3 and reused["clip"] == 0, reused
     assert kept["stream"] >= 3 and kept["clip"] == 0, kept
+
+
+def test_the_product_and_the_null_services_both_have_every_hook_the_server_calls():
+    """`Services` is the seam's shape: the product and the neutral hooks each answer all of it, so a hook
+    added to the seam and forgotten on either side fails here, not on a live request."""
+    import inspect
+
+    from streamer.app.assembly import Product
+    from streamer.services import NullServices, Services
+
+    hooks = {n for n, _ in inspect.getmembers(Services) if not n.startswith("_")}
+    assert {"make_pipeline", "set_prompt", "authorize", "middlewares", "api", "record"} <= hooks
+    for impl in (Product, NullServices):
+        missing = sorted(n for n in hooks if not hasattr(impl, n) and n not in getattr(impl, "__dataclass_fields__", {}))
+        assert not missing, f"{impl.__name__} lacks {missing}"

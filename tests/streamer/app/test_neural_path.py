@@ -32,6 +32,7 @@ from streamer.web.kit import SafetyConfig
 from tests.engines.catalogue._server import FileServer
 from tests.engines.catalogue.conftest import site_catalogue
 from tests.streamer.pipeline.stages.test_fusion import detect, frame640
+from streamer.services import with_hooks
 
 pytest.importorskip("onnxruntime")
 GREEN = (20, 220, 30)
@@ -159,7 +160,7 @@ def test_process_enhances_the_face_and_keeps_the_occluder(product, scene, tmp_pa
     img, green, face = scene
     src = _clip(tmp_path / "in.mp4", img)
     decoded = _frames(src)[-1].astype(int)
-    services = product.services(live=False)
+    services = with_hooks(product, make_pipeline=product.clip_pipeline)
     outs = {}
     for name, enhance in (("on", None), ("off", 0.0)):
         dst = tmp_path / f"{name}.mp4"

@@ -17,7 +17,7 @@ from streamer.media.tracks import FusedTrack
 from streamer.rtc.peer import PeerSession
 from streamer.pipeline.pipeline import Pipeline
 from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background, paint_index, read_index
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.session.session import Session
 from tests.streaming_helpers import InvertBelowCode, indexed_frame, mean_abs
 
@@ -66,7 +66,7 @@ async def test_a_viewer_gets_every_frame_whatever_the_first_consumers_encoder_di
 
 async def test_two_real_peers_frames_return_processed_in_order(astronaut):
     bg = clip_background(astronaut, 320, 240)
-    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([InvertBelowCode()])),
+    server = PeerSession(ServerConfig(idle_timeout_s=30), NullServices(make_pipeline=lambda s: Pipeline([InvertBelowCode()])),
                          Session())
     client = ProbeClient(ClipTrack(bg, fps=30, frames=75), keep_images=200)
     await client.accept((await server.accept((await client.offer()).sdp)).sdp)

@@ -15,7 +15,7 @@ from streamer.config import ServerConfig
 from streamer.ops.readiness import readiness
 from streamer.safety.audit import AuditConfig, AuditLog, verify
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices, Services
 from streamer.web.urls import SessionUrls
 
 
@@ -24,7 +24,7 @@ async def served():
     closers = []
 
     async def start(config: ServerConfig, services: Services | None = None):
-        app = create_app(config, services or Services())
+        app = create_app(config, services or NullServices())
         server = TestServer(app, host="127.0.0.1", port=0)
         await server.start_server()
         http = aiohttp.ClientSession()
@@ -94,7 +94,7 @@ async def test_admin_drain_needs_an_admin(served):
     url, http, server = await served(ServerConfig())
     async with http.post(f"{url}/admin/drain") as r:
         assert r.status == 403 and not server.drain.draining
-    url2, http2, server2 = await served(ServerConfig(), Services(is_admin=lambda request: True))
+    url2, http2, server2 = await served(ServerConfig(), NullServices(is_admin=lambda request: True))
     async with http2.post(f"{url2}/admin/drain") as r:
         body = await r.json()
         assert r.status == 202 and body["started"] and body["draining"] and server2.drain.draining
@@ -107,7 +107,7 @@ async def test_load_gauges_follow_the_sessions(served, astronaut):
     from streamer.pipeline.pipeline import Pipeline
 
     url, http, server = await served(ServerConfig(max_sessions=4),
-                                     Services(make_pipeline=lambda session: Pipeline([SleepStage(10)])))
+                                     NullServices(make_pipeline=lambda session: Pipeline([SleepStage(10)])))
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120)))
     try:
         await client.connect_http(url, http)

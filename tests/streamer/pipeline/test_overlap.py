@@ -169,13 +169,13 @@ async def test_real_peers_get_their_frames_back_in_order_through_the_overlapped_
     from streamer.config import ServerConfig
     from streamer.rtc.peer import PeerSession
     from bench._probe import CODE_ROWS_PX, ClipTrack, ProbeClient, clip_background
-    from streamer.services import Services
+    from streamer.services import NullServices
     from tests.streaming_helpers import InvertBelowCode
 
     monkeypatch.setattr(streamer.rtc.peer, "FrameWorker", OverlappedFrameWorker)
     bg = clip_background(astronaut, 320, 240)
     front, back = InvertBelowCode(), _Gate("mark")
-    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([front, back])), Session())
+    server = PeerSession(ServerConfig(idle_timeout_s=30), NullServices(make_pipeline=lambda s: Pipeline([front, back])), Session())
     assert isinstance(server.worker, OverlappedFrameWorker)
     client = ProbeClient(ClipTrack(bg, fps=30, frames=60), keep_images=100)
     await client.accept((await server.accept((await client.offer()).sdp)).sdp)

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestServer
 
 from streamer.config import ServerConfig
 from tests.streamer.web.api.conftest import api_world  # noqa: F401 - the package's fixture, shared
+from streamer.services import with_hooks
 
 
 def free_port() -> int:
@@ -47,7 +48,7 @@ async def serve_rpc(product, config: ServerConfig | None = None, **service_chang
     from streamer.web.server import create_app
 
     config = dataclasses.replace(config or ServerConfig(), grpc_port=free_port())
-    services = dataclasses.replace(product.services(), shutdown=lambda: None, **service_changes)
+    services = with_hooks(product, shutdown=lambda: None, **service_changes)
     app = create_app(config, services)
     attach(app, config)
     server = TestServer(app, host="127.0.0.1", port=0)

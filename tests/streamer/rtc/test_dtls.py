@@ -24,7 +24,7 @@ from streamer.rtc import dtls, peer
 from streamer.config import ServerConfig
 from streamer.rtc.ice import rtc_configuration
 from streamer.web.server import create_app
-from streamer.services import Services
+from streamer.services import NullServices
 
 
 class OpenSSLDefaultRSACertificate(RTCCertificate):
@@ -77,7 +77,7 @@ async def publish(base: str, cert_type: str, setup: str, frames: int = 1) -> tup
 
 @pytest.fixture
 async def base():
-    server = TestServer(create_app(ServerConfig(), Services()), host="127.0.0.1", port=0)
+    server = TestServer(create_app(ServerConfig(), NullServices()), host="127.0.0.1", port=0)
     await server.start_server()
     yield str(server.make_url("")).rstrip("/")
     await server.close()

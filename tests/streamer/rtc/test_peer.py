@@ -20,14 +20,14 @@ from streamer.rtc.peer import PeerSession
 from streamer.pipeline.pipeline import Pipeline
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.session.session import Session
 from tests.streaming_helpers import Boom, InvertBelowCode
 
 
 async def connected(astronaut, stages=(), config=None, frames=300):
     config = config or ServerConfig(stats_interval_s=0.3)
-    server = PeerSession(config, Services(make_pipeline=lambda s: Pipeline(list(stages))), Session())
+    server = PeerSession(config, NullServices(make_pipeline=lambda s: Pipeline(list(stages))), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=frames))
     answer = await server.accept((await client.offer()).sdp)
     await client.accept(answer.sdp)
@@ -36,7 +36,7 @@ async def connected(astronaut, stages=(), config=None, frames=300):
 
 
 async def test_loopback_answer_has_only_127_candidates(astronaut):
-    server = PeerSession(ServerConfig(idle_timeout_s=30), Services(make_pipeline=lambda s: Pipeline([])), Session())
+    server = PeerSession(ServerConfig(idle_timeout_s=30), NullServices(make_pipeline=lambda s: Pipeline([])), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=5))
     await client.accept((await server.accept((await client.offer()).sdp)).sdp)
     try:
@@ -180,7 +180,7 @@ def test_mdns_candidates_are_stripped_and_real_ones_kept():
 
 async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
     """A browser-style offer: an unresolvable mDNS candidate first, the loopback one after it."""
-    server = PeerSession(ServerConfig(), Services(), Session())
+    server = PeerSession(ServerConfig(), NullServices(), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=200))
     offer = await client.offer()
     lines = offer.sdp.split("\r\n")
@@ -196,7 +196,7 @@ async def test_offer_with_an_mdns_candidate_still_connects(astronaut):
 
 
 async def test_an_event_raised_before_the_channel_opens_is_delivered(astronaut):
-    server = PeerSession(ServerConfig(), Services(), Session())
+    server = PeerSession(ServerConfig(), NullServices(), Session())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=100))
     try:
         answer = await server.accept((await client.offer()).sdp)
@@ -229,7 +229,7 @@ async def test_two_faces_get_different_sources_over_a_real_peer(astronaut, grace
     session.add_source("grace", h, activate=False)
     stages = [FaceStage(), FusionStage(follower=FaceFollower(embedder))]
     server = PeerSession(ServerConfig(stats_interval_s=0.3),
-                         Services(make_pipeline=lambda s: Pipeline(stages)), session)
+                         NullServices(make_pipeline=lambda s: Pipeline(stages)), session)
     client = ProbeClient(ClipTrack(frame, frames=600, motion_px=0))
     await client.accept((await server.accept((await client.offer()).sdp)).sdp)
     try:

@@ -13,7 +13,7 @@ from streamer.web.server import SERVER_KEY, create_app
 
 
 async def test_prompts_over_the_data_channel(product, grace_hopper):
-    app = create_app(ServerConfig(stats_interval_s=0.5), product.services())
+    app = create_app(ServerConfig(stats_interval_s=0.5), product)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")

@@ -12,14 +12,13 @@ import urllib.request
 
 import aiohttp
 import av
-import pytest
 from aiohttp.test_utils import TestServer
 from aiortc.mediastreams import AudioStreamTrack
 
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.config import ServerConfig
 from streamer.web.server import create_app
-from streamer.services import Services
+from streamer.services import NullServices, Services
 from streamer.sinks.recorder import SessionRecording
 from streamer.storage.s3 import S3Store
 
@@ -43,7 +42,7 @@ async def _offer(client: ProbeClient, http, url: str, **extra) -> tuple[int, dic
 
 async def test_a_recorded_session_is_stored_with_its_audio(moto_s3, astronaut):
     store = S3Store("results", "livefuse")
-    services = Services(record=lambda session, video, audio: SessionRecording(session.id, video, audio, store, poll_s=0.2))
+    services = NullServices(record=lambda session, video, audio: SessionRecording(session.id, video, audio, store, poll_s=0.2))
     server, url = await _serve(services)
     client = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=400))
     client.pc.addTransceiver(AudioStreamTrack(), direction="sendonly")   # the sender's audio (silence)
@@ -76,7 +75,7 @@ async def test_a_recorded_session_is_stored_with_its_audio(moto_s3, astronaut):
 
 
 async def test_asking_for_a_recording_without_a_recorder_is_refused(astronaut):
-    server, url = await _serve(Services())
+    server, url = await _serve(NullServices())
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=10))
     async with aiohttp.ClientSession() as http:
         try:

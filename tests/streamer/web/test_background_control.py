@@ -20,7 +20,7 @@ from bench._probe import ClipTrack, ProbeClient
 from streamer.config import ServerConfig
 from streamer.pipeline.pipeline import Pipeline
 from streamer.pipeline.stages.background import BackgroundStage
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.web.control_socket import CONTROL_SUBPROTOCOL
 from streamer.web.server import SERVER_KEY, create_app
 
@@ -61,7 +61,7 @@ def _room_colour(frames, far) -> np.ndarray:
 
 async def test_every_live_control_sets_the_background(scene, astronaut, face_free_images):
     frame, far = scene
-    app = create_app(ServerConfig(max_source_bytes=300_000, max_source_pixels=4_000_000), Services(make_pipeline=lambda s: Pipeline([BackgroundStage()])))
+    app = create_app(ServerConfig(max_source_bytes=300_000, max_source_pixels=4_000_000), NullServices(make_pipeline=lambda s: Pipeline([BackgroundStage()])))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")

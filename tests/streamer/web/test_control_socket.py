@@ -77,7 +77,7 @@ async def open_probe(astronaut, url: str, http) -> ProbeClient:
 
 
 async def test_a_prompt_over_the_socket_reaches_the_products_edits_and_stats_arrive(product, grace_hopper):
-    app = create_app(ServerConfig(stats_interval_s=0.3), product.services())
+    app = create_app(ServerConfig(stats_interval_s=0.3), product)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")

@@ -12,7 +12,7 @@ from streamer.config import ServerConfig
 from streamer.web.cors import cors_middleware
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware
 from streamer.web.server import create_app
-from streamer.services import Services
+from streamer.services import NullServices
 
 PLAYER = "https://player.example"
 
@@ -22,7 +22,7 @@ async def served():
     store = TokenStore()
     token = store.issue("player", burst=50)
     policy = AccessPolicy(require_tokens=True, allowed_origins=(PLAYER,))
-    app = create_app(ServerConfig(), Services(middlewares=(
+    app = create_app(ServerConfig(), NullServices(middlewares=(
         cors_middleware(policy.allowed_origins, policy.protected_prefixes), auth_middleware(store, policy))))
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()

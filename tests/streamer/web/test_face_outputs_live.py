@@ -44,7 +44,7 @@ async def next_message(ws, pred, timeout: float = 15.0, *, earlier: bool = False
 
 async def test_outputs_events_calibration_over_the_control_socket(product, grace_hopper, tmp_path, monkeypatch):
     monkeypatch.setenv("LIVEFUSE_VTS_TOKENS", str(tmp_path / "vts_tokens.json"))
-    app = create_app(ServerConfig(stats_interval_s=0.5), product.services())
+    app = create_app(ServerConfig(stats_interval_s=0.5), product)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")

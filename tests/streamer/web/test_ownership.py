@@ -20,7 +20,7 @@ from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.safety.auth import AccessPolicy, TokenStore, auth_middleware, is_admin, slot_release, token_id_of
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices, Services
 
 
 class Ticks:
@@ -57,7 +57,7 @@ class Watcher:
 
 def services_for(store: TokenStore, policy: AccessPolicy) -> Services:
     """The hooks `streamer.app.assembly.Product.services` wires for access control, without any model."""
-    return Services(authorize=token_id_of, is_admin=is_admin, claim=slot_release,
+    return NullServices(authorize=token_id_of, is_admin=is_admin, claim=slot_release,
                     middlewares=(auth_middleware(store, policy),), reload=store.reload)
 
 
@@ -190,7 +190,7 @@ async def test_sighup_rereads_the_tokens_file(tmp_path):
     store = TokenStore.load(path, monotonic=Ticks())   # the clock never moves: only SIGHUP re-reads
     assert store.authenticate(f"Bearer {raw}").id == "alice"
     revoke_in_file(path, "alice")
-    await reload_on_sighup(Services(reload=store.reload))(None)
+    await reload_on_sighup(NullServices(reload=store.reload))(None)
     try:
         os.kill(os.getpid(), signal.SIGHUP)
         for _ in range(50):

@@ -12,13 +12,13 @@ from aiohttp.test_utils import TestServer
 
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.config import ServerConfig
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.web.server import SERVER_KEY, create_app
 from tests.streamer.sinks.test_restream import KEY, RtmpServer, decode_video, free_port
 
 
 async def _serve(config: ServerConfig):
-    app = create_app(config, Services())
+    app = create_app(config, NullServices())
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     return server, str(server.make_url("")).rstrip("/"), app[SERVER_KEY]

@@ -16,7 +16,7 @@ from PIL import Image
 from streamer.config import ServerConfig
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.web.server import SERVER_KEY, create_app, runner_options
-from streamer.services import Services
+from streamer.services import NullServices, Services
 from tests.streaming_helpers import keep_decoded
 
 
@@ -26,7 +26,7 @@ async def served():
 
     async def start(config: ServerConfig | None = None, services: Services | None = None):
         config = config or ServerConfig()
-        app = create_app(config, services or Services())
+        app = create_app(config, services or NullServices())
         server = TestServer(app, host="127.0.0.1", port=0)
         await server.start_server(**runner_options(config))
         servers.append(server)
@@ -70,7 +70,7 @@ async def test_edits_route_serves_the_vocabulary(served):
 
 async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):
     received: list = []
-    url, http, state = await served(services=Services(register_source=keep_decoded(received)))
+    url, http, state = await served(services=NullServices(register_source=keep_decoded(received)))
     client = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=90))
     try:
         body = await client.connect_http(url, http)
@@ -216,7 +216,7 @@ async def test_full_server_says_retry_after(served, astronaut):
 
 
 async def test_authorize_hook_refuses(served):
-    url, http, _ = await served(services=Services(authorize=lambda request: None))
+    url, http, _ = await served(services=NullServices(authorize=lambda request: None))
     async with http.post(f"{url}/offer", json={"sdp": "v=0", "type": "offer"}) as r:
         assert r.status == 401 and r.headers["WWW-Authenticate"] == "Bearer"
 
@@ -374,7 +374,7 @@ async def test_auto_overlap_gives_each_stream_three_cores(served, astronaut, mon
             return state
 
     monkeypatch.setattr(streamer.config, "usable_cores", lambda: 3)
-    url, http, state = await served(services=Services(make_pipeline=lambda s: Pipeline([Mark(), Mark()])))
+    url, http, state = await served(services=NullServices(make_pipeline=lambda s: Pipeline([Mark(), Mark()])))
     clients = [ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=300)) for _ in range(2)]
     try:
         for c in clients:

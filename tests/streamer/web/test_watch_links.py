@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from bench._probe import ClipTrack, ProbeClient, clip_background
 from streamer.config import ServerConfig
 from streamer.web.server import SERVER_KEY, create_app, runner_options
-from streamer.services import Services
+from streamer.services import NullServices
 from streamer.web.watch_links import WatchLinks, is_watch_id
 
 
@@ -71,7 +71,7 @@ async def served():
 
     async def start():
         config = ServerConfig(idle_timeout_s=5)
-        app = create_app(config, Services())
+        app = create_app(config, NullServices())
         server = TestServer(app, host="127.0.0.1", port=0)
         await server.start_server(**runner_options(config))
         http = aiohttp.ClientSession()

@@ -14,7 +14,7 @@ from bench._probe import ClipTrack, clip_background
 from streamer.config import ServerConfig
 from streamer.rtc.ice import LOOPBACK_ADDRESSES, gathering_on, rtc_configuration
 from streamer.web.server import SERVER_KEY, create_app
-from streamer.services import Services
+from streamer.services import NullServices
 from tests.streaming_helpers import until
 
 FRAG = "application/trickle-ice-sdpfrag"
@@ -32,7 +32,7 @@ def _value(sdp: str, attribute: str) -> str:
 
 @pytest.mark.timeout(90)
 async def test_trickled_candidates_connect_a_session_and_ice_restart_gets_422(astronaut):
-    app = create_app(ServerConfig(), Services())
+    app = create_app(ServerConfig(), NullServices())
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")

@@ -14,7 +14,7 @@ from streamer.app.cli import main
 from streamer.app.commands.process import process_file
 from streamer.pipeline.pipeline import Pipeline
 from bench._probe import CODE_ROWS_PX, clip_background, paint_index, read_index
-from streamer.services import Services
+from streamer.services import NullServices
 from tests.streaming_helpers import Boom, InvertBelowCode
 
 FRAMES, W, H = 24, 320, 240
@@ -95,7 +95,7 @@ def test_cli_refuses_a_source_without_consent_and_a_refused_prompt(clip, tmp_pat
 
 def test_process_runs_the_pipeline_on_each_frame(clip, tmp_path):
     src, bg = clip
-    services = Services(make_pipeline=lambda s: Pipeline([Boom(), InvertBelowCode()]))
+    services = NullServices(make_pipeline=lambda s: Pipeline([Boom(), InvertBelowCode()]))
     summary = process_file(str(src), str(tmp_path / "o.webm"), services, progress=False)
     assert summary["frames"] == FRAMES and summary["stage_errors"] == FRAMES and summary["audio"] == "re-encoded"
     frames, dur, codec = read_all(tmp_path / "o.webm")

@@ -40,7 +40,7 @@ async def test_product_server_off_loopback_admits_only_tokens(tmp_path, capsys):
     token = capsys.readouterr().out.strip()
     product = Product(ProductConfig(safety=SafetyConfig(host="0.0.0.0", tokens_file=str(path),
                                                         audit_path=str(tmp_path / "audit.jsonl"))))
-    server = TestServer(create_app(ServerConfig(), product.services()), host="127.0.0.1", port=0)
+    server = TestServer(create_app(ServerConfig(), product), host="127.0.0.1", port=0)
     await server.start_server()
     url = str(server.make_url("")).rstrip("/")
     offer = {"sdp": "v=0 not sdp", "type": "offer"}

@@ -23,6 +23,7 @@ from streamer.safety.audit import iter_records
 from streamer.safety.auth import TokenStore
 from streamer.web.kit import SafetyConfig
 from streamer.web.server import SERVER_KEY, create_app
+from streamer.services import with_hooks
 
 
 def encode(img: np.ndarray, fmt: str = "JPEG", quality: int = 92) -> bytes:
@@ -78,7 +79,7 @@ async def api(api_world):
 @contextlib.asynccontextmanager
 async def serve_product(product, config: ServerConfig | None = None, **service_changes):
     """The product's services on a loopback server (its shutdown left to the product's owner)."""
-    services = dataclasses.replace(product.services(), shutdown=lambda: None, **service_changes)
+    services = with_hooks(product, shutdown=lambda: None, **service_changes)
     app = create_app(config or ServerConfig(), services)
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()

@@ -6,7 +6,6 @@ back to serving token-less loopback clients."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import aiohttp
@@ -18,6 +17,7 @@ from streamer.web.cors import cors_middleware
 from streamer.safety.auth import AccessPolicy, auth_middleware
 from streamer.web.server import create_app
 from tests.streamer.web.api.conftest import encode, fuse_form, serve_product
+from streamer.services import with_hooks
 
 PUBLIC = {"/", "/healthz", "/readyz", "/favicon.ico", "/assets/demo_source.jpg"}
 
@@ -30,7 +30,7 @@ def filled(path: str, session: str) -> str:
 
 def app_routes(product) -> list[tuple[str, str]]:
     """Every (method, path) the product's app serves."""
-    app = create_app(ServerConfig(), dataclasses.replace(product.services(), shutdown=lambda: None))
+    app = create_app(ServerConfig(), with_hooks(product, shutdown=lambda: None))
     return [(r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None]
 
 

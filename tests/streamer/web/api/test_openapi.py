@@ -13,7 +13,7 @@ from openapi_spec_validator import validate
 
 from streamer.config import ServerConfig
 from streamer.web.server import create_app
-from streamer.services import Services
+from streamer.services import NullServices
 from tests.streamer.web.api.conftest import serve_product
 
 
@@ -34,13 +34,13 @@ async def test_served_description_is_valid_and_complete(api, api_world):
     validate(spec)
     assert spec["openapi"].startswith("3.1")
     described = {p: {m for m in ops if m in ("get", "post", "delete", "put", "patch")} for p, ops in spec["paths"].items()}
-    served = _served(create_app(ServerConfig(), api_world.product.services()))   # the same services as the server's
+    served = _served(create_app(ServerConfig(), api_world.product))   # the same services as the server's
     assert described == served
 
 
 def test_every_route_of_a_bare_app_is_described():
     """Without a product (the neutral services) the routes and the description still match."""
-    app = create_app(ServerConfig(), Services())
+    app = create_app(ServerConfig(), NullServices())
     from streamer.web.api.openapi import openapi
 
     spec = openapi(jobs=False)

@@ -2,8 +2,8 @@
 
 `kernels.numpy` (NumPy/OpenCV, host memory) and `kernels.torch` (any torch device) hold modules of the same
 names (`blend`, `color`, `warp`, `edits`, `watermark`, `background`) that give the same results, and the same
-helpers: `ON_HOST`, `put(a, like)` (a NumPy array where `like` lives), `host(a)` (back to NumPy) and
-`copy(a)`.
+helpers: `ON_HOST`, `uint8`, `put(a, like)` (a NumPy array where `like` lives), `asarray(a, like)` (either
+kind there), `host(a)` (back to NumPy), `copy(a)` and `any_of(masks)`.
 A stage asks once per frame and calls through what it got; torch is imported only for tensors."""
 
 from __future__ import annotations

@@ -44,6 +44,11 @@ def keep_patches(out: np.ndarray, original: np.ndarray, patches: Iterable[Any]) 
             keep_patch(out, original, p.x0, p.y0, p.mask)
 
 
+def copy_where(dst: np.ndarray, src: np.ndarray, where: np.ndarray) -> None:
+    """In place: dst takes src where `where` (all three the same shape)."""
+    np.copyto(dst, src, where=where)
+
+
 def write_where(dst: np.ndarray, src: np.ndarray, where: np.ndarray) -> None:
     """In place: dst (uint8 H x W x C, a view into a frame) takes src where `where` (H x W bool); a float src
     is rounded to uint8 first."""

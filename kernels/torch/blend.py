@@ -42,6 +42,11 @@ def keep_patches(out: torch.Tensor, original: torch.Tensor, patches: Iterable[An
             keep_patch(out, original, p.x0, p.y0, p.mask)
 
 
+def copy_where(dst: torch.Tensor, src: torch.Tensor, where: torch.Tensor) -> None:
+    """Twin of kernels.numpy.blend.copy_where."""
+    dst.copy_(torch.where(where, src, dst))
+
+
 def write_where(dst: torch.Tensor, src: torch.Tensor, where: torch.Tensor) -> None:
     """Twin of kernels.numpy.blend.write_where."""
     if src.dtype != torch.uint8:

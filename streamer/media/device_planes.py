@@ -10,12 +10,12 @@ CPU-only machines). torch is imported only when planes on a device are asked for
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from av import VideoFrame
 
-from streamer.media.planes import Planes, PlaneOps
+from streamer.media.planes import Planes
 
 
 def check_device(name: str) -> str | None:
@@ -33,35 +33,6 @@ def check_device(name: str) -> str | None:
         if device.index is not None and device.index >= torch.cuda.device_count():
             return f"pixels: {name!r} asks for CUDA device {device.index}, but only {torch.cuda.device_count()} exist"
     return None
-
-
-def torch_plane_ops(device: Any) -> PlaneOps:
-    """`PlaneOps` over torch tensors on `device` (the kernels' torch twins)."""
-    import torch
-
-    from kernels.torch.blend import keep_patch
-    from kernels.torch.color import i420_to_rgb, rgb_to_i420
-
-    dev = torch.device(device)
-
-    def keep(out: torch.Tensor, original: torch.Tensor, x0: int, y0: int, mask: np.ndarray) -> None:
-        keep_patch(out, original, x0, y0, torch.from_numpy(np.ascontiguousarray(mask, np.float32)))
-
-    def put_where(dst: torch.Tensor, src: torch.Tensor, mask: torch.Tensor) -> None:
-        dst.copy_(torch.where(mask, src, dst))
-
-    def any_of(masks: Sequence[torch.Tensor]) -> bool:   # one device -> host sync for all of them
-        return bool(torch.stack([m.any() for m in masks]).any())
-
-    def asarray(a: Any) -> torch.Tensor:
-        t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
-        return t.to(dev)
-
-    def host(t: torch.Tensor) -> np.ndarray:
-        return t.detach().cpu().numpy()
-
-    return PlaneOps(device=str(dev), uint8=torch.uint8, to_rgb=i420_to_rgb, to_i420=rgb_to_i420, keep_patch=keep,
-                    copy=torch.clone, put_where=put_where, any_of=any_of, asarray=asarray, host=host)
 
 
 def fill_i420(dst: np.ndarray, frame: VideoFrame) -> None:
@@ -88,7 +59,6 @@ class DeviceUpload:
         if problem is not None:
             raise RuntimeError(problem)
         self.device = torch.device(device)
-        self.ops = torch_plane_ops(self.device)
         self._pinned: torch.Tensor | None = None
         self._copied: Any = None          # CUDA event recorded after the last copy out of `_pinned`
 
@@ -100,7 +70,7 @@ class DeviceUpload:
         if self.device.type != "cuda":
             host = np.empty((h * 3 // 2, w), np.uint8)
             fill_i420(host, frame)
-            return Planes(torch.from_numpy(host).to(self.device), w, h, self.ops)
+            return Planes(torch.from_numpy(host).to(self.device), w, h)
         if self._copied is not None:
             self._copied.synchronize()     # the last frame's copy has left the buffer
         if self._pinned is None or tuple(self._pinned.shape) != (h * 3 // 2, w):
@@ -109,4 +79,4 @@ class DeviceUpload:
         buf = self._pinned.to(self.device, non_blocking=True)
         self._copied = torch.cuda.Event()
         self._copied.record()
-        return Planes(buf, w, h, self.ops)
+        return Planes(buf, w, h)

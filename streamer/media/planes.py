@@ -7,52 +7,23 @@ demand (`region`): each region is converted once, shared by every stage of the f
 inside it (or grown to the union with a box that overlaps it), and written back (`flush`) only where its
 RGB changed: Y per changed pixel, U and V per 2x2 block whose chroma changed. Every other pixel keeps the decoded value exactly.
 
-The same design runs on NumPy arrays in host memory (`NUMPY`, the CPU default: the conversions are
+The same design runs on NumPy arrays in host memory (the CPU default: the conversions are
 `kernels.numpy.color`'s) and on torch tensors on any device (`streamer.media.device_planes`: the buffer
 uploaded once, regions converted by `kernels.torch.color`'s twins, the buffer downloaded once at the
-edge). `PlaneOps` is the handful of array operations that differ; everything else is this one class.
+edge). The few array operations that differ come from the kernels' twin for the buffer
+(`kernels.twins.twin_for`); everything else is this one class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from kernels.numpy.blend import keep_patch
-from kernels.numpy.color import i420_to_rgb, rgb_to_i420
+from kernels.twins import twin_for
 
 Box = tuple[int, int, int, int]   # x0, y0, x1, y1 in frame pixels, even, inside the frame
-
-
-@dataclass(frozen=True, slots=True)
-class PlaneOps:
-    """The array operations `Planes` needs, for one array library and device."""
-
-    device: str | None                          # None: NumPy in host memory; else the torch device
-    uint8: Any                                  # the library's uint8 dtype
-    to_rgb: Callable[[Any, Any, Any], Any]      # (Y, U, V) -> H x W x 3 uint8 RGB
-    to_i420: Callable[[Any], tuple[Any, Any, Any]]
-    keep_patch: Callable[[Any, Any, int, int, np.ndarray], None]   # kernels' keep_patch; the mask is NumPy
-    copy: Callable[[Any], Any]
-    put_where: Callable[[Any, Any, Any], None]  # (dst, src, mask): dst = src where mask, in place
-    any_of: Callable[[Sequence[Any]], bool]     # whether any of these boolean arrays holds a True
-    asarray: Callable[[Any], Any]               # an H x W x 3 uint8 array (NumPy or torch) in this kind
-    host: Callable[[Any], np.ndarray]           # this kind -> a NumPy array in host memory
-
-
-def _np_put_where(dst: np.ndarray, src: np.ndarray, mask: np.ndarray) -> None:
-    np.copyto(dst, src, where=mask)
-
-
-def _np_asarray(a: Any) -> np.ndarray:
-    return np.ascontiguousarray(a if isinstance(a, np.ndarray) else a.detach().cpu().numpy())
-
-
-NUMPY = PlaneOps(device=None, uint8=np.uint8, to_rgb=i420_to_rgb, to_i420=rgb_to_i420, keep_patch=keep_patch,
-                 copy=np.copy, put_where=_np_put_where, any_of=lambda ms: any(bool(m.any()) for m in ms),
-                 asarray=_np_asarray, host=np.asarray)
 
 
 @dataclass(slots=True)
@@ -64,13 +35,14 @@ class _Region:
 
 class Planes:
     """One even-sized yuv420p frame: `y` (H x W), `u`, `v` (H/2 x W/2) are views of `buffer`, a NumPy
-    array (`ops` NUMPY) or a torch tensor on `device` (ops from `streamer.media.device_planes`). Regions
-    and luma are arrays of the same kind; `rgb_into` and `i420` give host memory."""
+    array or a torch tensor on any device (`streamer.media.device_planes` puts a decoded frame there).
+    Regions and luma are arrays of the same kind, worked on with the kernels' twin for it
+    (`kernels.twins.twin_for`, chosen once here); `rgb_into` and `i420` give host memory."""
 
-    def __init__(self, buffer: Any, width: int, height: int, ops: PlaneOps = NUMPY) -> None:
-        if width % 2 or height % 2 or tuple(buffer.shape) != (height * 3 // 2, width) or buffer.dtype != ops.uint8:
+    def __init__(self, buffer: Any, width: int, height: int) -> None:
+        self.ops = twin_for(buffer)
+        if width % 2 or height % 2 or tuple(buffer.shape) != (height * 3 // 2, width) or buffer.dtype != self.ops.uint8:
             raise ValueError(f"expected an even-sized I420 buffer for {width}x{height}, got {buffer.dtype} {tuple(buffer.shape)}")
-        self.ops = ops
         self.buffer = buffer
         self.width, self.height = width, height
         self.y = buffer[:height]
@@ -86,7 +58,7 @@ class Planes:
     @property
     def device(self) -> str | None:
         """The torch device the planes live on; None for NumPy in host memory."""
-        return self.ops.device
+        return None if self.ops.ON_HOST else str(self.buffer.device)
 
     def snap(self, x0: float, y0: float, x1: float, y1: float) -> Box | None:
         """The even-aligned box inside the frame that covers [x0, x1) x [y0, y1); None when empty."""
@@ -98,7 +70,7 @@ class Planes:
 
     def _convert(self, box: Box) -> Any:
         x0, y0, x1, y1 = box
-        return self.ops.to_rgb(self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2],
+        return self.ops.color.i420_to_rgb(self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2],
                                self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
 
     def region(self, box: Box) -> tuple[Any, Box]:
@@ -135,7 +107,7 @@ class Planes:
         opened, feathered by the mask."""
         for p in patches:
             for r in self._regions:
-                self.ops.keep_patch(r.rgb, r.before, p.x0 - r.box[0], p.y0 - r.box[1], p.mask)
+                self.ops.blend.keep_patch(r.rgb, r.before, p.x0 - r.box[0], p.y0 - r.box[1], p.mask)
 
     def rgb_into(self, out: np.ndarray, box: Box) -> None:
         """Convert `box` into the same place of `out` (an H x W x 3 host array the caller keeps), read-only:
@@ -148,13 +120,13 @@ class Planes:
         """The whole frame as H x W x 3 RGB of the planes' kind (for a consumer that needs it all: the
         landmarker's search, a neural swapper); open regions are written back first."""
         self.flush()
-        return self.ops.to_rgb(self.y, self.u, self.v)
+        return self.ops.color.i420_to_rgb(self.y, self.u, self.v)
 
     def put_rgb(self, rgb: Any) -> None:
         """Take a whole RGB frame back (what a whole-frame consumer made, NumPy or torch), changed pixels only."""
         self.flush()
-        before = self.ops.to_rgb(self.y, self.u, self.v)
-        self._write(_Region((0, 0, self.width, self.height), self.ops.asarray(rgb), before))
+        before = self.ops.color.i420_to_rgb(self.y, self.u, self.v)
+        self._write(_Region((0, 0, self.width, self.height), self.ops.asarray(rgb, self.buffer), before))
 
     def flush(self) -> None:
         """Write every open region's changes into the planes."""
@@ -168,12 +140,12 @@ class Planes:
         # a tenth of the cost, and per plane, so chroma follows OpenCV's rule for its block.
         x0, y0, x1, y1 = r.box
         ops = self.ops
-        new, old = ops.to_i420(r.rgb), ops.to_i420(r.before)
+        new, old = ops.color.rgb_to_i420(r.rgb), ops.color.rgb_to_i420(r.before)
         dst = (self.y[y0:y1, x0:x1], self.u[y0 // 2:y1 // 2, x0 // 2:x1 // 2], self.v[y0 // 2:y1 // 2, x0 // 2:x1 // 2])
         moved = [a != b for a, b in zip(new, old)]
         if ops.any_of(moved):
             for plane, a, m in zip(dst, new, moved):
-                ops.put_where(plane, a, m)
+                ops.blend.copy_where(plane, a, m)
             self.changed = True
 
     def luma(self) -> Any:

@@ -40,6 +40,14 @@ def test_put_host_and_copy_round_trip():
     c = kt.copy(t)
     c[0, 0, 0] = 99
     assert t[0, 0, 0] == 0 and kn.copy(a) is not a
+    assert kt.asarray(a, like).dtype == kt.uint8 and isinstance(kn.asarray(t), np.ndarray) and kn.asarray(t).dtype == kn.uint8
+    masks = [a > 200, a > 20]
+    assert kn.any_of(masks) is kt.any_of([torch.from_numpy(m) for m in masks]) is True
+    assert kn.any_of([a > 250]) is kt.any_of([torch.from_numpy(a > 250)]) is False
+    n_dst, t_dst = a.copy(), torch.from_numpy(a.copy())
+    kn.blend.copy_where(n_dst, np.zeros_like(a), a > 10)
+    kt.blend.copy_where(t_dst, torch.zeros_like(t), torch.from_numpy(a > 10))
+    assert np.array_equal(n_dst, np.where(a > 10, 0, a)) and np.array_equal(t_dst.numpy(), n_dst)
 
 
 class _Patch:

@@ -106,7 +106,6 @@ def test_picture_behind_the_person_and_a_missing_one_passes_the_frame(scene, ast
 @pytest.mark.parametrize("mode", ["color", "image", "blur"])
 def test_torch_planes_give_the_numpy_result(scene, astronaut, mode):
     torch = pytest.importorskip("torch")
-    from streamer.media.device_planes import torch_plane_ops
 
     session = Session()
     picture = session.add_background(astronaut)
@@ -115,7 +114,7 @@ def test_torch_planes_give_the_numpy_result(scene, astronaut, mode):
     session.update(background=spec)
     ctx = session.frame_context()
     host = _planes(scene.image)
-    dev = Planes(torch.from_numpy(host.buffer.copy()), host.width, host.height, torch_plane_ops("cpu"))
+    dev = Planes(torch.from_numpy(host.buffer.copy()), host.width, host.height)
     BackgroundStage()(FrameState(image=None, planes=host), ctx)
     BackgroundStage()(FrameState(image=None, planes=dev), ctx)
     diff = np.abs(host.buffer.astype(int) - dev.buffer.numpy())

@@ -96,13 +96,15 @@ class PromptModel:
         self.id = encoder.id
         self.edit_names = meta.edit_names
 
-    def prepare(self, text: str) -> tuple[str, str, tuple[str, ...]]:
-        """(normalised text, encoder input, untranslated characters)."""
-        norm = normalise_prompt(text)[:MAX_PROMPT_CHARS]
+    def prepare(self, text: str) -> tuple[str, str, tuple[str, ...], bool]:
+        """(normalised text, encoder input, untranslated characters, whether the text was cut at the
+        prompt limit)."""
+        full = normalise_prompt(text)
+        norm = full[:MAX_PROMPT_CHARS]
         if self.meta.glossary:
             translated, unknown = zh_glossary.translate(norm)
-            return norm, translated, unknown
-        return norm, norm, ()
+            return norm, translated, unknown, len(full) > MAX_PROMPT_CHARS
+        return norm, norm, (), len(full) > MAX_PROMPT_CHARS
 
     def encode(self, texts: Sequence[str]) -> list[Condition]:
         """Each prompt is split into clauses (see `clauses`); every clause goes encoder -> projector -> head,
@@ -112,9 +114,9 @@ class PromptModel:
         batch, so a reader of `Condition.embeddings` sees both the parts and their sum."""
         t_start = time.perf_counter()
         prepared = [self.prepare(t) for t in texts]
-        parts = [clauses(enc_text) for _, enc_text, _ in prepared]
+        parts = [clauses(enc_text) for _, enc_text, _, _ in prepared]
         stems = {c: negation_stem(c) for p in parts for c in p}
-        wholes = [enc_text for (_, enc_text, _), p in zip(prepared, parts) if len(p) > 1]
+        wholes = [enc_text for (_, enc_text, _, _), p in zip(prepared, parts) if len(p) > 1]
         flat = list(dict.fromkeys([c for p in parts for c in p] + [s for s in stems.values() if s] + wholes))
         out: list[Condition] = []
         if flat:
@@ -126,8 +128,7 @@ class PromptModel:
             pooled = np.asarray(enc.pooled, np.float32)
             index = {t: i for i, t in enumerate(flat)}
         ms = (time.perf_counter() - t_start) * 1000.0 / max(len(texts), 1)
-        for raw, (norm, enc_text, unknown), p in zip(texts, prepared, parts):
-            cut = len(normalise_prompt(raw)) > MAX_PROMPT_CHARS   # read up to the prompt limit
+        for (norm, enc_text, unknown, cut), p in zip(prepared, parts):
             if not p:
                 out.append(empty_condition(self.id, self.edit_names))
                 continue

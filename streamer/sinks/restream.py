@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from streamer.sinks.addresses import UNREADABLE, origin
+
 log = logging.getLogger(__name__)
 
 SCHEMES = ("rtmp", "rtmps")
@@ -31,14 +33,12 @@ AUDIO_RATE = 48000
 def redact(url: str) -> str:
     """The address with everything past its application name hidden: rtmp://host/app/*** (stream keys
     ride in the path's last part or the query)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "(an unreadable address)"
-    app = parts.path.strip("/").split("/")[0] if parts.path.strip("/") else ""
-    return f"{parts.scheme}://{host}{port}/{app + '/' if app else ''}***"
+    base = origin(url)
+    if base is None:
+        return UNREADABLE
+    path = urlsplit(url).path.strip("/")
+    app = path.split("/")[0] if path else ""
+    return f"{base}/{app + '/' if app else ''}***"
 
 
 def check_url(url: str) -> str:

@@ -16,6 +16,8 @@ import logging
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from streamer.sinks.addresses import UNREADABLE, origin
+
 log = logging.getLogger(__name__)
 
 Event = Callable[[dict[str, Any]], None]
@@ -39,13 +41,11 @@ def split_whip(url: str) -> tuple[str, str | None]:
 
 def redact_whip(url: str) -> str:
     """The endpoint without its token: https://host/path (a query, which may carry keys too, hidden)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "(an unreadable address)"
-    return f"{parts.scheme}://{host}{port}{parts.path}{'?***' if parts.query else ''}"
+    base = origin(url)
+    if base is None:
+        return UNREADABLE
+    parts = urlsplit(url)
+    return f"{base}{parts.path}{'?***' if parts.query else ''}"
 
 
 class WhipPush:

@@ -15,6 +15,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from engines.segmentation import PersonSegmenter, SegmentationConfig
+from kernels.twins import twin_for
 
 Mode = Literal["none", "blur", "color", "image"]
 MODES: tuple[str, ...] = ("none", "blur", "color", "image")
@@ -143,24 +144,6 @@ class MatteConfig:
     half_size_edges: bool = True
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-def _kernels(x: Any):
-    if _is_torch(x):
-        from kernels.torch import background as kt
-
-        return kt
-    from kernels.numpy import background as kn
-
-    return kn
-
-
-def _host(x: Any) -> np.ndarray:
-    return x.detach().to("cpu").numpy() if _is_torch(x) else x
-
-
 class Matte:
     """One stream's person matte. `alpha_rgb(image)` / `alpha_i420(y, u, v)` give the frame's alpha (1 on the
     person, 0 on the room) at full size (and half size for the chroma planes). With `steady` (streams) the
@@ -200,25 +183,22 @@ class Matte:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
         a, b = kn.guided_coefficients(mask, guide, c.radius, c.eps, c.low, c.high)
-        if _is_torch(like):
-            import torch
-
-            return torch.from_numpy(a).to(like.device), torch.from_numpy(b).to(like.device)
-        return a, b
+        twin = twin_for(like)
+        return twin.put(a, like), twin.put(b, like)
 
     def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool):
         """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
         else the last ones, which the new frame's own luma then shapes (guided_alpha)."""
-        key = (size, _is_torch(frame))
+        key = (size, twin_for(frame).ON_HOST)
         if steady and self._key != key:                  # a new size or device: a new history
             self.reset()
         c = self.config
-        probe = _host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
+        probe = twin_for(frame).host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
         fresh = not steady or self._coef is None or self._frames % max(1, c.every) == 0
         if not fresh and probe is not None and self._probe is not None and probe.shape == self._probe.shape:
             moved = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
             fresh = moved > c.probe_share             # the picture moved since the network last read it
-        coef = self._coefficients(_host(thumbnail()), size, steady, frame) if fresh else self._coef
+        coef = self._coefficients(np.asarray(twin_for(frame).host(thumbnail())), size, steady, frame) if fresh else self._coef
         self.fresh = fresh
         if steady:
             self._coef, self._key = coef, key
@@ -230,11 +210,12 @@ class Matte:
     def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = ()) -> Any:
         """float32 H x W alpha of a uint8 RGB image (NumPy array or torch tensor, like the image); `keep`:
         polygons ((N, 2) pixels) that are the person whatever the network says (the faces' hulls)."""
-        k = _kernels(image)
+        twin = twin_for(image)
+        k = twin.background
         h, w = image.shape[:2]
         size = self.segmenter.input_size(w, h)
         coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady)
-        if _is_torch(image):
+        if not twin.ON_HOST:
             luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
         else:
             import cv2
@@ -246,10 +227,11 @@ class Matte:
                    keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any]:
         """(alpha for Y at full size, alpha for U and V at half size) of an I420 frame (even sides); `keep`
         as for alpha_rgb. With `reuse` they are this matte's buffers, overwritten by its next call."""
-        k = _kernels(y)
+        twin = twin_for(y)
+        k = twin.background
         h, w = y.shape
         size = self.segmenter.input_size(w, h)
-        buf = self._buffer if self.reuse and not _is_torch(y) else (lambda *a: None)
+        buf = self._buffer if self.reuse and twin.ON_HOST else (lambda *a: None)
         hs = (h // 2, w // 2)
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
@@ -306,34 +288,27 @@ class Backdrop:
 
     def picture(self, picture: Any, key: Any, size: tuple[int, int], like: Any = None) -> Any:
         """RGB picture covering `size` = (w, h), of `like`'s kind and device (default: `picture`'s)."""
-        device = getattr(like, "device", None) if _is_torch(like) else None
+        target = twin_for(like if like is not None else picture)
+        device = None if target.ON_HOST else (like if like is not None else picture).device
         full = (key, size, str(device))
         if self._key != full:
             self._key, self._planes = full, None
-            rgb = _kernels(picture).cover(picture, size)
-            if device is not None and not _is_torch(rgb):
-                import torch
-
-                rgb = torch.from_numpy(np.ascontiguousarray(rgb)).to(device)
-            self._rgb = rgb
+            rgb = twin_for(picture).background.cover(picture, size)
+            self._rgb = rgb if target.ON_HOST else target.asarray(rgb, like if like is not None else picture)
         return self._rgb
 
     def picture_planes(self, picture: Any, key: Any, size: tuple[int, int], like: Any = None) -> tuple:
         """The covering picture as I420 planes on `like`'s device, converted once."""
         rgb = self.picture(picture, key, size, like)
         if self._planes is None:
-            if _is_torch(rgb):
-                from kernels.torch.color import rgb_to_i420
-            else:
-                from kernels.numpy.color import rgb_to_i420
-            self._planes = tuple(rgb_to_i420(rgb))
+            self._planes = tuple(twin_for(rgb).color.rgb_to_i420(rgb))
         return self._planes
 
 
 def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = None, backdrop: Backdrop | None = None,
                 picture_key: Any = None, blur_factor: int = 8) -> Any:
     """uint8 RGB with the room behind the person replaced as `spec` says (`picture` for mode image)."""
-    k = _kernels(image)
+    k = twin_for(image).background
     h, w = image.shape[:2]
     if spec.mode == "blur":
         bg = k.background_blur(image, alpha, k.blur_sigma(spec.strength, h, blur_factor), blur_factor)
@@ -356,14 +331,14 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
     the planes given, written over. `still` (the matte did not run its network: the picture has not
     moved): the blurred room of the last frame `backdrop` blurred is used again. `work`: a dict the caller
     keeps from frame to frame, where the arithmetic's float buffers live (NumPy planes)."""
-    k = _kernels(y)
+    k = twin_for(y).background
     a_y, a_uv = alphas
     h, w = y.shape
     outs = (y, u, v) if in_place else (None, None, None)
     if spec.mode == "blur":
         s = k.blur_sigma(spec.strength, h, blur_factor)
         half = max(1, blur_factor // 2)
-        key = (h, w, s, _is_torch(y))
+        key = (h, w, s, twin_for(y).ON_HOST)
         if still and backdrop is not None and backdrop._blurred is not None and backdrop._blur_key == key:
             bgs = backdrop._blurred
         else:
@@ -385,7 +360,7 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
     else:
         return y, u, v
     def scratch(plane: Any) -> Any:
-        if work is None or _is_torch(plane):
+        if work is None or not twin_for(plane).ON_HOST:
             return None
         b = work.get(plane.shape)
         if b is None:

@@ -208,6 +208,15 @@ def test_one_multipart_reader_serves_every_upload():
     assert _assigned(r"^IMAGE_TYPES$") == ["streamer.web.uploads.IMAGE_TYPES"]
 
 
+def test_the_twin_is_chosen_only_through_kernels_twins():
+    """streamer/ and engines/ reach the torch kernels through `kernels.twins.twin_for` alone, so the choice
+    between the NumPy and torch code is made in one place (the NumPy side may be named directly: it is
+    the host's, and the torch twins import from it)."""
+    direct = sorted(f"{src} imports {dst}" for src, dsts in imports().items() if _top(src) in ("streamer", "engines")
+                    for dst in dsts if dst == "kernels.torch" or dst.startswith("kernels.torch."))
+    assert not direct, direct
+
+
 def test_no_installed_distribution_claims_our_package_names():
     """Our top-level packages are generic names (`kernels`, `engines`, `bench`); a dependency that installs a
     package of the same name (Hugging Face's `kernels`, which transformers 5.25 requires) would share its folder

@@ -128,6 +128,16 @@ def test_a_name_not_installed_is_refused_saying_what_to_run(models_env, tmp_path
     assert "neither a file nor a catalogue enhancer" in str(exc.value) and "gfpgan_1.4" in str(exc.value)
 
 
+def assert_occluder_kept(out, own):
+    """The occluder's pixels are its own, up to the watermark and the encode.
+
+    The watermark's pattern follows the session's payload, so over the 18x18 occluder its mean moves between
+    about 1 and 3.1 from run to run; a 10% blend of the face over the green would add about 11.
+    """
+    d = np.abs(out - own)
+    assert d.mean() < 5.0 and d.max() <= 10, (d.mean(), d.max())
+
+
 def _clip(path, image, frames=6):
     import av
     import fractions
@@ -175,8 +185,7 @@ def test_process_enhances_the_face_and_keeps_the_occluder(product, scene, tmp_pa
     assert abs(float(np.median(diff[outside]))) <= 0.5 and np.abs(diff).max(axis=2)[outside].mean() < 3.0
     inner = cv2.erode(green.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
     for out in outs.values():
-        d = np.abs(out[inner] - decoded[inner])                           # the occluder is the frame's own
-        assert d.mean() < 3.0 and d.max() <= 10                           # (up to the watermark and the encode)
+        assert_occluder_kept(out[inner], decoded[inner])                  # the occluder is the frame's own
 
 
 async def test_v1_fuse_enhances_and_keeps_the_occluder(product, scene, astronaut):
@@ -205,8 +214,7 @@ async def test_v1_fuse_enhances_and_keeps_the_occluder(product, scene, astronaut
     outside = ~oval(img.shape, face, grow=10)
     assert np.abs(outs["default"] - outs["off"]).max(axis=2)[outside].mean() < 1.0
     inner = cv2.erode(green.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
-    d = np.abs(outs["default"][inner] - img[inner].astype(int))          # the occluder is the photo's own
-    assert d.mean() < 3.0 and d.max() <= 10                               # (up to the watermark)
+    assert_occluder_kept(outs["default"][inner], img[inner].astype(int))  # the occluder is the photo's own
     assert np.abs(outs["default"][core] - img[core].astype(int)).mean() > 10   # while the rest of the face changed
 
 
@@ -257,6 +265,5 @@ def test_live_stream_enhancer_off_by_default_on_when_asked_occluder_live(product
     assert abs(float(np.median(diff[outside]))) <= 0.5 and np.abs(diff).max(axis=2)[outside].mean() < 3.0
     inner = cv2.erode(green.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
     for out in (default, on):
-        d = np.abs(out[inner] - decoded[inner])                           # the occluder stays live
-        assert d.mean() < 3.0 and d.max() <= 10                           # (up to the watermark)
+        assert_occluder_kept(out[inner], decoded[inner])                  # the occluder stays live
         assert np.abs(out[core] - decoded[core]).mean() > 5               # the face itself was swapped

@@ -1,0 +1,212 @@
+"""The edit targets at full scale, judged on real portraits by dlib's 68-point predictor (bench/evals/edits.py),
+a landmarker the product does not use; and the harness's measures, each shown to catch what it is for.
+
+Scenes: the astronaut in the 640x480 framing and in the 1280x720 close-up (face 300 px wide), Grace Hopper
+in the 640x480 framing (her close-up adds no figure the judge reads that these lack but mouth width and
+colour, and costs seconds). A shape target is asserted only where the judge reads a known change of that
+figure on that face (`readability`), and that gate is itself asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.evals import edits as ev
+from engines.edit_plan import EditConfig
+
+SCENES = ("astronaut@640", "astronaut@close", "hopper@640")
+CONFIG = EditConfig()
+
+
+LIP_PAINT = ("lip_tint's paint pulls lightness 60 % of the way to the lipstick (kernels' PAINT_LUMA): the darker lips "
+             "move the identity, sharpen the lip line and flicker with the landmarks (0.2 meets all three)")
+
+
+def _cases(which, short=()):
+    """Case names as test parameters, those in `short` expected to fail (strict: a fix shows up as a failure
+    here, to take the mark off)."""
+    return [pytest.param(c.name, marks=pytest.mark.xfail(strict=True, reason=LIP_PAINT)) if c.name in short else c.name
+            for c in ev.CASES if which(c)]
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return ev.Judge()
+
+
+@pytest.fixture(scope="module")
+def scenes(judge):
+    frames = ev.frames()
+    return {n: ev.scene(n, frames[n], judge) for n in SCENES}
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from engines.identity import IdentityEmbedder
+
+    return IdentityEmbedder()
+
+
+@pytest.fixture(scope="module")
+def figures(scenes, judge, embedder):
+    """Every case's figures on every scene, measured once."""
+    return {(c.name, n): ev.measure(sc, c, judge, CONFIG, embedder) for c in ev.CASES for n, sc in scenes.items()}
+
+
+@pytest.fixture(scope="module")
+def flicker(scenes):
+    """Per case, the flicker the edit adds on the still 640x480 astronaut (8 noisy frames)."""
+    return ev.flicker_figures(scenes["astronaut@640"].image, list(ev.CASES), CONFIG, n=8)
+
+
+def test_the_judge_reads_known_changes_where_it_counts_and_not_through_glasses(scenes):
+    """The gate that decides where a shape figure counts: on the astronaut the judge reads every known
+    change within 35 %; Hopper's eyes behind her glasses it does not read, so they are left out."""
+    for n in ("astronaut@640", "astronaut@close"):
+        assert all(v["readable"] for v in scenes[n].readable.values()), (n, scenes[n].readable)
+    hopper = scenes["hopper@640"].readable
+    assert not hopper["eye_opening"]["readable"], hopper["eye_opening"]
+    assert hopper["mouth_width"]["readable"] and hopper["jaw_width"]["readable"]
+
+
+# Where the tuned strengths stay short of a target (the report in the task says why): the jaw reading on
+# Hopper. The warp narrows her lower jaw by ~10 % (fig["warp"]), the judge, which ties her jaw points to
+# the rest of her face, reads -4.5 %; a stronger squeeze bends the background and stretches it past 2x.
+KNOWN_SHORT = {("face_slim", "jaw_width", "hopper@640")}
+
+
+# (case, figure, bound with the test's margin): the issue's targets, a little inside them
+MARGINS = {"eye_opening": 0.03, "mouth_width": 0.005, "corner_lift": 0.005, "cheek_da": 0.5, "lip_da": 0.5, "jaw_width": 0.0}
+
+
+@pytest.mark.parametrize("case,figure", [(c.name, t.figure) for c in ev.CASES for t in c.targets])
+def test_full_scale_edit_meets_its_target_as_the_judge_reads_it(figures, scenes, case, figure):
+    target = next(t for t in ev.CASES_BY_NAME[case].targets if t.figure == figure)
+    margin = MARGINS[figure]
+    judged = 0
+    for n, sc in scenes.items():
+        fig = figures[(case, n)]
+        if figure in sc.readable and not sc.readable[figure]["readable"]:
+            continue
+        if (case, figure, n) in KNOWN_SHORT:
+            continue
+        judged += 1
+        value = fig[figure]
+        ok = value >= target.bound + margin if target.op == ">=" else value <= target.bound - margin
+        assert ok, f"{case} on {n}: {figure} = {value:.4f}, target {target.op} {target.bound} (margin {margin})"
+    assert judged >= 2, f"{case}: {figure} is judged on only {judged} scenes"
+
+
+@pytest.mark.xfail(strict=True, reason="the judge reads -4.5 % of Hopper's jaw for a ~10 % narrower jaw in the pixels")
+def test_face_slim_jaw_on_hopper(figures):
+    assert figures[("face_slim", "hopper@640")]["jaw_width"] <= -0.06
+
+
+def test_face_slim_narrows_the_jaw_in_the_pixels_on_every_face(figures):
+    """What the warp did to the judge's own jaw points, whatever the judge reads back."""
+    for n in SCENES:
+        assert figures[("face_slim", n)]["warp"]["jaw_width"] <= -0.08, (n, figures[("face_slim", n)]["warp"])
+
+
+@pytest.mark.parametrize("case", _cases(lambda c: c.geometry))
+def test_geometry_keeps_the_background_straight_and_the_map_monotonic(figures, case):
+    for n in SCENES:
+        fig = figures[(case, n)]
+        assert fig["lines_input_px"] <= 0.3, (n, fig["lines_input_px"])   # the finder itself reads drawn lines as straight
+        assert fig["lines_px"] <= ev.LINE_MAX_PX, (case, n, fig["lines_px"])
+        f = fig["fold"]
+        assert min(f["min_dx"], f["min_dy"], f["min_det"]) >= ev.MIN_JACOBIAN, (case, n, f)
+        assert f["max_stretch"] <= ev.MAX_STRETCH, (case, n, f)
+    if case == "eye_size":   # the zoom that enlarges the eye must not smear it
+        assert max(figures[(case, n)]["fold"]["max_stretch"] for n in SCENES) <= 1.5
+
+
+@pytest.mark.parametrize("case", _cases(lambda c: True, short=("lip_tint",)))
+def test_no_seam(figures, case):
+    for n in SCENES:
+        assert figures[(case, n)]["seam"]["excess"] <= ev.SEAM_MARGIN, (case, n, figures[(case, n)]["seam"])
+
+
+@pytest.mark.parametrize("case", _cases(lambda c: c.skin, short=("lip_tint",)))
+def test_makeup_keeps_the_identity(figures, case):
+    worst = max(figures[(case, n)]["identity"] for n in SCENES)
+    assert worst <= ev.IDENTITY_MAX, (case, worst)
+
+
+@pytest.mark.parametrize("case", _cases(lambda c: True, short=("lip_tint",)))
+def test_no_flicker_on_a_still_face(flicker, case):
+    f = flicker[case]
+    assert f["frames"] == 8
+    assert f["excess"] <= ev.FLICKER_MAX, (case, f)
+
+
+# -- the measures catch what they are for ---------------------------------------------------------------
+def test_seam_measure_catches_a_hard_edged_blush(scenes):
+    """The same blush with its soft blob cut hard where it falls to a third: a ring on the cheek that the
+    measure sees, where the soft one adds nothing on its edge."""
+    from dataclasses import replace
+
+    from engines.edit_plan import plan_face
+    from engines.edit_render import render_edits
+    from kernels.numpy.edits import apply_plan
+
+    sc = scenes["astronaut@close"]
+    edit = {"blush": 1.0}
+    plan = plan_face(sc.image.shape[:2], sc.landmarks, edit, CONFIG)
+    m = plan.blush.mask
+    hard = replace(plan, blush=replace(plan.blush, mask=(m > m.max() / 3).astype(np.float32) * float(m.max())))
+    weight = ev.edit_weight(sc.image.shape[:2], sc.landmarks, edit, CONFIG)
+    hard_weight = np.where(weight > weight.max() / 3, weight.max(), 0.0).astype(np.float32)
+    soft = ev.seam(sc.image, render_edits(sc.image, [sc.landmarks], edit, CONFIG), weight)
+    cut = ev.seam(sc.image, apply_plan(sc.image.copy(), hard), hard_weight)
+    assert soft["excess"] <= ev.SEAM_MARGIN < cut["excess"], (soft, cut)
+
+
+def test_line_and_fold_measures_catch_a_warp_that_reaches_the_background(scenes):
+    """The jaw line moved by broad Gaussians (the shape a slimming warp had before) bends the lines
+    beside the face; an eye zoom past 1 folds the map over."""
+    import cv2
+
+    sc = scenes["astronaut@close"]
+    p = sc.judge
+    fw = float(np.linalg.norm(p[16] - p[0]))
+    h, w = sc.image.shape[:2]
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    dx = np.zeros((h, w), np.float32)
+    for i in range(3, 14):          # the lower jaw points, pulled 4 % of the face width toward the midline
+        side = np.sign(p[i, 0] - p[8, 0])
+        dx += -side * 0.04 * fw * np.exp(-((xs - p[i, 0]) ** 2 + (ys - p[i, 1]) ** 2) / (2 * (0.1 * fw) ** 2))
+    bent = []
+    for lines in ev.background_lines(p):
+        drawn = ev.draw_lines(sc.image, lines)
+        warp = lambda img: cv2.remap(img, xs - dx, ys, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)  # noqa: E731
+        bent += ev.line_deviation(warp(drawn), warp(sc.image), lines)
+    assert max(bent) > 2 * ev.LINE_MAX_PX, bent
+    folded = ev.warp_fold(sc.landmarks, sc.image.shape[:2], {"eye_size": 1.0}, EditConfig(eye_zoom=1.5))
+    assert folded["min_det"] < 0 or folded["min_dx"] < 0, folded
+
+
+def test_colour_figures_read_a_known_change(scenes):
+    """Cheeks reddened by a known a* step in CIELAB read back as that step; the lips untouched read zero."""
+    from skimage.color import lab2rgb, rgb2lab
+
+    sc = scenes["astronaut@close"]
+    cheeks = ev.cheek_mask(sc.image.shape[:2], sc.judge)
+    lab = rgb2lab(sc.image)
+    lab[..., 1][cheeks] += 8.0
+    out = (np.clip(lab2rgb(lab), 0, 1) * 255).round().astype(np.uint8)
+    out[~cheeks] = sc.image[~cheeks]
+    fig = ev.colour_figures(sc.image, out, sc.judge)
+    assert abs(fig["cheek_da"] - 8.0) < 0.6 and abs(fig["lip_da"]) < 0.2, fig
+
+
+def test_verdict_fails_an_unmeasured_target_and_a_missed_bound():
+    case = ev.CASES_BY_NAME["smile"]
+    fig = {"mouth_width": 0.05, "corner_lift": 0.02, "seam": {"excess": 0.0}, "lines_px": 0.1,
+           "fold": {"min_dx": 0.9, "min_dy": 0.9, "min_det": 0.8, "max_stretch": 1.2}, "unreadable": []}
+    v = ev.verdict(case, {"a": fig}, 0.0)
+    assert not v["pass"] and not v["mouth_width >= 0.08"] and v["corner_lift >= 0.01"]
+    unread = dict(fig, mouth_width=0.2, unreadable=["mouth_width", "corner_lift"])
+    v = ev.verdict(case, {"a": unread}, 0.0)
+    assert not v["pass"] and not v["mouth_width >= 0.08"]   # read on no scene: unmeasured, not passed

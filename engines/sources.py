@@ -2,9 +2,12 @@
 
 A source face is aligned by a similarity (eye centres to fixed points) into a square canonical texture, so
 per-frame work only samples it. The record also keeps its landmarks in that texture, the mesh triangles
-oriented for back-face culling, its skin colour statistics (Lab) and its identity embedding. Records are
-cached by the hash of the image content and the face choice. Unusable images are refused with a reason a
-client can show.
+oriented for back-face culling, its skin colour statistics (Lab), its identity embedding and a validity
+mask over the texture (engines/source_mask.py): glasses, a hand or an object, deep shadow are masked and
+filled from the mirrored side where it is bare, so a partly covered photo is accepted and what covered it
+does not travel; only a photo with a large part of the face covered is refused, naming the part. Records
+are cached by the hash of the image content and the face choice. Unusable images are refused with a reason
+a client can show.
 """
 
 from __future__ import annotations
@@ -23,14 +26,10 @@ from engines.images import ImageError, image_size, load_image
 from engines.face_masks import region_mask
 from engines.faces import Face
 from engines.fusion_mesh import fusion_mesh, orient_triangles
+from engines.source_mask import MaskConfig, SourceMask, build_mask, refusal
 from kernels.numpy import color
 
 REASONS = ("bad_image", "too_large", "no_face", "bad_index", "too_small", "too_turned", "occluded")
-
-# landmarks whose neighbourhoods are bare skin on an unoccluded face: forehead, cheeks, nose, chin, lips' edges
-SKIN_PROBES = {"forehead": 151, "right_cheek": 50, "left_cheek": 280, "right_jaw": 205, "left_jaw": 425,
-               "nose": 195, "chin": 199, "philtrum": 164, "below_lip": 18}
-
 
 class SourceRefused(ValueError):
     """The image cannot be a source; `reason` is one of REASONS, the message says why in words."""
@@ -61,8 +60,7 @@ class SourceConfig:
     min_face_px: float = 64.0        # narrowest usable face (landmark box width) in the source image
     max_yaw: float = 30.0            # degrees
     max_pitch: float = 30.0
-    occlusion_delta_e: float = 20.0  # a skin probe this far (L weighted 1/2) from the face's median is covered
-    occlusion_probes: int = 2        # that many covered probes make the face occluded
+    mask: MaskConfig = MaskConfig()  # what covers the face, how it is filled, when it refuses (engines/source_mask.py)
     max_pixels: int = 40_000_000
     max_bytes: int = 25 << 20
     max_faces: int = 4
@@ -85,12 +83,17 @@ class SourceFace:
     bbox: tuple[float, float, float, float]
     embedding: np.ndarray | None = None
     blendshapes: dict[str, float] = field(default_factory=dict)
+    validity: tuple[np.ndarray, ...] | None = None   # per level, (S, S) float32: 1 = the person's skin, 0 = covered
+                                                     # (fusion lowers its weight there); None = all valid
+    masked: tuple[str, ...] = ()     # what the mask took away, in words ("glasses", "the left side of the face (12%)")
 
     def summary(self) -> dict[str, Any]:
-        """What a client is told about a registered source."""
+        """What a client is told about a registered source; `warnings` names what was masked, so a client
+        can say why part of the face will show the live person's own skin."""
         return {"id": self.id, "face_index": self.face_index, "pose": [round(v, 1) for v in self.pose],
                 "bbox": [round(v, 1) for v in self.bbox], "image_size": list(self.image_size),
-                "has_embedding": self.embedding is not None}
+                "has_embedding": self.embedding is not None,
+                "warnings": [f"masked: {m}" for m in self.masked]}
 
 
 def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray:
@@ -173,55 +176,6 @@ def canonical_transform(landmarks: np.ndarray, config: SourceConfig) -> np.ndarr
     return np.hstack([rot, t[:, None]]).astype(np.float64)
 
 
-# the ridge of the face, where studio, warm or window light puts its highlights: brighter there, and the
-# skin's hue bent toward the light's, on clean portraits by 14-18 L and up to 35 degrees of hue (Grace
-# Hopper in hard light); an occluder over them is darker, or of a hue far from skin's
-RIDGE_PROBES = frozenset({"forehead", "nose"})
-HIGHLIGHT_MAX_HUE = 60.0   # degrees from the skin's hue that a highlight may bend
-HIGHLIGHT_MAX_L = 35.0     # L above the skin's that a highlight may reach (a face mostly covered by something
-                           # dark makes the dark the consensus, and the bare ridge 45-75 L "brighter")
-
-
-def occlusion_probes(lab: np.ndarray, landmarks: np.ndarray, radius: int, agree: float = 10.0) -> dict[str, float]:
-    """Distance of each skin probe's median colour from the skin colour most probes agree on (L weighted by
-    1/2, so shading counts less than a foreign colour). The consensus is the probe with the most others
-    within `agree` of it: an occluder covering several probes rarely agrees with itself that well.
-    A ridge probe (forehead, nose) that is brighter than the consensus (by at most HIGHLIGHT_MAX_L) and
-    within HIGHLIGHT_MAX_HUE of its hue is a highlight, not a cover: it scores 0 (clean studio portraits were refused on exactly these)."""
-    h, w = lab.shape[:2]
-    names, medians = [], []
-    for name, idx in SKIN_PROBES.items():
-        x, y = int(round(landmarks[idx, 0])), int(round(landmarks[idx, 1]))
-        patch = lab[max(0, y - radius): min(h, y + radius + 1), max(0, x - radius): min(w, x + radius + 1)]
-        if patch.size:
-            names.append(name)
-            medians.append(np.median(patch.reshape(-1, 3), axis=0))
-    weight = np.array([0.5, 1.0, 1.0])
-    raw = np.stack(medians)
-    v = raw * weight
-    d = np.linalg.norm(v[:, None] - v[None], axis=2)
-    best = int(np.argmax((d < agree).sum(axis=1) * 1000 - d.sum(axis=1)))
-    members = d[best] < agree
-    ref = np.median(v[members], axis=0)
-    ref_raw = np.median(raw[members], axis=0)
-    out = {}
-    for i, k in enumerate(names):
-        dist = float(np.linalg.norm(v[i] - ref))
-        lift = raw[i, 0] - ref_raw[0]
-        if k in RIDGE_PROBES and 0.0 < lift <= HIGHLIGHT_MAX_L and _hue_gap(raw[i], ref_raw) <= HIGHLIGHT_MAX_HUE:
-            dist = 0.0
-        out[k] = dist
-    return out
-
-
-def _hue_gap(a: np.ndarray, b: np.ndarray) -> float:
-    """Degrees between two Lab colours' hues (a*, b* angle); 0 when either is nearly grey (no hue to bend)."""
-    if np.hypot(a[1], a[2]) < 4.0 or np.hypot(b[1], b[2]) < 4.0:
-        return 0.0
-    gap = abs(np.degrees(np.arctan2(a[2], a[1]) - np.arctan2(b[2], b[1]))) % 360.0
-    return float(min(gap, 360.0 - gap))
-
-
 def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceConfig = SourceConfig(),
                  embedding: np.ndarray | None = None, source_id: str | None = None) -> SourceFace:
     """Checks and canonicalises one detected face (see `SourceRegistry.register` for the whole path)."""
@@ -246,15 +200,14 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
     lms = np.empty((478, 3), np.float32)
     lms[:, :2] = face.landmarks[:, :2] @ m_full[:, :2].T + m_full[:, 2]
     lms[:, 2] = face.landmarks[:, 2] * scale
+    texture, smask = build_mask(texture, lms, config.mask)
+    words = refusal(smask, config.mask)
+    if words is not None:
+        raise SourceRefused("occluded", f"{words}: something seems to cover the face; use a photo where it is uncovered")
     lab = color.rgb_to_lab(texture)
-    probes = occlusion_probes(lab, lms, radius=max(2, s // 40))
-    covered = sorted(k for k, v in probes.items() if v > config.occlusion_delta_e)
-    if len(covered) >= config.occlusion_probes:
-        raise SourceRefused("occluded", "parts of the face do not look like the same skin (" + ", ".join(covered)
-                            + "): something seems to cover it; use an unobstructed photo")
     fm = fusion_mesh()
     skin = region_mask((s, s), lms, ["face_oval"], fm.skin_exclude)
-    skin = cv2.erode(skin, np.ones((5, 5), np.uint8))
+    skin = cv2.erode(skin, np.ones((5, 5), np.uint8)) * (smask.validity > 0.5)   # the covers' colour is not the skin's
     stats = color.lab_stats(lab, skin)
     levels = [texture]
     while levels[-1].shape[0] >= 128:
@@ -264,7 +217,18 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
         lab_levels=tuple(color.rgb_to_lab(t) for t in levels), landmarks=lms,
         triangles=orient_triangles(fm.triangles, lms), skin_stats=stats, pose=tuple(face.pose), face_index=face_index,
         image_size=(image.shape[1], image.shape[0]), bbox=tuple(face.bbox), embedding=embedding,
-        blendshapes=dict(face.blendshapes))
+        blendshapes=dict(face.blendshapes), validity=validity_levels(smask, len(levels)), masked=tuple(smask.masked()))
+
+
+def validity_levels(smask: SourceMask, n: int) -> tuple[np.ndarray, ...] | None:
+    """The mask at each texture level (fusion samples the level it samples the texture from); None when
+    nothing is masked, so a clean source costs fusion nothing."""
+    if float(smask.validity.min()) >= 0.999:
+        return None
+    levels = [smask.validity]
+    while len(levels) < n:
+        levels.append(cv2.pyrDown(levels[-1]))
+    return tuple(levels)
 
 
 def _default_landmarker(max_faces: int):

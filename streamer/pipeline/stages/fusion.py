@@ -187,6 +187,7 @@ class FusionStage:
         self._routes: FIFOCache[int, str | None] = FIFOCache(maxsize=256)   # track id -> source id the router found
         self._colour: FIFOCache[int, tuple[np.ndarray, np.ndarray]] = FIFOCache(maxsize=64)   # tracks come and go
         self._textures: FIFOCache[tuple[str, int], Any] = FIFOCache(maxsize=32)   # device copies of source textures
+        self._validity: FIFOCache[tuple[str, int], Any] = FIFOCache(maxsize=32)   # ... and of their validity masks
 
     # -- source choice -------------------------------------------------------------------------------
     def source_id_for(self, face: Face, controls: Controls, image: Any = None,
@@ -360,6 +361,21 @@ class FusionStage:
             tex = self._textures[key] = ops.put(src.lab_levels[level], like)
         return tex
 
+    def _sampled_validity(self, ops: ModuleType, src: SourceFace, level: int, like: Any, map_x, map_y):
+        """The source's validity mask (engines/source_mask.py) where the source texture is sampled, or None
+        when nothing of it is masked: fusion's weight follows it, so what covered the source's face
+        (glasses, a hand) leaves the live face's own skin there."""
+        if src.validity is None:
+            return None
+        tex = src.validity[level]
+        if not ops.ON_HOST:
+            key = (src.id, level)
+            tex = self._validity.get(key)
+            if tex is None:
+                tex = self._validity[key] = ops.put(src.validity[level][..., None], like)
+        v = ops.warp.remap(tex, map_x, map_y)
+        return v[..., 0] if v.ndim == 3 else v
+
     def _fuse_pixels(self, ops: ModuleType, out, image, src: SourceFace, geo: _Geometry, key: int,
                      offset: tuple[int, int] = (0, 0)) -> None:
         """Fuse one face into `out`; `image` is the live picture it samples. Both are the frame, or a
@@ -382,6 +398,7 @@ class FusionStage:
                                identity=[False, True], step=2.0)
         (msx, msy), (mlx, mly) = [(W.resize_to(mx, shape), W.resize_to(my, shape)) for (mx, my), shape in zip(maps, (work, full))]
         fg_lab = W.remap(self._texture(ops, src, geo.level, out), msx, msy)
+        valid = self._sampled_validity(ops, src, geo.level, out, msx, msy)   # at the working size
         if ox or oy:                      # in place: fresh crop-sized buffers cost page faults
             mlx -= np.float32(ox)
             mly -= np.float32(oy)
@@ -408,14 +425,20 @@ class FusionStage:
         weight_h = geo.support if geo.keep is None else geo.support * (1.0 - geo.keep)
         if geo.work is None:
             alpha = W.resize_to(ops.put(geo.alpha, out), full)
+            if valid is not None:
+                alpha = alpha * valid
             delta = B.multiband_delta(fg_rgb, bg, alpha, cfg.blend_levels)
             weight = W.resize_to(ops.put(weight_h, out), full)
             res = delta * weight[..., None] + bg
         else:
             alpha = W.resize_to(ops.put(geo.alpha, out), work)
+            a_half = ops.put(geo.alpha * weight_h, out)
+            if valid is not None:
+                alpha = alpha * valid
+                a_half = a_half * W.resize_to(valid, geo.alpha.shape)
             delta = B.multiband_delta(fg_rgb, bg_w, alpha, _work_levels(cfg.blend_levels, sx))
             delta *= W.resize_to(ops.put(weight_h, out), work)[..., None]
-            res = B.detail_blend(bg, bg_w, delta, ops.put(geo.alpha * weight_h, out))   # uint8; A from the half grid
+            res = B.detail_blend(bg, bg_w, delta, a_half)   # uint8; A from the half grid
         x0, y0, x1, y1 = x0 - ox, y0 - oy, x1 - ox, y1 - oy
         crop = out[y0:y1, x0:x1]          # what earlier faces already made of this box
         inside = W.resize_to(ops.put(geo.support, out), full) > 0
@@ -427,3 +450,4 @@ class FusionStage:
         if self.still is not None:
             self.still.clear()
         self._textures.clear()
+        self._validity.clear()

@@ -1,8 +1,8 @@
 """Face geometry for the edits: landmarks + named edits -> the FacePlan both pixel twins apply.
 
 Geometry edits (engines/edit_vocabulary.py says which) become a smooth landmark-anchored warp: Gaussian
-moves at the mouth corners, brows and jaw line, zooms about the eyes and along the nose wings, so the map
-fades to nothing away from the face. Appearance edits become masked colour amounts over regions built from
+moves at the mouth corners and brows, zooms about the eyes and along the nose wings, a squeeze of the
+lower face that ends a set distance outside the jaw line, so the map fades to nothing away from the face. Appearance edits become masked colour amounts over regions built from
 the landmarks (face oval, skin without eyes, brows and lips, the lip ring, cheek blobs, contour blobs, the
 lids). The region of interest and the plan's detail level come from the face's size. Drawing is done by
 the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's pixels.
@@ -11,13 +11,15 @@ the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Mapping
 
 import cv2
 import numpy as np
 
 from engines import mesh
-from engines.edit_vocabulary import GEOMETRY, SPECS_BY_NAME
+from engines.colours import RGB, resolve
+from engines.edit_vocabulary import COLOURED, GEOMETRY, SPECS_BY_NAME
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.flow import moving_map
 from kernels.numpy.masks import feather, gaussian_blobs, polygon_mask
@@ -37,15 +39,20 @@ class EditConfig:
     the colour range."""
 
     smile_lift: float = 0.045
-    smile_spread: float = 0.02
+    smile_spread: float = 0.04     # each mouth corner outward: the mouth about 12 % wider at smile = 1
+    smile_sigma: float = 0.11      # reach of the corners' moves: lips and cheeks follow them
     eye_zoom: float = 0.28
-    slim_shift: float = 0.05
+    slim_shift: float = 0.18       # the lower face squeezed toward its midline: about 10 % off the jaw's width
+    slim_core: float = 0.3         # the middle of the face (this fraction of the jaw's half-width) keeps its width
+    slim_inset: float = 0.12       # the squeeze starts to ease off this far inside the jaw line...
+    slim_reach: float = 0.13       # ...and ends this far outside it: the background beyond stays as it was
     nose_zoom: float = 0.35
     brow_lift: float = 0.04
     brightness: float = 0.30
+    tan: float = 1.0               # tan = 1: kernels' TAN_ABSORB as it is
     saturation: float = 0.7
-    lip: float = 0.55
-    blush: float = 0.35
+    lip: float = 1.0
+    blush: float = 0.9
     blush_less: float = 14.0       # blush = -1: red levels taken off the cheeks
     contour: float = 0.22
     eye_makeup: float = 0.45
@@ -79,11 +86,27 @@ def face_width(landmarks: np.ndarray) -> float:
     return float(np.linalg.norm(lm[FACE_SIDES[1]] - lm[FACE_SIDES[0]]))
 
 
+def colours_for(colours: Mapping[str, str] | None) -> dict[str, RGB]:
+    """Each coloured edit's sRGB: `colours` (edit -> palette name or #rrggbb) over the vocabulary's
+    defaults. A colour for an edit that takes none, or one that does not parse, raises ValueError."""
+    out = {name: resolve(SPECS_BY_NAME[name].colour or "") for name in COLOURED}
+    for name, value in (colours or {}).items():
+        if name not in COLOURED:
+            raise ValueError(f"{str(name)[:40]!r} takes no colour; these do: {', '.join(COLOURED)}")
+        out[name] = resolve(value)
+    return out
+
+
+DEFAULT_PAINT: Mapping[str, RGB] = MappingProxyType(colours_for(None))
+
+
 def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str, float],
-              config: EditConfig = EditConfig(), regions: Mapping[str, Any] | None = None) -> FacePlan | None:
+              config: EditConfig = EditConfig(), regions: Mapping[str, Any] | None = None,
+              colours: Mapping[str, RGB] | None = None) -> FacePlan | None:
     """Everything but the pixel work for one face in an (H, W) frame, from its (478, 2|3) pixel
     landmarks: ROI, masked colour ops, warp. None when nothing would change. `regions`: a face parser's
-    "lips" and "skin" in frame pixels (`engines.faces.MaskPatch`), used in place of the landmark polygons."""
+    "lips" and "skin" in frame pixels (`engines.faces.MaskPatch`), used in place of the landmark polygons.
+    `colours`: the makeup's sRGB per coloured edit (`colours_for`); missing ones take the defaults."""
     e = active(edits)
     if not e:
         return None
@@ -109,7 +132,8 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     c = 2 * q
     level = (rh // c, rw // c)
     parsed = {k: _sampled(p, (x0, y0), c, level) for k, p in (regions or {}).items() if p is not None}
-    ops = _colour_ops(e, _masks(e, level, local / c, fw / c, config, parsed), config)
+    paint = DEFAULT_PAINT | dict(colours or {})
+    ops = _colour_ops(e, _masks(e, level, local / c, fw / c, config, parsed), config, paint)
     smooth = "skin_smooth" in e
     map_xy, map_box = _warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else (None, None)
     return FacePlan(
@@ -120,24 +144,28 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     )
 
 
-def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: EditConfig) -> dict[str, Masked]:
+def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: EditConfig,
+                paint: Mapping[str, RGB]) -> dict[str, Masked]:
     """Each active appearance edit as the kernel op it drives (FacePlan's field name -> amount at full
-    strength and its region)."""
+    strength, its region and, for makeup, its colour)."""
     ops: dict[str, Masked] = {}
     if "skin_warmth" in e:
         ops["warmth"] = Masked(e["skin_warmth"], masks["skin"])
     if "brightness" in e:
         ops["brightness"] = Masked(e["brightness"] * cfg.brightness, masks["face"])
+    if "tan" in e:
+        ops["tan"] = Masked(e["tan"] * cfg.tan, masks["skin"])
     if "lip_tint" in e:
-        ops["lips"] = Masked(e["lip_tint"] * cfg.lip, masks["lips"])
+        ops["lips"] = Masked(e["lip_tint"] * cfg.lip, masks["lips"], paint["lip_tint"])
     if "blush" in e:
         t = e["blush"]
-        ops["blush"] = Masked(t * cfg.blush if t > 0 else t * cfg.blush_less, masks["blush"])
+        ops["blush"] = Masked(t * cfg.blush if t > 0 else t * cfg.blush_less, masks["blush"], paint["blush"])
     if "contour" in e:
         ops["contour"] = Masked(e["contour"] * cfg.contour, masks["contour"])
     if "eye_makeup" in e:
         t = e["eye_makeup"]
-        ops["lids"] = Masked(t * cfg.eye_makeup if t > 0 else t * cfg.eye_makeup_less, masks["eye_makeup"])
+        ops["lids"] = Masked(t * cfg.eye_makeup if t > 0 else t * cfg.eye_makeup_less, masks["eye_makeup"],
+                             paint["eye_makeup"])
     if "saturation" in e:
         ops["saturation"] = Masked(e["saturation"] * cfg.saturation, masks["face"])
     if "skin_smooth" in e:
@@ -180,7 +208,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     masks: dict[str, np.ndarray] = {}
     soft = 0.03 * fw
     need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour"))
-    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth"))
+    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth", "tan"))
     face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin) else None
     if need_skin:
         holes = [_scaled(_loop(local, "left_eye"), 1.5, 2.2), _scaled(_loop(local, "right_eye"), 1.5, 2.2),
@@ -195,7 +223,9 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
             lips = parsed["lips"]
         else:
             lips = polygon_mask(shape, [_loop(local, "lips_outer")]) * (1.0 - polygon_mask(shape, [_loop(local, "lips_inner")]))
-        masks["lips"] = feather(lips, 0.012 * fw)
+        # a lip is two or three cells tall at the colour level, so the feather leaves none at full weight:
+        # the gain brings the lips' middle to 1 (the named shade lands) and the feather's reach stays as it is
+        masks["lips"] = np.minimum(1.0, 1.5 * feather(lips, 0.012 * fw))
     if "blush" in e:
         masks["blush"] = gaussian_blobs(shape, [local[i] for i in CHEEKS], 0.09 * fw, cfg.grid_step) * masks["face"]
     if "contour" in e:
@@ -216,7 +246,8 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
 def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float,
           cfg: EditConfig) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """The geometry edits' control points (translations at anchors, zooms about centres, each with its
-    Gaussian's sigma) in ROI pixels, drawn as a backward map, and the part of the ROI it moves."""
+    Gaussian's sigma) in ROI pixels, drawn as a backward map, face_slim's squeeze taken off it, and the
+    part of the ROI the map moves."""
     up = _unit(local[FOREHEAD] - local[CHIN])
     right = _unit(local[FACE_SIDES[1]] - local[FACE_SIDES[0]])
     anchors, moves, sigmas = [], [], []
@@ -225,8 +256,9 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         s = e["smile"]
         for idx, side in zip(MOUTH_CORNERS, (-1.0, 1.0)):
             anchors.append(local[idx])
-            moves.append(s * fw * (cfg.smile_lift * up + cfg.smile_spread * side * np.sign(np.dot(local[idx] - local[NOSE_TIP], right) or side) * right))
-            sigmas.append(0.09 * fw)
+            outward = float(np.sign(np.dot(local[idx] - local[NOSE_TIP], right))) or side
+            moves.append(s * fw * (cfg.smile_lift * up + cfg.smile_spread * outward * right))
+            sigmas.append(cfg.smile_sigma * fw)
     if "brow_raise" in e:
         for name in ("left_brow", "right_brow"):
             brow = local[mesh.loops()[name]]
@@ -235,15 +267,6 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
                 anchors.append(p)
                 moves.append(e["brow_raise"] * cfg.brow_lift * fw * up / 2.0)
                 sigmas.append(0.07 * fw)
-    if "face_slim" in e:
-        centre = local[NOSE_TIP]
-        for p in _loop(local, "face_oval")[::2]:
-            below = np.dot(p - centre, up) < 0.1 * fw
-            side = float(np.dot(p - centre, right))
-            if below and abs(side) > 0.08 * fw:
-                anchors.append(p)
-                moves.append(-e["face_slim"] * cfg.slim_shift * fw * np.sign(side) * min(1.0, abs(side) / (0.4 * fw)) * right / 1.2)
-                sigmas.append(0.1 * fw)
     if "eye_size" in e:
         for a, b in EYE_CORNERS:
             eye_w = float(np.linalg.norm(local[a] - local[b]))
@@ -253,7 +276,7 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         centre = (local[NOSE_WINGS[0]] + local[NOSE_WINGS[1]]) / 2
         zooms.append((centre, np.outer(right, right).astype(np.float32), e["nose_width"] * cfg.nose_zoom, 0.6 * nose_w))
     # not coarser with the level: a 16-px grid cost 18 % of the smile's lift on a 200-px face
-    return moving_map(
+    map_xy, box = moving_map(
         shape, cfg.grid_step,
         anchors=np.asarray(anchors, np.float32).reshape(-1, 2), shifts=np.asarray(moves, np.float32).reshape(-1, 2),
         sigmas=np.asarray(sigmas, np.float32),
@@ -261,3 +284,68 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         zoom_axes=np.asarray([z[1] for z in zooms], np.float32).reshape(-1, 2, 2),
         zoom_gains=np.asarray([z[2] for z in zooms], np.float64), zoom_sigmas=np.asarray([z[3] for z in zooms], np.float64),
     )
+    if "face_slim" in e:
+        map_xy, box = _slimmed(map_xy, box, _slim_field(shape, cfg.grid_step, local, fw, e["face_slim"], cfg), cfg.grid_step)
+    return map_xy, box
+
+
+def _smoothstep(t: np.ndarray) -> np.ndarray:
+    t = np.clip(t, 0.0, 1.0)
+    return t * t * (3.0 - 2.0 * t)
+
+
+def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float, amount: float,
+                cfg: EditConfig) -> np.ndarray:
+    """face_slim's offsets on moving_map's grid (every `step` px), (rows, cols, 2): the lower face squeezed
+    toward its midline by slim_shift of its half-width at each height, the middle (slim_core) kept,
+    easing off from slim_inset inside the jaw line to nothing slim_reach outside it, and fading out
+    above the nose tip. Gaussian moves at the jaw line would reach as far into the background as into
+    the face and bend what stands beside it; this field stops a known distance from the jaw."""
+    h, w = shape
+    up = _unit(local[FOREHEAD] - local[CHIN])
+    right = np.array([up[1], -up[0]], np.float32)
+    if np.dot(right, local[FACE_SIDES[1]] - local[FACE_SIDES[0]]) < 0:
+        right = -right
+    origin = local[CHIN]
+    nose = float(np.dot(local[NOSE_TIP] - origin, up))
+    oval = _loop(local, "face_oval") - origin
+    ou, oh = oval @ right, oval @ up
+    xs = np.arange(0, w + step, step, dtype=np.float32) - origin[0]
+    ys = np.arange(0, h + step, step, dtype=np.float32) - origin[1]
+    gy, gx = np.meshgrid(ys, xs, indexing="ij")
+    pu, ph = gx * right[0] + gy * right[1], gx * up[0] + gy * up[1]
+    band = _smoothstep((nose - ph) / (0.2 * fw))            # none above the nose tip, all 0.2 fw below it
+    d = np.zeros(gx.shape, np.float32)
+    for sgn in (-1.0, 1.0):
+        side = (ou * sgn > 0) & (oh < nose + 0.15 * fw)
+        if side.sum() < 2:
+            continue
+        order = np.argsort(oh[side])
+        half = np.interp(ph, oh[side][order], np.abs(ou[side][order]), left=0.0)   # the jaw's half-width here
+        x = pu * sgn
+        core = cfg.slim_core * half
+        ramp = np.where(x < half, np.clip((x - core) / np.maximum(half - core, 1e-3), 0.0, 1.0), 1.0)
+        ease = 1.0 - _smoothstep((x - half + cfg.slim_inset * fw) / ((cfg.slim_reach + cfg.slim_inset) * fw))
+        d += np.where(x > 0, -sgn * amount * cfg.slim_shift * half * ramp * ease * band, 0.0)
+    return d[..., None] * right
+
+
+def _slimmed(map_xy: np.ndarray, box: tuple[int, int, int, int], grid: np.ndarray,
+             step: int) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """A backward map with grid offsets (on moving_map's grid) taken off it, interpolated the way
+    moving_map interpolates its own, and its box grown to where they move a pixel."""
+    from kernels.numpy.flow import STILL_OFFSET
+
+    h, w = map_xy.shape[:2]
+    rows, cols = grid.shape[:2]
+    off = step // 2
+    full = cv2.resize(grid.astype(np.float32), (cols * step, rows * step), interpolation=cv2.INTER_LINEAR)
+    map_xy = map_xy - full[off:off + h, off:off + w]
+    moved = np.abs(grid).max(axis=2) >= STILL_OFFSET
+    r, c = np.flatnonzero(moved.any(axis=1)), np.flatnonzero(moved.any(axis=0))
+    if len(r):
+        mine = (max(0, (int(r[0]) - 1) * step), min(h, (int(r[-1]) + 1) * step),
+                max(0, (int(c[0]) - 1) * step), min(w, (int(c[-1]) + 1) * step))
+        box = mine if box[1] <= box[0] or box[3] <= box[2] else \
+            (min(box[0], mine[0]), max(box[1], mine[1]), min(box[2], mine[2]), max(box[3], mine[3]))
+    return map_xy, box

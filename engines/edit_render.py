@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from engines.colours import RGB
 from engines.edit_plan import EditConfig, plan_face
 from kernels.twins import twin_for
 
@@ -16,10 +17,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray], edits: Mapping[str, float],
-                 config: EditConfig = EditConfig(), regions: Sequence[Any] | None = None) -> "np.ndarray | torch.Tensor":
+                 config: EditConfig = EditConfig(), regions: Sequence[Any] | None = None,
+                 colours: Mapping[str, RGB] | None = None) -> "np.ndarray | torch.Tensor":
     """A new H x W x 3 uint8 RGB frame (a NumPy array, or a torch tensor on the input's device) with `edits`
     applied to every face, each given by its (478, 2|3) pixel landmarks. The input is not modified.
-    `regions`: per face, a face parser's regions (`engines.faces.Face.regions`) or None."""
+    `regions`: per face, a face parser's regions (`engines.faces.Face.regions`) or None. `colours`: the
+    makeup's sRGB per coloured edit (`engines.edit_plan.colours_for`); the vocabulary's by default."""
     if not isinstance(image, np.ndarray) and type(image).__module__ != "torch":
         raise TypeError(f"expected a NumPy array or a torch tensor, got {type(image).__name__}")
     twin = twin_for(image)
@@ -29,7 +32,7 @@ def render_edits(image: "np.ndarray | torch.Tensor", faces: Sequence[np.ndarray]
     apply = twin.edits.apply_plan
     shape = (int(image.shape[0]), int(image.shape[1]))
     for i, lm in enumerate(faces):
-        plan = plan_face(shape, lm, edits, config, regions[i] if regions else None)
+        plan = plan_face(shape, lm, edits, config, regions[i] if regions else None, colours)
         if plan is not None:
             apply(out, plan)
     return out
@@ -42,13 +45,14 @@ path hands out face regions)."""
 
 
 def render_edits_in_regions(shape: tuple[int, int], faces: Sequence[np.ndarray], edits: Mapping[str, float],
-                            region: Region, config: EditConfig = EditConfig(), regions: Sequence[Any] | None = None) -> int:
+                            region: Region, config: EditConfig = EditConfig(), regions: Sequence[Any] | None = None,
+                            colours: Mapping[str, RGB] | None = None) -> int:
     """`edits` applied in place to the RGB regions `region` hands out, one per face's ROI (the same plans
     and kernels as `render_edits`, the torch twin for a tensor region, so a frame that is not whole RGB
     gets the same pixels); the number of faces edited."""
     done = 0
     for i, lm in enumerate(faces):
-        plan = plan_face(shape, lm, edits, config, regions[i] if regions else None)
+        plan = plan_face(shape, lm, edits, config, regions[i] if regions else None, colours)
         if plan is None:
             continue
         y0, y1, x0, x1 = plan.roi

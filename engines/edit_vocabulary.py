@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
+from engines.colours import PALETTE, hex_of
+
 EditKind = Literal["geometry", "appearance"]
 
 
@@ -26,6 +28,8 @@ class EditSpec:
     help: str          # what the renderer does, both ways
     low: float = -1.0
     high: float = 1.0
+    colour: str | None = None   # makeup painted in a colour: the palette name it takes by default
+                                # (engines/colours.py); a prompt's colour word or set_params.colours changes it
 
     def clip(self, value: float) -> float:
         return min(self.high, max(self.low, value))
@@ -41,19 +45,25 @@ EDIT_SPECS: tuple[EditSpec, ...] = (
              "edge-preserving smoothing of the skin by a guided filter (< 0: sharpened texture)"),
     EditSpec("skin_warmth", "Skin warmth", "appearance", "cooler", "warmer", "skin toward red/yellow (< 0: cooler, bluer)"),
     EditSpec("brightness", "Brightness", "appearance", "darker", "brighter", "face lifted toward white (< 0: darker)"),
-    EditSpec("lip_tint", "Lip tint", "appearance", "paler", "tinted", "lips toward rose red (< 0: paler, nude)"),
-    EditSpec("blush", "Blush", "appearance", "less", "more", "pink on the cheeks (< 0: less red)"),
+    EditSpec("tan", "Tan", "appearance", "paler", "tanned",
+             "skin darker and golder together, as skin tans: blue absorbed most (< 0: paler, less golden)"),
+    EditSpec("lip_tint", "Lipstick", "appearance", "paler", "tinted",
+             "lips toward the lipstick's colour (< 0: paler, nude)", colour="rose"),
+    EditSpec("blush", "Blush", "appearance", "less", "more", "the blush's colour on the cheeks (< 0: less red)", colour="pink"),
     EditSpec("contour", "Contour", "appearance", "less", "more", "shading under the cheekbones (< 0: lighter hollows)"),
-    EditSpec("eye_makeup", "Eye makeup", "appearance", "less", "more", "darker lids and liner around the eyes (< 0: lighter)"),
+    EditSpec("eye_makeup", "Eye makeup", "appearance", "less", "more",
+             "lids and liner toward the shadow's colour (< 0: lighter)", colour="black"),
     EditSpec("saturation", "Saturation", "appearance", "muted", "vivid", "colour of the face (< 0: toward grey)"),
 )
 
 EDIT_NAMES: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS)
+COLOURED: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS if s.colour)
 GEOMETRY: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS if s.kind == "geometry")
 APPEARANCE: tuple[str, ...] = tuple(s.name for s in EDIT_SPECS if s.kind == "appearance")
 SPECS_BY_NAME: Mapping[str, EditSpec] = MappingProxyType({s.name: s for s in EDIT_SPECS})
 
 
 def vocabulary_json() -> list[dict[str, Any]]:
-    """The list as the page reads it: one object per edit, in slider order."""
-    return [asdict(s) for s in EDIT_SPECS]
+    """The list as the page reads it: one object per edit, in slider order; a coloured edit also carries
+    its default colour as hex (the swatch)."""
+    return [asdict(s) | ({"colour_hex": hex_of(PALETTE[s.colour])} if s.colour else {}) for s in EDIT_SPECS]

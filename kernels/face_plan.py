@@ -14,10 +14,12 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class Masked:
-    """A signed amount and the float32 (h, w) weights in [0, 1] it is applied with, at the colour level."""
+    """A signed amount and the float32 (h, w) weights in [0, 1] it is applied with, at the colour level;
+    for makeup, the sRGB colour it paints toward."""
 
     amount: float
     mask: np.ndarray
+    rgb: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +29,11 @@ class FacePlan:
 
       warmth      x += amount * WARMTH_RGB
       brightness  > 0: toward white by amount; < 0: x *= 1 + amount
-      lips        > 0: toward LIP_RGB by amount; < 0: toward a nude grey + 12 by -amount
-      blush       > 0: toward BLUSH_RGB by amount; < 0: red channel += amount (8-bit levels)
+      tan         x *= 1 - amount * TAN_ABSORB (per channel: blue most, so darker and golder; < 0: paler)
+      lips        > 0: toward rgb by amount; < 0: toward a nude grey + 12 by -amount
+      blush       > 0: toward rgb by amount; < 0: red channel += amount (8-bit levels)
       contour     x *= 1 - amount
-      lids        > 0: x *= 1 - amount; < 0: toward white by -amount
+      lids        > 0: toward rgb by amount; < 0: toward white by -amount
       saturation  chroma *= 1 + amount
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
     """
@@ -39,6 +42,7 @@ class FacePlan:
     level: int = 1                          # q: colour at 1/(2q), filter coefficients at 1/(4q)
     warmth: Masked | None = None
     brightness: Masked | None = None
+    tan: Masked | None = None
     lips: Masked | None = None
     blush: Masked | None = None
     contour: Masked | None = None
@@ -55,7 +59,7 @@ class FacePlan:
     @property
     def colour(self) -> bool:
         """Any colour op on."""
-        return any(op is not None for op in (self.warmth, self.brightness, self.lips, self.blush, self.contour,
+        return any(op is not None for op in (self.warmth, self.brightness, self.tan, self.lips, self.blush, self.contour,
                                              self.lids, self.saturation))
 
     @property

@@ -7,13 +7,14 @@
 // reads the session back (GET /sessions/{id}); the status line reports what the server applies, from that
 // and from the stats' faces, never from what the page merely asked for.
 import { LiveFuseConnection, RefusedError, UnreachableError } from "./connection.js";
-import { formatEdits, sourceRefusalText } from "./words.js";
+import { formatEdits, sourceRefusalText, sourceWarningText } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
 const store = (() => { try { return window.sessionStorage; } catch { return null; } })(); // this tab only
 const state = {
   connected: false, session: null, stats: null, errors: [], messages: 0, sourceName: "demo",
   source: null, consent: false, understood: null, promptRefused: null, edits: {}, sourceError: null,
+  colours: {},    // makeup shades the user picked, by coloured edit ("#rrggbb"); the prompt's words otherwise
   vocabulary: [], // the server's edits (GET /edits): one slider each
   sources: [],    // source ids this session holds (uploaded with consent)
   faces: [],      // the faces the server tracks now: {track_id, box, source_id}
@@ -112,6 +113,7 @@ async function start() {
   try {
     if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) throw Object.assign(new Error("no mediaDevices"), { name: "SecurityError" });
     $("local").srcObject = await conn.openCamera();
+    $("before").srcObject = $("local").srcObject;
     $("local-empty").hidden = true;
     setState("connecting…", "busy");
     conn.addEventListener("track", (e) => { $("remote").srcObject = e.detail; $("remote-empty").hidden = true; });
@@ -170,6 +172,7 @@ function stop(clearNotice = true) {
   $("stop").disabled = true;
   $("stats").hidden = true;
   $("local").srcObject = null;
+  $("before").srcObject = null;
   $("remote").srcObject = null;
   $("local-empty").hidden = false;
   $("remote-empty").hidden = false;
@@ -230,7 +233,7 @@ function wantedParams() {
     if (choice && (choice === "keep" || state.sources.includes(choice))) faceSources[track] = choice;
   }
   const params = {
-    strength: state.strength / 100, edits: { ...state.edits }, face_sources: faceSources,
+    strength: state.strength / 100, edits: { ...state.edits }, face_sources: faceSources, colours: { ...state.colours },
     source_id: photo.consent && state.sources.includes(photo.id) ? photo.id : null,
   };
   if (!$("fusion-box").hidden) params.fusion = $("fusion").value || null;
@@ -246,6 +249,7 @@ function differences(info) {
   if (c.prompt !== state.prompts.join(", ")) out.push("prompt");
   const names = new Set([...Object.keys(want.edits), ...Object.keys(c.edits)]);
   if ([...names].some((n) => Math.abs((c.edits[n] || 0) - (want.edits[n] || 0)) > 1e-6)) out.push("edit sliders");
+  if (Object.entries(want.colours).some(([n, hex]) => (c.colours || {})[n] !== hex)) out.push("makeup colours");
   if (JSON.stringify(sorted(c.face_sources || {})) !== JSON.stringify(sorted(want.face_sources))) out.push("face choices");
   return out;
 }
@@ -381,7 +385,7 @@ function showSourceStatus(text, kind = "") {
     else if (!photo.consent) { text = `No face fusion: tick “I have the right to use this face” to use ${photo.name}. Nothing is uploaded until you do.`; kind = "warn"; }
     else if (!conn || !conn.session) { text = `Ready: ${photo.name} is used when you start the camera.`; }
     else if (!state.sources.includes(photo.id)) { text = `Sending ${photo.name}…`; }
-    else if (now.on) { text = now.sentence; kind = "ok"; }
+    else if (now.on) { text = now.sentence + sourceWarningText(state.source && state.source.warnings); kind = "ok"; }
     else if (now.reason) { text = `No face fusion: ${now.reason}.`; kind = "warn"; }
     else if (!state.faces.length) { text = `Ready: ${photo.name} is fused as soon as a face is in view.`; }
     else { text = `Starting fusion of ${photo.name}…`; }
@@ -550,6 +554,8 @@ function showUnderstood(ev) {
   box.hidden = false;
   box.classList.remove("refused");
   $("understood-line").textContent = `Understood as: ${formatEdits(ev.understood, state.vocabulary)}`;
+  showPromptColours(ev.colours || {});
+  markPromptEdits(ev.understood || {});
   const notes = [];
   if (ev.translated) notes.push(`read as “${ev.translated}”`);
   if (ev.unknown) notes.push(`not understood: “${ev.unknown}”`);
@@ -557,6 +563,36 @@ function showUnderstood(ev) {
   if (ev.truncated) notes.push(ev.message || "the prompt was cut to the encoder's limit");
   if (typeof ev.encode_ms === "number") notes.push(ev.cached ? "from cache" : `encoded in ${ev.encode_ms.toFixed(0)} ms`);
   $("understood-notes").textContent = notes.join(" · ");
+}
+
+// The shades the prompt named, as swatches after the understood line ("Lipstick: coral ■").
+function showPromptColours(colours) {
+  const box = $("understood-colours");
+  box.replaceChildren();
+  const labels = Object.fromEntries(state.vocabulary.map((spec) => [spec.name, spec.label]));
+  for (const [name, { colour, hex }] of Object.entries(colours)) {
+    const item = document.createElement("span");
+    item.className = "swatch-item";
+    item.dataset.edit = name;
+    item.innerHTML = `<span class="swatch"></span><span></span>`;
+    item.firstChild.style.background = hex;
+    item.lastChild.textContent = `${labels[name] || name}: ${colour}`;
+    box.appendChild(item);
+  }
+  box.hidden = !box.childElementCount;
+}
+
+// Where the prompt puts each edit, as a mark on its slider's track: the slider adds to that.
+function markPromptEdits(understood) {
+  for (const spec of state.vocabulary) {
+    const row = document.querySelector(`#edit-${spec.name}`)?.closest(".edit");
+    if (!row) continue;
+    const v = understood[spec.name] || 0;
+    row.dataset.prompt = v ? v.toFixed(2) : "";
+    row.style.setProperty("--prompt-at", `${((v - spec.low) / (spec.high - spec.low)) * 100}%`);
+    row.classList.toggle("prompted", Math.abs(v) >= 0.005);
+    row.title = row.title.replace(/ · the prompt sets .*$/, "") + (v ? ` · the prompt sets ${formatValue(v)}` : "");
+  }
 }
 
 // A refusal says what LiveFuse doesn't make and which part of the prompt read that way, never that the
@@ -648,11 +684,11 @@ async function loadEdits() {
 
 function buildEditSliders() {
   const box = $("edit-sliders");
-  for (const { name, label, minus, plus, help, low, high } of state.vocabulary) {
+  for (const { name, label, minus, plus, help, low, high, colour_hex: hex } of state.vocabulary) {
     state.edits[name] = 0;
     const row = document.createElement("label");
     row.className = "edit";
-    row.innerHTML = `<span class="edit-name"></span><input type="range" step="5" value="0"><output>0</output>`;
+    row.innerHTML = `<span class="edit-name"></span><span class="track"><input type="range" step="5" value="0"></span><output>0</output>`;
     row.querySelector(".edit-name").textContent = label;
     row.title = `${label}: left = ${minus}, right = ${plus} (${help})`;
     const input = row.querySelector("input");
@@ -667,7 +703,27 @@ function buildEditSliders() {
       editsChanged();
     });
     box.appendChild(row);
+    if (hex) box.appendChild(colourPicker(name, label, hex));
   }
+}
+
+// A makeup edit's shade: the colour input starts at the edit's default; a pick is sent at once and wins over
+// a colour word in the prompt until "Reset all" gives the prompt's (or the default) shade back.
+function colourPicker(name, label, hex) {
+  const row = document.createElement("label");
+  row.className = "edit-colour";
+  row.innerHTML = `<span class="small"></span><input type="color">`;
+  row.firstChild.textContent = `${label} colour`;
+  const input = row.querySelector("input");
+  input.value = hex;
+  input.dataset.default = hex;
+  input.dataset.colourOf = name;
+  input.id = `colour-${name}`;
+  input.addEventListener("change", async () => {
+    state.colours[name] = input.value;
+    if (conn) { await conn.call({ type: "set_params", colours: { [name]: input.value } }); readBackSoon(); }
+  });
+  return row;
 }
 
 function formatValue(v) { return v === 0 ? "0" : `${v > 0 ? "+" : "−"}${Math.abs(v).toFixed(2)}`; }
@@ -688,12 +744,32 @@ async function sendEdits() {
 }
 
 function resetEdits() {
-  document.querySelectorAll("#edit-sliders input").forEach((input) => {
+  document.querySelectorAll("#edit-sliders input[type=range]").forEach((input) => {
     input.value = 0;
     state.edits[input.dataset.edit] = 0;
     input.closest(".edit").querySelector("output").textContent = "0";
   });
+  const picked = Object.keys(state.colours);
+  document.querySelectorAll("#edit-sliders input[type=color]").forEach((input) => { input.value = input.dataset.default; });
+  state.colours = {};
+  if (picked.length && conn) conn.call({ type: "set_params", colours: Object.fromEntries(picked.map((n) => [n, null])) });
   editsChanged(true);
+}
+
+// ---- before / after: the camera over the output, cut at a divider the user drags ---------------------------
+function showCompare(on) {
+  $("compare-box").hidden = !on;
+  $("before").hidden = !on;
+  $("compare").setAttribute("aria-pressed", String(on));
+  $("compare").textContent = on ? "Hide before / after" : "Before / after";
+  setDivider();
+}
+
+function setDivider() {
+  const at = Number($("divider").value);
+  // the camera (before) covers the output's left part, up to the divider
+  $("before").style.clipPath = `inset(0 ${100 - at}% 0 0)`;
+  $("output-figure").style.setProperty("--divider", `${at}%`);
 }
 
 // ---- wiring -------------------------------------------------------------------------------------------------
@@ -707,6 +783,8 @@ showSourceStatus();
 showNow();
 showStatsPanel();
 $("edits-reset").addEventListener("click", resetEdits);
+$("compare").addEventListener("click", () => showCompare($("compare-box").hidden));
+$("divider").addEventListener("input", setDivider);
 $("copy-watch").addEventListener("click", copyWatchLink);
 $("watch-url").addEventListener("focus", (e) => e.target.select());
 $("stats-toggle").addEventListener("click", toggleStats);

@@ -18,7 +18,8 @@ const SOURCE_REFUSALS = {
   source_no_face: "no face was found in that photo. Pick one with a clear, front-facing face.",
   source_too_small: "the face in that photo is too small. Use a closer photo (the face at least 64 pixels wide).",
   source_too_turned: "the face in that photo is turned too far. Use one looking into the camera.",
-  source_occluded: "the face in that photo is partly covered (hair, hands, glasses or a mask). Use an uncovered face.",
+  // the server's message names the part ("both eyes are covered (95% of it)"); sourceRefusalText shows it
+  source_occluded: "too much of the face in that photo is covered. Use one where the face is mostly uncovered.",
   source_bad_image: "that file is not an image the server can read. Use a JPEG, PNG or WebP photo.",
   source_too_large: "that photo is too large. Use a smaller one.",
   source_protected_identity: "this face is on the server's protected list and cannot be used.",
@@ -27,5 +28,13 @@ const SOURCE_REFUSALS = {
 
 export function sourceRefusalText(code, message) {
   const words = SOURCE_REFUSALS[code];
+  if (code === "source_occluded" && message) return `That photo can't be used: ${message.split(":")[0]}; ${words}`;
   return words ? `That photo can't be used: ${words}` : `That photo can't be used as a source face: ${message}`;
+}
+
+// A source accepted with parts masked (glasses, a hand, deep shadow), as the server words them: filled from
+// the other side of the face, or left to your own skin.
+export function sourceWarningText(warnings) {
+  if (!warnings || !warnings.length) return "";
+  return ` · ${warnings.join("; ")}`;
 }

@@ -110,6 +110,7 @@ CASES: tuple[Case, ...] = (
     Case("smile", {"smile": 1.0}, (Target("mouth_width", ">=", 0.08), Target("corner_lift", ">=", 0.01)), geometry=True),
     Case("blush", {"blush": 1.0}, (Target("cheek_da", ">=", 6.0),), skin=True),
     Case("lip_tint", {"lip_tint": 1.0}, (Target("lip_da", ">=", 10.0),), skin=True),
+    Case("tan", {"tan": 1.0}, (Target("skin_dL", "<=", -6.0), Target("skin_db", ">=", 3.0)), skin=True),
 )
 CASES_BY_NAME = {c.name: c for c in CASES}
 
@@ -308,10 +309,13 @@ def edit_weight(shape: tuple[int, int], landmarks: np.ndarray, controls: Mapping
 
 
 def _grad(img: np.ndarray) -> np.ndarray:
+    """Gradient magnitude in CIELAB (L*, a*, b* together): a makeup edge shows in its colour as much as in
+    its lightness, so a hard-edged blush that keeps the skin's lightness still reads as a line."""
     import cv2
 
-    g = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY).astype(np.float32)
-    return np.hypot(cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1))
+    lab = cv2.cvtColor(img.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
+    gx, gy = cv2.Sobel(lab, cv2.CV_32F, 1, 0), cv2.Sobel(lab, cv2.CV_32F, 0, 1)
+    return np.sqrt((gx * gx + gy * gy).sum(axis=2))
 
 
 def seam(before: np.ndarray, after: np.ndarray, weight: np.ndarray) -> dict[str, float]:
@@ -735,6 +739,7 @@ def run(args) -> dict:
         close = [sc for sc in scenes if sc.name.endswith("@close")]
         for case in cases:
             gallery_png(Path(args.gallery) / f"{case.name}.png", close, [per[case.name][sc.name]["_output"] for sc in close])
+        shades_png(Path(args.gallery) / "lipstick_shades.png", close, config)
     summary, targets = {}, {}
     for case in cases:
         w = worst(case, per[case.name])
@@ -754,7 +759,31 @@ def run(args) -> dict:
     }
 
 
-def gallery_png(path: Path, scenes: list[Scene], afters: list[np.ndarray], size: int = 320) -> None:
+SHADES = ("rose", "red", "coral", "nude", "berry", "plum")
+
+
+def shades_png(path: Path, scenes: list[Scene], config, size: int = 160) -> None:
+    """One row per scene: the mouth bare, then lip_tint = 1 in each of SHADES (engines/colours.py)."""
+    import cv2
+    from PIL import Image
+
+    from engines.edit_plan import colours_for
+    from engines.edit_render import render_edits
+
+    rows = []
+    for sc in scenes:
+        p = sc.judge
+        fw = float(np.linalg.norm(p[16] - p[0]))
+        cx, cy = p[48:68].mean(axis=0)
+        a, b, c, d = int(cy - 0.3 * fw), int(cy + 0.3 * fw), int(cx - 0.45 * fw), int(cx + 0.45 * fw)
+        outs = [sc.image] + [render_edits(sc.image, [sc.landmarks], {"lip_tint": 1.0}, config, colours=colours_for({"lip_tint": s}))
+                             for s in SHADES]
+        rows.append(np.hstack([cv2.resize(o[a:b, c:d], (size * 3 // 2, size), interpolation=cv2.INTER_AREA) for o in outs]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.vstack(rows)).save(path, optimize=True)
+
+
+def gallery_png(path: Path, scenes: list[Scene], afters: list[np.ndarray], size: int = 256) -> None:
     """One row per scene: before | after, a square crop about the face (1.6 face widths), each `size` px."""
     import cv2
     from PIL import Image

@@ -27,7 +27,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
     "ja": [
         ("笑顔", [("smile", N)]), ("満面の笑み", [("smile_high", N)]), ("真顔で", [("serious", N)]),
         ("目を大きく", [("eyes_big", N)]), ("小顔にして", [("slim", N)]), ("鼻を細く", [("nose_narrow", N)]),
-        ("眉を上げて", [("brows_up", N)]), ("肌をなめらかに", [("smooth", N)]), ("日焼けした肌", [("warm", N)]),
+        ("眉を上げて", [("brows_up", N)]), ("肌をなめらかに", [("smooth", N)]), ("日焼けした肌", [("tan", N)]),
         ("青白い肌", [("cool", N)]), ("顔を明るく", [("bright", N)]), ("暗い雰囲気", [("dark", N)]),
         ("鮮やかな色", [("vivid", N)]), ("モノクロ", [("muted", N)]), ("赤い口紅", [("lips", N)]),
         ("ピンクのチーク", [("blush", N)]), ("シェーディングで立体感", [("contour", N)]),
@@ -39,7 +39,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
     "ko": [
         ("미소", [("smile", N)]), ("활짝 웃는 얼굴", [("smile_high", N)]), ("무표정", [("serious", N)]),
         ("눈을 크게", [("eyes_big", N)]), ("갸름한 얼굴", [("slim", N)]), ("콧볼을 좁게", [("nose_narrow", N)]),
-        ("눈썹을 올려", [("brows_up", N)]), ("매끈한 피부", [("smooth", N)]), ("구릿빛 피부", [("warm", N)]),
+        ("눈썹을 올려", [("brows_up", N)]), ("매끈한 피부", [("smooth", N)]), ("구릿빛 피부", [("tan", N)]),
         ("차가운 톤의 하얀 피부", [("cool", N)]), ("얼굴을 밝게", [("bright", N)]), ("어두운 분위기", [("dark", N)]),
         ("선명한 색감", [("vivid", N)]), ("흑백", [("muted", N)]), ("빨간 립스틱", [("lips", N)]),
         ("핑크 블러셔", [("blush", N)]), ("또렷한 광대 컨투어", [("contour", N)]), ("스모키 눈화장", [("eye_makeup", N)]),
@@ -51,7 +51,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
     "es": [
         ("una sonrisa", [("smile", N)]), ("una sonrisa enorme", [("smile_high", N)]), ("cara seria", [("serious", N)]),
         ("ojos más grandes", [("eyes_big", N)]), ("cara más delgada", [("slim", N)]), ("nariz más fina", [("nose_narrow", N)]),
-        ("cejas levantadas", [("brows_up", N)]), ("piel suave", [("smooth", N)]), ("piel bronceada", [("warm", N)]),
+        ("cejas levantadas", [("brows_up", N)]), ("piel suave", [("smooth", N)]), ("piel bronceada", [("tan", N)]),
         ("piel de porcelana", [("cool", N)]), ("cara más luminosa", [("bright", N)]), ("más oscuro", [("dark", N)]),
         ("colores vivos", [("vivid", N)]), ("labios rojos", [("lips", N)]), ("mejillas sonrosadas", [("blush", N)]),
         ("pómulos marcados", [("contour", N)]), ("ojos ahumados", [("eye_makeup", N)]), ("sin maquillaje", [("no_makeup", N)]),
@@ -63,7 +63,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
     "fr": [
         ("un sourire", [("smile", N)]), ("un grand sourire", [("smile_high", N)]), ("visage sérieux", [("serious", N)]),
         ("des yeux plus grands", [("eyes_big", N)]), ("visage plus fin", [("slim", N)]), ("nez plus fin", [("nose_narrow", N)]),
-        ("sourcils relevés", [("brows_up", N)]), ("peau lisse", [("smooth", N)]), ("peau bronzée", [("warm", N)]),
+        ("sourcils relevés", [("brows_up", N)]), ("peau lisse", [("smooth", N)]), ("peau bronzée", [("tan", N)]),
         ("peau de porcelaine", [("cool", N)]), ("visage plus lumineux", [("bright", N)]), ("plus sombre", [("dark", N)]),
         ("couleurs vives", [("vivid", N)]), ("rouge à lèvres rouge", [("lips", N)]), ("joues rosées", [("blush", N)]),
         ("pommettes sculptées", [("contour", N)]), ("yeux charbonneux", [("eye_makeup", N)]), ("sans maquillage", [("no_makeup", N)]),
@@ -75,7 +75,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
     "de": [
         ("ein Lächeln", [("smile", N)]), ("ein breites Grinsen", [("smile_high", N)]), ("ernstes Gesicht", [("serious", N)]),
         ("größere Augen", [("eyes_big", N)]), ("schmaleres Gesicht", [("slim", N)]), ("schmalere Nase", [("nose_narrow", N)]),
-        ("hochgezogene Augenbrauen", [("brows_up", N)]), ("glatte Haut", [("smooth", N)]), ("gebräunte Haut", [("warm", N)]),
+        ("hochgezogene Augenbrauen", [("brows_up", N)]), ("glatte Haut", [("smooth", N)]), ("gebräunte Haut", [("tan", N)]),
         ("kühle blasse Haut", [("cool", N)]), ("helleres Gesicht", [("bright", N)]), ("dunkler", [("dark", N)]),
         ("kräftige Farben", [("vivid", N)]), ("rote Lippen", [("lips", N)]), ("rosige Wangen", [("blush", N)]),
         ("markante Wangenknochen", [("contour", N)]), ("dunkler Lidstrich", [("eye_makeup", N)]), ("ungeschminkt", [("no_makeup", N)]),
@@ -87,7 +87,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
     "pt": [
         ("um sorriso", [("smile", N)]), ("um sorriso enorme", [("smile_high", N)]), ("rosto sério", [("serious", N)]),
         ("olhos maiores", [("eyes_big", N)]), ("rosto mais fino", [("slim", N)]), ("nariz mais fino", [("nose_narrow", N)]),
-        ("sobrancelhas levantadas", [("brows_up", N)]), ("pele lisa", [("smooth", N)]), ("pele bronzeada", [("warm", N)]),
+        ("sobrancelhas levantadas", [("brows_up", N)]), ("pele lisa", [("smooth", N)]), ("pele bronzeada", [("tan", N)]),
         ("pele de porcelana", [("cool", N)]), ("rosto mais iluminado", [("bright", N)]), ("mais escuro", [("dark", N)]),
         ("cores vivas", [("vivid", N)]), ("batom vermelho", [("lips", N)]), ("bochechas rosadas", [("blush", N)]),
         ("maçãs do rosto marcadas", [("contour", N)]), ("olho esfumado", [("eye_makeup", N)]), ("sem maquiagem", [("no_makeup", N)]),

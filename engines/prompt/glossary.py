@@ -45,13 +45,20 @@ GLOSSARY: dict[str, str] = {
     # skin
     "磨皮": "smooth skin", "皮肤光滑": "smooth skin", "美颜": "airbrushed", "无瑕肌肤": "flawless skin",
     "保留皮肤纹理": "natural skin texture", "真实肤质": "detailed skin texture", "锐化": "sharpen details",
-    "暖色调": "warm skin tone", "小麦色": "sun-kissed tan", "暖一点": "a bit warmer", "健康肤色": "warm healthy skin tone",
+    "暖色调": "warm skin tone", "暖黄皮": "warm undertones", "暖一点": "a bit warmer", "健康肤色": "warm healthy skin tone",
     "冷白皮": "cool pale skin", "冷色调": "cool skin tone", "瓷白肌": "porcelain skin",
     "提亮": "brighter", "亮一点": "a bit brighter", "肤色提亮": "lighter skin", "发光": "glowing", "透亮": "luminous",
     "暗一点": "darker", "暗沉": "dull and dark", "阴郁": "moody",
     "鲜艳": "vivid colors", "色彩鲜艳": "vibrant colors", "高饱和": "saturated colors",
     "低饱和": "muted colors", "淡雅": "desaturated", "黑白": "black and white",
     # makeup
+    # tanning
+    "小麦色": "tanned", "小麦色皮肤": "tanned skin", "晒黑": "a tan", "黝黑的皮肤": "deeply tanned skin", "古铜色皮肤": "bronzed skin",
+    "美黑": "a tan", "皮肤": "skin",
+    # makeup shades (the shade itself is read from the words: engines/prompt/colour_words.py)
+    "豆沙色": "dusty rose", "珊瑚色": "coral", "莓果色": "berry", "酒红色": "wine red", "橘色": "orange", "梅子色": "plum",
+    "唇妆": "lip makeup", "蜜桃色": "peach", "粉色": "pink", "杏色": "apricot", "大地色": "brown", "金色": "gold",
+    "紫色": "purple", "棕色": "brown", "黑色": "black", "眼影": "eyeshadow",
     "红唇": "red lips", "口红": "lipstick", "大红唇": "bold red lipstick", "咬唇妆": "tinted lips",
     "裸色唇": "nude lips", "淡唇": "pale lips", "腮红": "blush", "红润的脸颊": "rosy cheeks", "粉嫩脸颊": "pink cheeks",
     "修容": "contour", "立体轮廓": "defined cheekbones", "高颧骨": "sharp cheekbones",

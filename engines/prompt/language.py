@@ -39,9 +39,10 @@ def normalise_prompt(text: str) -> str:
 # Negation words: before what they negate in English, Spanish, Portuguese, French, German and Chinese (a
 # prefix, so no word boundary; 别 not inside 特别 "especially"), after it in the endings Japanese and Korean
 # requests use (なし not inside おとなしい) and in German's "... lieber nicht". The stem is the clause without them.
+# Portuguese "no máximo" / "no mínimo" ("at the most") is no negation.
 _NEGATION = re.compile(
-    r"(?:\b(?:don't want|do not want|don't|do not|stop|quit|no more|not|no|without|never|sin|nada de|deja de|dejá de|"
-    r"não|sem|nunca|pare de|para de|chega de|sans|pas de|pas|arrête de|arrêtez de|arrête|jamais|keine|keinen|kein|"
+    r"(?:\b(?:don't want|do not want|don't|do not|stop|quit|no more|not|no(?!\s+(?:máximo|mínimo)\b)|without|never|sin|nada de|deja de|dejá de|"
+    r"não|sem|nunca|pare de|para de|chega de|sans|pas de|pas d'|pas|zéro|arrête de|arrêtez de|arrête|jamais|keine|keinen|kein|"
     r"nicht|ohne|hör auf mit|hör auf zu|hör auf|brauche ich nicht|lieber nicht|will ich nicht)\b|不想要|不想|不要|(?<!特)别|没有|停止|"
     r"なし(?!い)|はいらない|いらない|じゃなくていい|はやめて|やめて|없이|말고|빼고|싫어)\s*")
 
@@ -61,8 +62,14 @@ def negation_stem(clause: str) -> str | None:
     m = _NEGATION.search(clause)
     if m is None:
         return None
-    stem = " ".join((clause[:m.start()] + " " + clause[m.end():]).split())
+    before = clause[:m.start()]
+    if m.group(0).startswith("pas"):   # French "ne ... pas (de)": the "ne" before the verb goes too
+        before = _FRENCH_NE.sub(" ", before)
+    stem = " ".join((before + " " + clause[m.end():]).split())
     return stem or None
+
+
+_FRENCH_NE = re.compile(r"\bne\b|\bn'")
 
 
 # Wishes are joined by punctuation (、。 stay after NFKC) or 'and / with / plus / also / but' and their

@@ -20,7 +20,8 @@ from engines.artifacts import ASSETS, CalibrationError
 from engines.prompt.encoder import TextEncoder
 from engines.prompt.head import CONDITION_DIM, ArtifactMeta, ConditionProjector, EditHead, artifact_path_for, load_artifact
 from engines.prompt.language import MAX_PROMPT_CHARS, NEGATION_FLOOR, clauses, negation_stem, normalise_prompt
-from engines.edit_vocabulary import EDIT_NAMES  # the head's outputs, one per edit
+from engines.edit_vocabulary import COLOURED, EDIT_NAMES  # the head's outputs, one per edit
+from engines.prompt.colour_words import colours_in
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.prompt.intent import IntentModel, Intents
@@ -51,6 +52,7 @@ class Condition:
     # the intent head's reading of the same rows (engines/prompt/intent.py); None for a model without one
     intents: "Intents | None" = field(default=None, repr=False)
     ignored: tuple[str, ...] = ()   # clauses read as asking for nothing a face filter does: no edits from them
+    colours: Mapping[str, str] = field(default_factory=dict)   # coloured edit -> palette name its clause named
 
     @property
     def norm(self) -> float:
@@ -69,6 +71,10 @@ class Condition:
         """The edits worth telling a user about, strongest first."""
         items = sorted(((k, v) for k, v in self.edits.items() if abs(v) >= threshold), key=lambda kv: -abs(kv[1]))
         return {k: round(float(v), 3) for k, v in items}
+
+    def painted(self, threshold: float = 0.05) -> dict[str, str]:
+        """The colours of the coloured edits this prompt applies (edit -> palette name)."""
+        return {k: c for k, c in self.colours.items() if self.edits.get(k, 0.0) >= threshold}
 
 
 def empty_condition(encoder_id: str, names: Sequence[str] = EDIT_NAMES) -> Condition:
@@ -139,16 +145,35 @@ class PromptModel:
             per = [gate_negated(e_np[index[c]], e_np[index[stems[c]]]) if stems[c] else e_np[index[c]]
                    for c in p if c not in ignored]
             edits = deadzone(np.clip(np.sum(per, axis=0), -1.0, 1.0)) if per else np.zeros(len(self.edit_names))
+            kept = [c for c in p if c not in ignored]
+            colours = colours_of(kept, [dict(zip(self.edit_names, row)) for row in per])
             out.append(Condition(
                 text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
                 edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
                 truncated=cut or any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
                 unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length,
-                clauses=tuple(p), embeddings=pooled[embedded], intents=intents, ignored=ignored))
+                clauses=tuple(p), embeddings=pooled[embedded], intents=intents, ignored=ignored,
+                colours=MappingProxyType(colours)))
         return out
 
 
 DEADZONE = 0.08
+COLOUR_FLOOR = 0.15   # a clause's coloured edit at least this strong takes the colour the clause names
+
+
+def colours_of(texts: Sequence[str], edits: Sequence[Mapping[str, float]]) -> dict[str, str]:
+    """Each coloured edit's palette name from the clauses that ask for it: a clause's colour word goes to
+    the coloured edit that clause raises most ("coral lipstick" -> lip_tint: coral; "berry lips and peach
+    blush" -> two clauses, two colours). The first clause to colour an edit keeps it."""
+    out: dict[str, str] = {}
+    for text, row in zip(texts, edits):
+        named = colours_in(text)
+        if not named:
+            continue
+        raised = sorted(((row.get(n, 0.0), n) for n in COLOURED if row.get(n, 0.0) >= COLOUR_FLOOR), reverse=True)
+        for (_, name), colour in zip(raised, named):
+            out.setdefault(name, colour)
+    return out
 
 
 def deadzone(edits: np.ndarray, width: float = DEADZONE) -> np.ndarray:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from kernels.face_plan import FacePlan
+from kernels.face_plan import FacePlan, Masked
 
 WARMTH_RGB = np.array([12.0, 4.0, -14.0], np.float32)
-LIP_RGB = np.array([185.0, 45.0, 75.0], np.float32)
-BLUSH_RGB = np.array([235.0, 120.0, 130.0], np.float32)
+# tanned skin holds more melanin, which absorbs blue most and red least: per-channel transmission, so skin
+# gets darker and golder together on any skin tone (a fixed target colour would lighten dark skin)
+TAN_ABSORB = np.array([0.15, 0.24, 0.42], np.float32)
+PAINT_LUMA = 0.3  # how far makeup pulls lightness toward its colour, where it pulls chroma all the way
 NUDE_LIFT = 12.0   # pale lips go toward the grey of the lips plus this
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
@@ -139,6 +141,22 @@ def _upsampled_part(field: np.ndarray, cells: tuple[int, int, int, int], c: int)
     return grown[y:y + (i1 - i0) * c, x:x + (j1 - j0) * c]
 
 
+def toward_rgb(op: Masked) -> np.ndarray:
+    """The colour a makeup op paints toward (the plan always names one for lips, blush and lids)."""
+    if op.rgb is None:
+        raise ValueError("a makeup op needs its colour (Masked.rgb)")
+    return np.asarray(op.rgb, np.float32)
+
+
+def _paint(x: np.ndarray, op: Masked) -> None:
+    """Makeup: x moves toward the op's colour by amount * mask, all the way in chroma and PAINT_LUMA of
+    the way in lightness, so the named shade lands while the region keeps some of its own light."""
+    t = toward_rgb(op) - x
+    t -= (1.0 - PAINT_LUMA) * _grey(t)[..., None]
+    t *= (op.amount * op.mask)[..., None]
+    x += t
+
+
 def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     """The plan's colour ops on a float32 (h, w, 3) image in 0..255 at the masks' resolution, in place, in
     the plan's field order (the torch twin repeats it)."""
@@ -152,23 +170,25 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             x += t
         else:
             x *= 1.0 + b
+    if (op := plan.tan) is not None:
+        x *= 1.0 - (op.amount * op.mask)[..., None] * TAN_ABSORB
     if (op := plan.lips) is not None:
-        ml = (abs(op.amount) * op.mask)[..., None]
-        target = LIP_RGB - x if op.amount > 0 else _grey(x)[..., None] + NUDE_LIFT - x
-        target *= ml
-        x += target
+        if op.amount > 0:
+            _paint(x, op)
+        else:
+            target = _grey(x)[..., None] + NUDE_LIFT - x
+            target *= (-op.amount * op.mask)[..., None]
+            x += target
     if (op := plan.blush) is not None:
         if op.amount > 0:
-            t = BLUSH_RGB - x
-            t *= (op.amount * op.mask)[..., None]
-            x += t
+            _paint(x, op)
         else:
             x[..., 0] += op.amount * op.mask
     if (op := plan.contour) is not None:
         x *= 1.0 - (op.amount * op.mask)[..., None]
     if (op := plan.lids) is not None:
         if op.amount > 0:
-            x *= 1.0 - (op.amount * op.mask)[..., None]
+            _paint(x, op)
         else:
             t = 255.0 - x
             t *= ((-op.amount) * op.mask)[..., None]

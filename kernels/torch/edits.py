@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
-from kernels.numpy.edits import BLUSH_RGB, LIP_RGB, LUMA, NUDE_LIFT, WARMTH_RGB
+from kernels.numpy.edits import LUMA, NUDE_LIFT, PAINT_LUMA, TAN_ABSORB, WARMTH_RGB, toward_rgb
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 
@@ -89,26 +89,32 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
             uploaded[id(op.mask)] = _t(op.mask, x).unsqueeze(-1)
         return uploaded[id(op.mask)]
 
+    def paint(op: Masked) -> torch.Tensor:   # as the NumPy twin's _paint: chroma all the way, lightness part
+        t = _t(toward_rgb(op), x) - x
+        return t - (1.0 - PAINT_LUMA) * (t @ luma).unsqueeze(-1)
+
     if (op := plan.warmth) is not None:
         x = x + (op.amount * m(op)) * _t(WARMTH_RGB, x)
     if (op := plan.brightness) is not None:
         b = op.amount * m(op)
         x = x + b * (255.0 - x) if op.amount > 0 else x * (1.0 + b)
+    if (op := plan.tan) is not None:
+        x = x * (1.0 - op.amount * m(op) * _t(TAN_ABSORB, x))
     if (op := plan.lips) is not None:
         if op.amount > 0:
-            x = x + op.amount * m(op) * (_t(LIP_RGB, x) - x)
+            x = x + op.amount * m(op) * paint(op)
         else:
             grey = (x @ luma).unsqueeze(-1) + NUDE_LIFT
             x = x + (-op.amount) * m(op) * (grey - x)
     if (op := plan.blush) is not None:
         if op.amount > 0:
-            x = x + op.amount * m(op) * (_t(BLUSH_RGB, x) - x)
+            x = x + op.amount * m(op) * paint(op)
         else:
             x = x + op.amount * m(op) * _t(np.array([1.0, 0.0, 0.0], np.float32), x)
     if (op := plan.contour) is not None:
         x = x * (1.0 - op.amount * m(op))
     if (op := plan.lids) is not None:
-        x = x * (1.0 - op.amount * m(op)) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
+        x = x + op.amount * m(op) * paint(op) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))

@@ -19,7 +19,7 @@ IMAGE_FORMAT_JPEG: ImageFormat
 IMAGE_FORMAT_RAW_RGB: ImageFormat
 
 class FuseRequest(_message.Message):
-    __slots__ = ("source", "target", "prompt", "strength", "consent", "edits", "face_map", "format", "background", "background_image")
+    __slots__ = ("source", "target", "prompt", "strength", "consent", "edits", "face_map", "format", "background", "background_image", "colours")
     class EditsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,13 @@ class FuseRequest(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ColoursEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +44,7 @@ class FuseRequest(_message.Message):
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COLOURS_FIELD_NUMBER: _ClassVar[int]
     source: bytes
     target: bytes
     prompt: str
@@ -47,7 +55,8 @@ class FuseRequest(_message.Message):
     format: ImageFormat
     background: str
     background_image: bytes
-    def __init__(self, source: _Optional[bytes] = ..., target: _Optional[bytes] = ..., prompt: _Optional[str] = ..., strength: _Optional[float] = ..., consent: _Optional[bool] = ..., edits: _Optional[_Mapping[str, float]] = ..., face_map: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ..., background: _Optional[str] = ..., background_image: _Optional[bytes] = ...) -> None: ...
+    colours: _containers.ScalarMap[str, str]
+    def __init__(self, source: _Optional[bytes] = ..., target: _Optional[bytes] = ..., prompt: _Optional[str] = ..., strength: _Optional[float] = ..., consent: _Optional[bool] = ..., edits: _Optional[_Mapping[str, float]] = ..., face_map: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ..., background: _Optional[str] = ..., background_image: _Optional[bytes] = ..., colours: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class FuseResponse(_message.Message):
     __slots__ = ("image", "media_type", "request_id", "watermark", "faces", "fused", "edits", "timings_ms")
@@ -160,7 +169,7 @@ class Job(_message.Message):
     def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[Job.State, str]] = ..., frames_done: _Optional[int] = ..., frames_total: _Optional[int] = ..., error: _Optional[str] = ..., result_url: _Optional[str] = ..., created: _Optional[float] = ..., updated: _Optional[float] = ...) -> None: ...
 
 class Controls(_message.Message):
-    __slots__ = ("strength", "prompt", "edits", "set_edits")
+    __slots__ = ("strength", "prompt", "edits", "set_edits", "colours")
     class EditsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -168,15 +177,24 @@ class Controls(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ColoursEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     STRENGTH_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     EDITS_FIELD_NUMBER: _ClassVar[int]
     SET_EDITS_FIELD_NUMBER: _ClassVar[int]
+    COLOURS_FIELD_NUMBER: _ClassVar[int]
     strength: float
     prompt: str
     edits: _containers.ScalarMap[str, float]
     set_edits: bool
-    def __init__(self, strength: _Optional[float] = ..., prompt: _Optional[str] = ..., edits: _Optional[_Mapping[str, float]] = ..., set_edits: _Optional[bool] = ...) -> None: ...
+    colours: _containers.ScalarMap[str, str]
+    def __init__(self, strength: _Optional[float] = ..., prompt: _Optional[str] = ..., edits: _Optional[_Mapping[str, float]] = ..., set_edits: _Optional[bool] = ..., colours: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class StreamStart(_message.Message):
     __slots__ = ("source", "consent", "controls", "format")

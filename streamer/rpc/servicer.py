@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator
 import grpc
 import numpy as np
 
+from engines.edit_vocabulary import COLOURED
 from engines.sources import SourceConfig, SourceRefused, decode_image
 from livefuse.v1 import fusion_pb2 as pb
 from livefuse.v1 import fusion_pb2_grpc
@@ -25,7 +26,8 @@ from streamer.rpc.access import Caller, RpcAccess, metadata_value, peer_host
 from streamer.rpc.errors import RpcRefusal, abort, from_http_exception, refusal
 from streamer.rpc.stream import FrameSlot
 from streamer.safety.auth import AuthError
-from streamer.web.api.photos import FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, source_refusal
+from streamer.web.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_colours, parse_edits, parse_photo_map,
+                                     source_refusal)
 from streamer.web.api.routes import (CLIP_TYPES, SOURCE_HOLD, TARGET_HOLD, ApiRoutes, photo_background, photo_fields,
                                      probe_clip)
 from streamer.web.httpkit import Refused
@@ -153,6 +155,7 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
             self._check_size(request.background_image, "background_image", limit)
         prompt, strength = _prompt(request.prompt), _strength(request)
         edits = parse_edits(dict(request.edits)) if request.edits else {}
+        colours = parse_colours(dict(request.colours)) if request.colours else {}
         face_map = parse_photo_map(request.face_map)
         background = photo_background(request.background, bool(request.background_image))
         remaining = context.time_remaining()
@@ -171,8 +174,8 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
                            if request.background_image else None)
                 req = PhotoRequest(source=source, target=target, principal=caller.principal,
                                    consent="true" if request.consent else "", prompt=prompt, strength=strength,
-                                   edits=edits, face_map=face_map, background=background, background_image=picture,
-                                   deadline=deadline)
+                                   edits=edits, colours=colours, face_map=face_map, background=background,
+                                   background_image=picture, deadline=deadline)
                 del source, target, picture
 
                 def work() -> tuple[Any, bytes]:
@@ -391,6 +394,13 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
             changes["strength"] = _strength(controls)
         if controls.set_edits:
             changes["edits"] = parse_edits(dict(controls.edits))
+        if controls.colours:   # "" gives an edit's shade back, as set_params' null
+            named = {k: v for k, v in controls.colours.items() if v}
+            parse_colours(named)
+            reset = [k for k, v in controls.colours.items() if not v]
+            if not set(reset) <= set(COLOURED):
+                raise FuseRefused(400, "bad_request", f"colours: only {', '.join(COLOURED)} take a colour")
+            changes["colours"] = {**named, **{k: None for k, v in controls.colours.items() if not v}}
         if changes:
             session.update(**changes)
         if controls.HasField("prompt"):

@@ -14,7 +14,8 @@ import jsonschema
 
 from engines.background import MODES as BACKGROUND_MODES
 from engines.background import BackgroundError, parse_background
-from engines.edit_vocabulary import EDIT_SPECS
+from engines.colours import PALETTE
+from engines.edit_vocabulary import COLOURED, EDIT_SPECS
 from engines.prompt.language import MAX_PROMPT_CHARS
 from engines.sources import SOURCE_ID_PATTERN
 from streamer.session.face_map import MAX_MAPPED_FACES, MAX_TRACK_ID
@@ -26,6 +27,15 @@ PROTOCOL_VERSION = 1
 _EDITS = {
     "type": "object",
     "properties": {s.name: {"type": "number", "minimum": s.low, "maximum": s.high} for s in EDIT_SPECS},
+    "additionalProperties": False,
+}
+
+# set_params.colours: the makeup's shade by coloured edit, a palette name or #rrggbb; null = the prompt's or
+# the default shade again (a colour set here wins over the prompt's colour word)
+SHADE_SCHEMA: dict[str, Any] = {"anyOf": [{"enum": list(PALETTE)}, {"type": "string", "pattern": "^#[0-9A-Fa-f]{6}$"}]}
+COLOURS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {name: {"anyOf": [SHADE_SCHEMA, {"type": "null"}]} for name in COLOURED},
     "additionalProperties": False,
 }
 
@@ -90,6 +100,7 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "id": {"type": "integer"},
                 "strength": {"type": "number", "minimum": 0, "maximum": 1},
                 "edits": _EDITS,
+                "colours": COLOURS_SCHEMA,
                 "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
                 "face_sources": {   # the whole per-face map at once (streamer/session/face_map.py: "keep" = unchanged)
                     "type": "object",
@@ -234,6 +245,8 @@ def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
     changes = {k: v for k, v in msg.items() if k not in ("type", "id")}
     if "face_sources" in changes:
         changes["face_sources"] = {int(k): v for k, v in changes["face_sources"].items()}
+    if "colours" in changes:   # only the named edits change; null removes a shade
+        changes["colours"] = {k: v for k, v in changes["colours"].items()}
     if "strength" in changes:
         changes["strength"] = float(changes["strength"])
     if changes.get("enhance") is not None:

@@ -32,6 +32,8 @@ class Controls:
     strength: float = 1.0
     prompt: str = ""
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # coloured edit -> palette name or #rrggbb (engines/colours.py), over the prompt's colour words
+    colours: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     source_id: str | None = None          # the active source face (key into Session.sources)
     # track id -> source id, or "keep" (streamer/session/face_map.py); a face not in it gets `source_id`
     face_sources: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -166,6 +168,9 @@ class Session:
         if "face_sources" in changes:
             changes["face_sources"] = MappingProxyType(dict(changes["face_sources"]))
         with self._lock:
+            if "colours" in changes:   # a partial change: named shades replace, null removes
+                merged = {**self._controls.colours, **changes["colours"]}
+                changes["colours"] = MappingProxyType({k: v for k, v in merged.items() if v is not None})
             self._controls = replace(self._controls, **changes)
             return self._controls
 

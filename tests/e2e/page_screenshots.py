@@ -4,8 +4,9 @@ page_phone.png, watch_waiting.png, and the prompt box after a refused prompt (pr
 after one that asks for no face edit (prompt_not_understood.png).
 
 The real product on loopback and Debian's headless Chromium with a fake camera showing a real face (the
-Grace Hopper photo), as in the browser tests: the demo face ticked, the prompt "a slight smile" added,
-the lip-tint slider at +0.30, streaming until the server reports the face fused and the stats are in."""
+Grace Hopper photo), as in the browser tests: the demo face ticked, the prompt "a slight smile, coral lipstick" added,
+the lip-tint slider at +0.30, streaming until the server reports the face fused and the stats are in, then the
+before / after divider shown at the middle of the output."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _grace_hopper():
 async def _live_page(page, url: str) -> None:
     await page.goto(url)
     await page.check("#consent")
-    await page.fill("#prompt", "a slight smile")
+    await page.fill("#prompt", "a slight smile, coral lipstick")
     await page.click("#prompt-add")
     await page.click("#edits-panel summary")
     await page.fill("#edit-lip_tint", "30")
@@ -39,6 +40,7 @@ async def _live_page(page, url: str) -> None:
     await page.wait_for_function("window.livefuse.synced && window.livefuse.stats && window.livefuse.stats.frames_out > 30"
                                  " && window.livefuse.faces.some(f => f.source_id)", timeout=60_000)
     await page.wait_for_function("document.getElementById('now-fusion').textContent.startsWith('Fusion: on')", timeout=30_000)
+    await page.click("#compare")                               # before | after, cut at the middle
     await asyncio.sleep(1.5)   # the prompt's blend is over and the video shows recent frames
 
 

@@ -167,3 +167,55 @@ def test_twins_agree_on_a_closeup_past_the_detail_cap(closeup):
     assert np.abs(a - img.astype(int)).sum() > 0
     diff = np.abs(a - b)
     assert diff.max() <= 2 and diff.mean() < 0.01, (diff.max(), diff.mean())
+
+
+def _hue(lab: np.ndarray) -> float:
+    return float(np.degrees(np.arctan2(lab[..., 2].mean(), lab[..., 1].mean())))
+
+
+@pytest.mark.parametrize("photo", ["astronaut", "grace_hopper"])
+def test_a_named_lipstick_lands_on_its_hue(request, photo):
+    """The issue's lipstick shades, at full scale on two real faces: the lips' mean a*b* hue within 15 degrees
+    of the swatch's (the chroma of the lips' own red is what is left to pull against)."""
+    from skimage.color import rgb2lab
+
+    from engines.colours import PALETTE
+    from engines.edit_plan import colours_for
+    from engines.face_masks import region_mask
+
+    img = request.getfixturevalue(photo)
+    lm = landmarks_of(img)
+    lips = region_mask(img.shape[:2], lm, ["lips_outer"], ["lips_inner"]) > 0.8
+    misses = {}
+    for name in ("red", "nude", "pink", "berry", "coral", "plum", "dusty rose"):
+        out = render_edits(img, [lm], {"lip_tint": 1.0}, colours=colours_for({"lip_tint": name}))
+        got = _hue(rgb2lab(out[lips][None] / 255.0))
+        want = _hue(rgb2lab(np.array(PALETTE[name], float)[None, None] / 255.0))
+        misses[name] = round((got - want + 180) % 360 - 180, 1)
+    assert all(abs(m) <= 15 for m in misses.values()), misses
+    assert len({round(h) for h in misses.values()}) > 1     # not one hue painted for every name
+
+
+def test_twins_agree_on_a_coloured_makeup(odd_frame):
+    from engines.edit_plan import colours_for
+
+    img, lm = odd_frame
+    paint = colours_for({"lip_tint": "plum", "blush": "#ff9966", "eye_makeup": "gold"})
+    edits = {"lip_tint": 0.9, "blush": 0.8, "eye_makeup": 0.7}
+    a = render_edits(img, [lm], edits, colours=paint).astype(int)
+    b = render_edits(torch.from_numpy(img), [lm], edits, colours=paint).numpy().astype(int)
+    assert np.abs(a - b).max() <= 2 and not np.array_equal(a, render_edits(img, [lm], edits).astype(int))
+
+
+@pytest.mark.parametrize("photo", ["astronaut", "grace_hopper"])
+def test_a_tan_darkens_and_yellows_the_skin_as_tanning_does(request, photo):
+    from skimage.color import rgb2lab
+
+    img = request.getfixturevalue(photo)
+    lm = landmarks_of(img)
+    mask = skin_mask(img.shape[:2], lm)
+    lab = lambda im: rgb2lab(im[mask][None] / 255.0)[0].mean(0)  # noqa: E731
+    d = lab(render_edits(img, [lm], {"tan": 1.0})) - lab(img)
+    assert d[0] <= -6 and d[2] >= 3, d                               # the issue's full-scale target
+    pale = lab(render_edits(img, [lm], {"tan": -1.0})) - lab(img)
+    assert pale[0] >= 5 and pale[2] < 0, pale

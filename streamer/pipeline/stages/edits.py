@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from engines.edit_plan import EditConfig
+from engines.colours import PALETTE, RGB, hex_of
+from engines.edit_plan import EditConfig, colours_for
 from engines.edit_render import render_edits, render_edits_in_regions
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
 from engines.prompt.language import MAX_PROMPT_CHARS
@@ -70,6 +71,9 @@ class EditsStage:
         self._step = 0
         self._told_unavailable = False
         self.last_edits: dict[str, float] = dict(self._from)
+        self._prompt_colours: dict[str, str] = {}          # the current prompt's colour words, by coloured edit
+        self._paint_key: tuple[tuple[str, str], ...] | None = None
+        self._paint: dict[str, RGB] = colours_for(None)
 
     # -- prompt following -------------------------------------------------------------------------
     def _follow(self, prompt: str, context: "FrameContext") -> None:
@@ -98,6 +102,7 @@ class EditsStage:
     def _start(self, cond: Condition, context: "FrameContext", cached: bool) -> None:
         self._from = self.current()
         self._to = {n: float(cond.edits.get(n, 0.0)) for n in EDIT_NAMES}
+        self._prompt_colours = dict(cond.colours)
         self._step = 0
         event: dict[str, Any] = {
             "type": "prompt", "text": cond.text[:MAX_PROMPT_CHARS], "understood": cond.summary(self.config.report_threshold),
@@ -108,6 +113,8 @@ class EditsStage:
         if cond.truncated:
             event["truncated"] = True
             event["message"] = f"prompt cut to what the encoder reads: {MAX_PROMPT_CHARS} characters, {cond.token_limit} tokens"
+        if painted := cond.painted(self.config.report_threshold):   # the swatches the page shows
+            event["colours"] = {k: {"colour": c, "hex": hex_of(PALETTE[c])} for k, c in painted.items()}
         if cond.unknown:
             event["unknown"] = "".join(dict.fromkeys(cond.unknown))[:100]
         if cond.ignored:   # clauses that ask for nothing a face filter does: they move no edit
@@ -119,6 +126,18 @@ class EditsStage:
         n = max(1, self.config.blend_frames)
         a = min(1.0, self._step / n)
         return {k: (1 - a) * self._from[k] + a * self._to[k] for k in EDIT_NAMES}
+
+    def paint(self, chosen: Mapping[str, str]) -> dict[str, RGB]:
+        """The makeup's sRGB by coloured edit: the client's choice (`Controls.colours`) over the prompt's
+        colour words over the defaults; resolved again only when either changes."""
+        key = tuple(sorted({**self._prompt_colours, **chosen}.items()))
+        if key != self._paint_key:
+            try:
+                self._paint = colours_for(dict(key))
+            except ValueError:     # the protocol validates shades; a bad one from elsewhere keeps the defaults
+                self._paint = colours_for(dict(self._prompt_colours))
+            self._paint_key = key
+        return self._paint
 
     # -- the frame --------------------------------------------------------------------------------
     def __call__(self, state: "FrameState", context: "FrameContext") -> "FrameState":
@@ -134,6 +153,7 @@ class EditsStage:
         if not controls.enabled or not state.faces or not any(abs(v) > 1e-3 for v in edits.values()):
             return state
         landmarks = [f.landmarks for f in state.faces]
+        paint = self.paint(controls.colours)
         # a face parser's lips and skin (the parse stage) in place of the landmark polygons, where there is one
         regions = [f.regions for f in state.faces] if any(f.regions for f in state.faces) else None
         planes = state.planes
@@ -150,22 +170,22 @@ class EditsStage:
                 return arr, (ox, oy)
 
             if still is None:
-                render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render, regions)
+                render_edits_in_regions(planes.shape, landmarks, edits, region, self.config.render, regions, paint)
             else:                    # face by face: a still face reuses its edits of the frame before
-                steer = (tuple(edits.values()), planes.shape)
+                steer = (tuple(edits.values()), planes.shape, self._paint_key)
                 for face in state.faces:
                     if still.reuse(planes, face, steer):
                         continue
                     opened.clear()
                     render_edits_in_regions(planes.shape, [face.landmarks], edits, region, self.config.render,
-                                            [face.regions] if face.regions else None)
+                                            [face.regions] if face.regions else None, paint)
                     for box, arr, (ox, oy), before in opened:
                         x0, y0, x1, y1 = box
                         still.remember(face, steer, box, box, before, arr[y0 - oy:y1 - oy, x0 - ox:x1 - ox])
             planes.keep([f.keep for f in state.faces if f.keep is not None])   # a hand keeps its own pixels
             return state
         image = state.image
-        out = render_edits(image, landmarks, edits, self.config.render, regions)
+        out = render_edits(image, landmarks, edits, self.config.render, regions, paint)
         twin_for(out).blend.keep_patches(out, image, (f.keep for f in state.faces))   # a hand in front keeps its pixels
         state.image = out
         return state

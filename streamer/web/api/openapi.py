@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engines.edit_vocabulary import EDIT_NAMES
+from engines.edit_vocabulary import COLOURED, EDIT_NAMES
 from engines.prompt.language import MAX_PROMPT_CHARS
-from streamer.session.protocol import OUTPUTS_SCHEMA
+from streamer.session.protocol import OUTPUTS_SCHEMA, SHADE_SCHEMA
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 # a form part's name: plain ASCII (a name outside it may reach the server as bytes another name also
@@ -55,7 +55,8 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                 "encoding": {"source": {"contentType": "image/jpeg, image/png, image/webp"},
                              "target": {"contentType": "image/jpeg, image/png, image/webp"},
                              "background_image": {"contentType": "image/jpeg, image/png, image/webp"},
-                             "edits": {"contentType": "application/json"}}}}},
+                             "edits": {"contentType": "application/json"},
+                             "colours": {"contentType": "application/json"}}}}},
             "parameters": [{"name": "Accept", "in": "header", "required": False,
                             "schema": {"type": "string", "default": "image/png",
                                        "enum": ["image/png", "image/jpeg", "image/*", "*/*"]},
@@ -185,6 +186,10 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                 "Edits": {"type": "object", "additionalProperties": False,
                           "description": "slider edits, the part's text a JSON object, e.g. {\"smile\": 0.4}",
                           "properties": {n: {"type": "number", "minimum": -1, "maximum": 1} for n in EDIT_NAMES}},
+                "Colours": {"type": "object", "additionalProperties": False,
+                            "description": "the makeup's shades, the part's text a JSON object, e.g. {\"lip_tint\": \"coral\"}: "
+                                           "a palette name or #rrggbb per coloured edit (a colour word in the prompt does the same)",
+                            "properties": {n: SHADE_SCHEMA for n in COLOURED}},
                 "FuseForm": {"type": "object", "required": ["source", "target", "consent"], "propertyNames": FIELD_NAME, "additionalProperties": ONCE,
                              "properties": {
                     "source": {"type": "string", "contentMediaType": "image/*", "description": "the face to fuse in"},
@@ -197,6 +202,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                                 "description": "the face enhancer's strength, where the server runs one (--enhancer; "
                                                "docs/models.md); ignored otherwise"},
                     "edits": {"$ref": "#/components/schemas/Edits"},
+                    "colours": {"$ref": "#/components/schemas/Colours"},
                     "background": {"type": "string", "maxLength": 64,
                                    "description": "behind the person: 'blur', a CSS colour ('#00ff00', 'lime', "
                                                   "'rgb(0,0,255)') or 'none'; 'image' (or nothing) with a "

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from engines.batching import BatchListener, DynamicBatcher
+from engines.edit_plan import colours_for
 from engines.edit_vocabulary import EDIT_NAMES
 from engines.faces import Face
 from engines.prompt.language import MAX_PROMPT_CHARS
@@ -82,6 +83,7 @@ class PhotoRequest:
     strength: float = 1.0
     enhance: float | None = None       # the face enhancer's strength 0..1 where one is loaded; None = 1
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    colours: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))   # makeup shades, as set_params
     # face index in reading order (left to right, as a source's `index`) -> "source" or "keep"; faces not
     # in it get the source
     face_map: Mapping[int, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -118,6 +120,20 @@ def parse_edits(raw: Any) -> dict[str, float]:
             raise FuseRefused(400, "bad_request", f"edit {name!r} must be a number from -1 to 1")
         out[name] = float(value)
     return out
+
+
+def parse_colours(raw: Any) -> dict[str, str]:
+    """{"lip_tint": "coral" | "#f0715a"} -> the same, checked against the palette and the coloured edits;
+    FuseRefused(400) naming what is wrong."""
+    if raw is None or raw == "":
+        return {}
+    if not isinstance(raw, Mapping) or not all(isinstance(v, str) for v in raw.values()):
+        raise FuseRefused(400, "bad_request", 'colours must be a JSON object like {"lip_tint": "coral"}')
+    try:
+        colours_for(raw)
+    except ValueError as exc:
+        raise FuseRefused(400, "bad_request", f"colours: {exc}") from None
+    return {str(k): v for k, v in raw.items()}
 
 
 PHOTO_MAP_CHOICES = ("source", KEEP)
@@ -434,8 +450,8 @@ class PhotoFuser:
         self._in_time(req, parts, "fusion")
         source_id = reply["source_id"]
         faces, face_sources = reading_order(faces, req.face_map, source_id)
-        session.update(strength=req.strength, edits=dict(req.edits), source_id=source_id, face_sources=face_sources,
-                       enhance=req.enhance)
+        session.update(strength=req.strength, edits=dict(req.edits), colours=dict(req.colours), source_id=source_id,
+                       face_sources=face_sources, enhance=req.enhance)
         events: list[dict[str, Any]] = []
         context = frame_context(session.controls, session.sources, session_id=api_session_id(req.principal),
                                 notify=events.append)

@@ -22,8 +22,8 @@ from aiohttp import web
 from engines.sources import SourceConfig, SourceRefused
 from engines.prompt.language import MAX_PROMPT_CHARS
 from streamer.web.api.openapi import openapi
-from streamer.web.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_edits, parse_photo_map, parse_strength,
-                                 source_refusal)
+from streamer.web.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_colours, parse_edits, parse_photo_map,
+                                     parse_strength, source_refusal)
 from streamer.config import BodyLimits
 from streamer.web.httpkit import Refused, Slots
 from streamer.ops.metrics import Metrics
@@ -135,8 +135,8 @@ def photo_background(field: str, has_picture: bool) -> Any:
     return spec if spec.active else None
 
 
-def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
-    """(prompt, strength, edits) from the form, or a 400."""
+def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float], dict[str, str]]:
+    """(prompt, strength, edits, colours) from the form, or a 400."""
     prompt = form.get("prompt", "")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise Refused(400, f"prompt is {len(prompt)} characters, the limit is {MAX_PROMPT_CHARS}", code="prompt_too_long")
@@ -147,9 +147,14 @@ def photo_fields(form: dict[str, str]) -> tuple[str, float, dict[str, float]]:
             edits = parse_edits(json.loads(raw) if raw else None)
         except ValueError:
             raise FuseRefused(400, "bad_request", "edits must be a JSON object") from None
+        raw = form.get("colours", "")
+        try:
+            colours = parse_colours(json.loads(raw) if raw else None)
+        except ValueError:
+            raise FuseRefused(400, "bad_request", "colours must be a JSON object") from None
     except FuseRefused as exc:
         raise as_refused(exc) from None
-    return prompt, strength, edits
+    return prompt, strength, edits, colours
 
 
 class ApiRoutes:
@@ -213,7 +218,7 @@ class ApiRoutes:
                         required=("source", "target"), fields={"prompt": PROMPT_FIELD})
         with self.ctx.uploads.budget.lease() as lease:   # everything this photo holds, given back at its end
             form = await read_upload(self.ctx, request, spec, lease)
-            prompt, strength, edits = photo_fields(form.fields)
+            prompt, strength, edits, colours = photo_fields(form.fields)
             background = photo_background(form.fields.get("background", ""), "background_image" in form.files)
             try:
                 face_map = parse_photo_map(form.fields.get("map"))
@@ -229,7 +234,8 @@ class ApiRoutes:
                 form.files.clear()   # the compressed bytes are not needed past their decode
                 req = PhotoRequest(source=source, target=target, principal=principal,
                                    consent=form.fields.get("consent", ""), prompt=prompt, strength=strength,
-                                   enhance=enhance, edits=edits, face_map=face_map, background=background, background_image=picture)
+                                   enhance=enhance, edits=edits, colours=colours, face_map=face_map, background=background,
+                                   background_image=picture)
                 del picture
                 del source, target
                 response = await self._fuse_photo(req, media_type)
@@ -293,7 +299,7 @@ class ApiRoutes:
         try:
             with self.ctx.uploads.budget.lease() as lease:
                 source_bytes, clip, suffix, form = await self._read_job_form(request, job_id, folder_made, lease)
-                prompt, strength, _ = photo_fields(form)
+                prompt, strength, _, _ = photo_fields(form)
                 source = await self.decode(source_bytes, "source", lease, SOURCE_HOLD)
             loop = asyncio.get_running_loop()
             session = Session(job_id, token_id=principal)

@@ -62,6 +62,21 @@ async def test_fuse_returns_the_fused_watermarked_photo(channel, api_world, astr
     assert jpeg.media_type == "image/jpeg" and jpeg.image[:3] == b"\xff\xd8\xff"
 
 
+async def test_fuse_paints_the_makeup_in_the_shade_asked_for(channel, api_world, astronaut, grace_hopper):
+    from engines.face_masks import region_mask
+    from tests.faceclips import landmarks_of
+
+    stub = fusion_pb2_grpc.FusionStub(channel)
+    lips = region_mask(grace_hopper.shape[:2], landmarks_of(grace_hopper), ["lips_outer"], ["lips_inner"]) > 0.8
+    means = {}
+    for shade in ("coral", "#6e2a4f"):
+        reply = await stub.Fuse(pb.FuseRequest(source=encode(astronaut), target=encode(grace_hopper), consent=True,
+                                               strength=0.0, edits={"lip_tint": 1.0}, colours={"lip_tint": shade}),
+                                metadata=bearer(api_world))
+        means[shade] = np.asarray(Image.open(io.BytesIO(reply.image)).convert("RGB"))[lips].astype(float).mean(0)
+    assert means["coral"][0] > means["#6e2a4f"][0] + 30 and means["#6e2a4f"][2] > means["coral"][2] + 20, means
+
+
 async def test_every_refusal_has_its_status_code_and_reason(channel, api_world, astronaut, grace_hopper,
                                                             face_free_images):
     stub = fusion_pb2_grpc.FusionStub(channel)
@@ -77,6 +92,8 @@ async def test_every_refusal_has_its_status_code_and_reason(channel, api_world, 
     assert (await refused(fuse(strength=1.5)))[:2] == (C.INVALID_ARGUMENT, "bad_request")
     assert (await refused(fuse(prompt="x" * 501)))[:2] == (C.INVALID_ARGUMENT, "prompt_too_long")
     assert (await refused(fuse(edits={"no_such_edit": 0.1})))[:2] == (C.INVALID_ARGUMENT, "bad_request")
+    assert (await refused(fuse(colours={"lip_tint": "teal-ish"})))[:2] == (C.INVALID_ARGUMENT, "bad_request")
+    assert (await refused(fuse(colours={"smile": "red"})))[:2] == (C.INVALID_ARGUMENT, "bad_request")
     assert (await refused(fuse(face_map="0=nobody")))[:2] == (C.INVALID_ARGUMENT, "bad_map")
     assert (await refused(fuse(target=encode(face_free_images["coffee"]))))[:2] == (C.INVALID_ARGUMENT, "target_no_face")
     assert (await refused(fuse(source=b"not an image")))[0] == C.INVALID_ARGUMENT

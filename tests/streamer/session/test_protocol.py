@@ -30,6 +30,9 @@ LIMIT = 16 * 1024
         ('{"type": "set_params", "edits": {"Bad Name": 0.1}}', "invalid"),
         ('{"type": "set_params", "edits": {"teleport": 0.1}}', "invalid"),
         ('{"type": "set_params", "keep_eyes": "yes"}', "invalid"),
+        ('{"type": "set_params", "colours": {"smile": "red"}}', "invalid"),          # only makeup takes a colour
+        ('{"type": "set_params", "colours": {"lip_tint": "teal-ish"}}', "invalid"),
+        ('{"type": "set_params", "colours": {"lip_tint": "#12345"}}', "invalid"),
         ('{"type": "set_params", "strength": 0.5, "extra": 1}', "invalid"),
         ('{"type": "ping", "t": "soon"}', "invalid"),
     ],
@@ -75,6 +78,14 @@ def test_set_params_becomes_session_controls():
     controls = session.update(**params_to_controls(msg))
     assert controls.strength == 0.25 and controls.edits["smile"] == 0.5
     assert dict(controls.face_sources) == {2: "grace"} and controls.keep_mouth is False and controls.keep_eyes is True
+
+
+def test_set_params_colours_change_only_the_shades_named():
+    session = Session()
+    for colours in ({"lip_tint": "coral", "blush": "#FF9966"}, {"blush": None, "eye_makeup": "gold"}):
+        msg = parse_client_message(json.dumps({"type": "set_params", "colours": colours}), max_bytes=LIMIT)
+        controls = session.update(**params_to_controls(msg))
+    assert dict(controls.colours) == {"lip_tint": "coral", "eye_makeup": "gold"}    # null took the blush's back
 
 
 def test_good_messages_pass():

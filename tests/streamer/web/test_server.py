@@ -65,7 +65,9 @@ async def test_edits_route_serves_the_vocabulary(served):
     assert tuple(row["name"] for row in rows) == EDIT_NAMES
     assert rows[0] == {"name": EDIT_SPECS[0].name, "label": EDIT_SPECS[0].label, "kind": EDIT_SPECS[0].kind,
                        "minus": EDIT_SPECS[0].minus, "plus": EDIT_SPECS[0].plus, "help": EDIT_SPECS[0].help,
-                       "low": EDIT_SPECS[0].low, "high": EDIT_SPECS[0].high}
+                       "low": EDIT_SPECS[0].low, "high": EDIT_SPECS[0].high, "colour": None}
+    lipstick = next(row for row in rows if row["name"] == "lip_tint")
+    assert lipstick["colour"] == "rose" and lipstick["colour_hex"] == "#b92d4b"     # the swatch the page starts at
 
 
 async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):

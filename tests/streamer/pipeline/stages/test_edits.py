@@ -102,6 +102,30 @@ def test_sliders_add_to_the_prompt_and_clip(model, astronaut, face):
     cache.close()
 
 
+def test_the_prompt_names_the_lipstick_colour_and_the_client_can_change_it(model, astronaut, face):
+    from engines.face_masks import region_mask
+
+    cache = PromptCache(model)
+    cache.wait("coral lipstick", timeout=30)
+    session, events = Session(), Events()
+    session.set_event_sink(events)
+    pipe = Pipeline([EditsStage(cache, EditsStageConfig(blend_frames=1))])
+    lips = region_mask(astronaut.shape[:2], face.landmarks[:, :2], ["lips_outer"], ["lips_inner"]) > 0.8
+    mean = lambda img: img[lips].astype(float).mean(0)  # noqa: E731
+    try:
+        session.update(prompt="coral lipstick")
+        coral = mean(_run(pipe, session, astronaut, face).image)
+        assert [e for e in events if e["type"] == "prompt"][-1]["colours"] == {"lip_tint": {"colour": "coral", "hex": "#f0715a"}}
+        session.update(colours={"lip_tint": "plum"})                # the client's shade wins over the word
+        plum = mean(_run(pipe, session, astronaut, face).image)
+        session.update(colours={"lip_tint": None})                  # and gives it back
+        again = mean(_run(pipe, session, astronaut, face).image)
+    finally:
+        cache.close()
+    assert coral[0] > plum[0] + 30 and plum[2] > coral[2] + 20      # coral is orange-red, plum blue-red
+    assert np.abs(again - coral).max() < 1.0
+
+
 def test_sliders_work_and_prompts_are_reported_unavailable_without_a_model(astronaut, face):
     session, events = Session(), Events()
     session.set_event_sink(events)

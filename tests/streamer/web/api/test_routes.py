@@ -54,6 +54,26 @@ async def test_fused_photo_is_watermarked_and_audited(api, api_world, astronaut,
     assert verify(api_world.audit_path).ok
 
 
+async def test_the_makeup_shade_is_the_form_s_or_the_prompt_s(api, api_world, astronaut, grace_hopper):
+    """`colours` paints the lipstick in the shade it names; the prompt's colour word does the same."""
+    from engines.face_masks import region_mask
+    from tests.faceclips import landmarks_of
+
+    url, http, _ = api
+    lips = region_mask(grace_hopper.shape[:2], landmarks_of(grace_hopper), ["lips_outer"], ["lips_inner"]) > 0.8
+    outs = {}
+    for name, fields in (("coral", {"edits": json.dumps({"lip_tint": 1.0}), "colours": json.dumps({"lip_tint": "coral"})}),
+                         ("plum", {"edits": json.dumps({"lip_tint": 1.0}), "colours": json.dumps({"lip_tint": "#6e2a4f"})}),
+                         ("prompt", {"prompt": "plum lipstick"})):
+        form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true", strength="0", **fields)
+        async with http.post(f"{url}/v1/fuse", data=form, headers=api_world.headers()) as r:
+            body = await r.read()
+            assert r.status == 200, body[:300]
+        outs[name] = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))[lips].astype(float).mean(0)
+    assert outs["coral"][0] > outs["plum"][0] + 30 and outs["plum"][2] > outs["coral"][2] + 20, outs   # orange-red / blue-red
+    assert np.abs(outs["prompt"] - outs["plum"]).max() < 6, outs          # the word alone gives the same plum
+
+
 async def test_accept_jpeg_gives_jpeg_and_unknown_accept_is_406(api, api_world, astronaut, grace_hopper):
     url, http, _ = api
     form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true")
@@ -90,6 +110,9 @@ async def test_every_refusal_has_its_code_and_status(api, api_world, astronaut, 
         "bad strength": (fuse_form(src, tgt, consent="true", strength="2"), 400, "bad_request"),
         "bad edits": (fuse_form(src, tgt, consent="true", edits='{"smile": "lots"}'), 400, "bad_request"),
         "unknown edit": (fuse_form(src, tgt, consent="true", edits='{"horns": 1}'), 400, "bad_request"),
+        "unknown shade": (fuse_form(src, tgt, consent="true", colours='{"lip_tint": "teal-ish"}'), 400, "bad_request"),
+        "shade on a shape": (fuse_form(src, tgt, consent="true", colours='{"smile": "red"}'), 400, "bad_request"),
+        "shades not JSON": (fuse_form(src, tgt, consent="true", colours="coral"), 400, "bad_request"),
     }
     for name, (form, status, code) in cases.items():
         got, body = await _refusal(http, url, h, form)

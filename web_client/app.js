@@ -580,6 +580,11 @@ function showPromptColours(colours) {
     box.appendChild(item);
   }
   box.hidden = !box.childElementCount;
+  // a shade input the user has not picked shows what is painted: the prompt's shade, else the default
+  document.querySelectorAll("#edit-sliders input[type=color]").forEach((input) => {
+    const name = input.dataset.colourOf;
+    if (!(name in state.colours)) input.value = colours[name] ? colours[name].hex : input.dataset.default;
+  });
 }
 
 // Where the prompt puts each edit, as a mark on its slider's track: the slider adds to that.
@@ -750,8 +755,8 @@ function resetEdits() {
     input.closest(".edit").querySelector("output").textContent = "0";
   });
   const picked = Object.keys(state.colours);
-  document.querySelectorAll("#edit-sliders input[type=color]").forEach((input) => { input.value = input.dataset.default; });
   state.colours = {};
+  showPromptColours((state.understood && state.understood.colours) || {});   // the prompt's shades, else the defaults
   if (picked.length && conn) conn.call({ type: "set_params", colours: Object.fromEntries(picked.map((n) => [n, null])) });
   editsChanged(true);
 }

@@ -1,7 +1,7 @@
 """The page's makeup colours and before / after view in headless Chromium with a fake webcam, on the real
 edits stage and prompt model: a prompt's colour word comes back as a swatch and a mark on the slider, a
 shade picked in the colour input reaches the session (`set_params.colours`) and the frames, "Reset all"
-gives it back, and the before / after divider cuts the unprocessed camera over the output where it is
+gives the prompt's shade back, and the before / after divider cuts the unprocessed camera over the output where it is
 dragged."""
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ async def test_makeup_colours_and_before_after_on_the_page(chromium, astronaut, 
                 swatch = await page.inner_text("#understood-colours")
                 prompted = await page.evaluate("document.getElementById('edit-lip_tint').closest('.edit').dataset.prompt")
                 marked = await page.evaluate("[...document.querySelectorAll('.edit.prompted input')].map((i) => i.dataset.edit)")
+                shown_shade = await page.input_value("#colour-lip_tint")     # the prompt's coral, until the user picks
 
                 await page.click("#edits-panel summary")            # the sliders and shades fold away by default
                 await page.evaluate("""() => { const i = document.getElementById('colour-lip_tint');
@@ -92,6 +93,7 @@ async def test_makeup_colours_and_before_after_on_the_page(chromium, astronaut, 
     assert swatch.strip() == "Lipstick: coral", swatch
     assert float(prompted) > 0.4 and marked == ["lip_tint"], (prompted, marked)
     assert picked == {"lip_tint": "#6e2a4f"} and framed == picked, logs[-5:]
-    assert reset == {} and reset_input == "#b92d4b"                       # the default shade again
+    assert shown_shade == "#f0715a"
+    assert reset == {} and reset_input == "#f0715a"                       # the prompt's shade again
     assert hidden_before is True and shown is True and camera is True
     assert half == "inset(0px 50% 0px 0px)" and third == "inset(0px 70% 0px 0px)", (half, third)

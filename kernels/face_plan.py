@@ -30,10 +30,10 @@ class FacePlan:
       warmth      x += amount * WARMTH_RGB
       brightness  > 0: toward white by amount; < 0: x *= 1 + amount
       tan         x *= 1 - amount * TAN_ABSORB (per channel: blue most, so darker and golder; < 0: paler)
-      lips        > 0: toward rgb by amount; < 0: toward a nude grey + 12 by -amount
-      blush       > 0: toward rgb by amount; < 0: red channel += amount (8-bit levels)
+      lips        > 0: toward rgb by amount (chroma; lightness PAINT_LUMA of it); < 0: toward a nude grey + 12
+      blush       > 0: toward rgb by amount (as lips); < 0: red channel += amount (8-bit levels)
       contour     x *= 1 - amount
-      lids        > 0: toward rgb by amount; < 0: toward white by -amount
+      lids        > 0: toward rgb by amount, lightness too; < 0: toward white by -amount
       saturation  chroma *= 1 + amount
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
     """

@@ -16,7 +16,8 @@ WARMTH_RGB = np.array([12.0, 4.0, -14.0], np.float32)
 # tanned skin holds more melanin, which absorbs blue most and red least: per-channel transmission, so skin
 # gets darker and golder together on any skin tone (a fixed target colour would lighten dark skin)
 TAN_ABSORB = np.array([0.15, 0.24, 0.42], np.float32)
-PAINT_LUMA = 0.3  # how far makeup pulls lightness toward its colour, where it pulls chroma all the way
+PAINT_LUMA = 0.3  # how far lipstick and blush pull lightness toward their colour (chroma goes all the way)
+LIDS_LUMA = 1.0   # eyeshadow and liner are worn to darken the lids: lightness goes all the way too
 NUDE_LIFT = 12.0   # pale lips go toward the grey of the lips plus this
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
@@ -148,11 +149,11 @@ def toward_rgb(op: Masked) -> np.ndarray:
     return np.asarray(op.rgb, np.float32)
 
 
-def _paint(x: np.ndarray, op: Masked) -> None:
-    """Makeup: x moves toward the op's colour by amount * mask, all the way in chroma and PAINT_LUMA of
-    the way in lightness, so the named shade lands while the region keeps some of its own light."""
+def _paint(x: np.ndarray, op: Masked, luma: float = PAINT_LUMA) -> None:
+    """Makeup: x moves toward the op's colour by amount * mask, all the way in chroma and `luma` of the
+    way in lightness, so the named shade lands while the region keeps some of its own light."""
     t = toward_rgb(op) - x
-    t -= (1.0 - PAINT_LUMA) * _grey(t)[..., None]
+    t -= (1.0 - luma) * _grey(t)[..., None]
     t *= (op.amount * op.mask)[..., None]
     x += t
 
@@ -188,7 +189,7 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         x *= 1.0 - (op.amount * op.mask)[..., None]
     if (op := plan.lids) is not None:
         if op.amount > 0:
-            _paint(x, op)
+            _paint(x, op, LIDS_LUMA)
         else:
             t = 255.0 - x
             t *= ((-op.amount) * op.mask)[..., None]

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
-from kernels.numpy.edits import LUMA, NUDE_LIFT, PAINT_LUMA, TAN_ABSORB, WARMTH_RGB, toward_rgb
+from kernels.numpy.edits import LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, TAN_ABSORB, WARMTH_RGB, toward_rgb
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 
@@ -89,9 +89,9 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
             uploaded[id(op.mask)] = _t(op.mask, x).unsqueeze(-1)
         return uploaded[id(op.mask)]
 
-    def paint(op: Masked) -> torch.Tensor:   # as the NumPy twin's _paint: chroma all the way, lightness part
+    def paint(op: Masked, part: float = PAINT_LUMA) -> torch.Tensor:   # as the NumPy twin's _paint
         t = _t(toward_rgb(op), x) - x
-        return t - (1.0 - PAINT_LUMA) * (t @ luma).unsqueeze(-1)
+        return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
 
     if (op := plan.warmth) is not None:
         x = x + (op.amount * m(op)) * _t(WARMTH_RGB, x)
@@ -114,7 +114,7 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     if (op := plan.contour) is not None:
         x = x * (1.0 - op.amount * m(op))
     if (op := plan.lids) is not None:
-        x = x + op.amount * m(op) * paint(op) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
+        x = x + op.amount * m(op) * paint(op, LIDS_LUMA) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))

@@ -219,3 +219,21 @@ def test_a_tan_darkens_and_yellows_the_skin_as_tanning_does(request, photo):
     assert d[0] <= -6 and d[2] >= 3, d                               # the issue's full-scale target
     pale = lab(render_edits(img, [lm], {"tan": -1.0})) - lab(img)
     assert pale[0] >= 5 and pale[2] < 0, pale
+
+
+def test_eye_makeup_darkens_the_lids_and_takes_its_shade(portrait):
+    """Shadow and liner are worn to darken: the default (black) takes the lids' lightness down visibly, and a
+    gold shadow makes them yellower than the black one does."""
+    from skimage.color import rgb2lab
+
+    from engines.edit_plan import colours_for
+
+    img, lm = portrait
+    plan = plan_face(img.shape[:2], lm, {"eye_makeup": 1.0})
+    y0, y1, x0, x1 = plan.roi
+    lids = cv2.resize(plan.lids.mask, (x1 - x0, y1 - y0)) > 0.5
+    lab = lambda im: rgb2lab(im[y0:y1, x0:x1][lids][None] / 255.0)[0].mean(0)  # noqa: E731
+    black = lab(render_edits(img, [lm], {"eye_makeup": 1.0})) - lab(img)
+    gold = lab(render_edits(img, [lm], {"eye_makeup": 1.0}, colours=colours_for({"eye_makeup": "gold"}))) - lab(img)
+    assert black[0] <= -12, black
+    assert gold[2] > black[2] + 10, (gold, black)

@@ -66,6 +66,13 @@ class SourceMask:
         named = sorted(((k, v) for k, v in self.parts.items() if k != "all" and v >= at_least), key=lambda kv: -kv[1])
         return out + [f"{PART_WORDS[k]} ({v:.0%}{self._how(k, v)})" for k, v in named]
 
+    def left_to_live(self, at_least: float = 0.05) -> list[str]:
+        """Words for what the live face shows instead of the source: "glasses", then each part at least
+        `at_least` covered and not filled from the other side, most first (what a user is told)."""
+        out = ["glasses"] if self.glasses else []
+        named = sorted(((k, v) for k, v in self.unfilled.items() if k != "all" and v >= at_least), key=lambda kv: -kv[1])
+        return out + [f"{PART_WORDS[k]} ({v:.0%})" for k, v in named]
+
     def _how(self, part: str, share: float) -> str:
         left = self.unfilled.get(part, share)
         return ", filled from the other side" if left < 0.5 * share else ""

@@ -86,14 +86,15 @@ class SourceFace:
     validity: tuple[np.ndarray, ...] | None = None   # per level, (S, S) float32: 1 = the person's skin, 0 = covered
                                                      # (fusion lowers its weight there); None = all valid
     masked: tuple[str, ...] = ()     # what the mask took away, in words ("glasses", "the left side of the face (12%)")
+    left_to_live: tuple[str, ...] = ()   # of that, what the live face shows instead (not filled from the other side)
 
     def summary(self) -> dict[str, Any]:
-        """What a client is told about a registered source; `warnings` names what was masked, so a client
-        can say why part of the face will show the live person's own skin."""
+        """What a client is told about a registered source; `warnings` names what was masked and not filled,
+        so a client can say why part of the face will show the live person's own skin."""
         return {"id": self.id, "face_index": self.face_index, "pose": [round(v, 1) for v in self.pose],
                 "bbox": [round(v, 1) for v in self.bbox], "image_size": list(self.image_size),
                 "has_embedding": self.embedding is not None,
-                "warnings": [f"masked: {m}" for m in self.masked]}
+                "warnings": [f"masked: {m}" for m in self.left_to_live]}
 
 
 def decode_image(data: Any, config: SourceConfig = SourceConfig()) -> np.ndarray:
@@ -217,7 +218,8 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
         lab_levels=tuple(color.rgb_to_lab(t) for t in levels), landmarks=lms,
         triangles=orient_triangles(fm.triangles, lms), skin_stats=stats, pose=tuple(face.pose), face_index=face_index,
         image_size=(image.shape[1], image.shape[0]), bbox=tuple(face.bbox), embedding=embedding,
-        blendshapes=dict(face.blendshapes), validity=validity_levels(smask, len(levels)), masked=tuple(smask.masked()))
+        blendshapes=dict(face.blendshapes), validity=validity_levels(smask, len(levels)), masked=tuple(smask.masked()),
+        left_to_live=tuple(smask.left_to_live()))
 
 
 def validity_levels(smask: SourceMask, n: int) -> tuple[np.ndarray, ...] | None:

@@ -169,7 +169,7 @@ async def test_page_on_the_real_product_fuses_marks_and_audits(chromium, grace_h
                 # the Edits panel has one slider per edit the server knows (GET /edits), in its order
                 await page.click("#edits-panel summary")
                 sliders = await page.eval_on_selector_all(
-                    "#edit-sliders input", "els => els.map((e) => [e.dataset.edit, e.min, e.max])")
+                    "#edit-sliders input[type=range]", "els => els.map((e) => [e.dataset.edit, e.min, e.max])")
                 assert sliders == [[s.name, str(round(s.low * 100)), str(round(s.high * 100))] for s in EDIT_SPECS]
                 # a slider reaches the session (debounced set_params.edits)
                 await page.fill("#edit-lip_tint", "50")

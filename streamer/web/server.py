@@ -322,6 +322,8 @@ class LiveFuseServer:
                 self.metrics.refused.labels("source").inc()
                 raise Refused(422, str(exc), code=exc.as_event()["code"]) from None   # the page reads 422 + code
         peer.send({"type": "source", **result})
+        if result.get("warnings"):   # what the live face shows instead of the source (engines/source_mask.py)
+            peer.send({"type": "source_warning", "source_id": result.get("source_id"), "warnings": list(result["warnings"])})
         return web.json_response(result)
 
     async def background(self, request: web.Request) -> web.Response:

@@ -102,6 +102,34 @@ async def test_offer_streams_and_source_upload(served, astronaut, grace_hopper):
         await client.close()
 
 
+async def test_a_source_with_glasses_is_accepted_and_the_client_told_what_stays_live(served, astronaut, grace_hopper):
+    """Grace Hopper's glasses are masked on her texture (engines/source_mask.py): the upload is accepted, its
+    reply and a `source_warning` event name them."""
+    from engines.sources import SourceRegistry
+
+    registry = SourceRegistry()
+
+    def register(session, image, form):
+        source = registry.register(image)
+        session.add_source("grace", source)
+        return {"source_id": "grace", **{k: v for k, v in source.summary().items() if k == "warnings"}}
+
+    url, http, state = await served(services=NullServices(register_source=register))
+    client = ProbeClient(ClipTrack(clip_background(astronaut, 320, 240), frames=200))
+    try:
+        await client.connect_http(url, http)
+        await client.wait_frames(5)
+        async with http.post(f"{url}/sessions/{client.session_id}/source", data=jpeg(grace_hopper),
+                             headers={"Content-Type": "image/jpeg"}) as r:
+            assert r.status == 200, await r.text()
+            reply = await r.json()
+        event = await client.wait_message(lambda m: m.get("type") == "source_warning")
+    finally:
+        await client.close()
+    assert reply["warnings"] == ["masked: glasses"]
+    assert event == {"type": "source_warning", "source_id": "grace", "warnings": ["masked: glasses"]}
+
+
 async def test_source_refusals(served, astronaut):
     url, http, state = await served(ServerConfig(max_source_bytes=200_000))
     client = ProbeClient(ClipTrack(clip_background(astronaut, 160, 120), frames=200))

@@ -7,9 +7,11 @@ on real faces (a clip of a real photo through the stream's face stage, paced at 
 Rows, each over the same frames, the sides interleaved run by run:
 - `off`: the face-out stage with nothing asked for (what every session pays).
 - `outputs`: face events at 30 a second (made into JSON text as the server sends them) + VMC to a UDP receiver +
-  VTube Studio to a fake VTS (tests/vts_fake.py) on loopback. `frame_thread` is the stage's own time on the frame
-  thread (wall and thread CPU); `outputs_loop`
-  the VTube Studio client's CPU on the outputs' loop thread, per frame.
+  VTube Studio to a fake VTS (tests/vts_fake.py) on loopback. The receiving apps run in a process of their
+  own, as VSeeFace or VTube Studio do: in this process their threads would take the GIL from the sender at
+  every datagram, and that hand-over, not the send, would be what the frame thread is charged.
+  `frame_thread` is the stage's own time on the frame thread (wall and thread CPU); `outputs_loop` the
+  VTube Studio client's CPU on the outputs' loop thread, per frame.
 - `network_cpu_ms_per_frame`: the blendshapes network's CPU in place (the face rig's one model; it runs once per
   frame the face's landmarks change, `network_runs_per_frame`; a still face keeps its landmarks and its scores);
   `network_alone` the same network timed in a loop of its own. `outputs_ms_cpu` (the summary) is the frame
@@ -66,30 +68,66 @@ def _frames(n: int) -> list[Any]:
     return states
 
 
-class _Receiver:
-    """A UDP socket read on its own thread (VMC's receiver), counting datagrams."""
+def apps_main() -> None:
+    """The receiving apps, in a process of their own (`python -c "from bench.avatar import apps_main;
+    apps_main()"`): a UDP socket counting VMC datagrams on a thread and a fake VTube Studio on the main
+    loop. Prints {"vmc_port", "vts_url"} as a line, then, when stdin closes, {"vmc_datagrams", "injects"}."""
+    import json
+    import sys
+
+    from tests.vts_fake import FakeVts, VtsApp
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    count = [0]
+
+    def receive() -> None:
+        while True:
+            try:
+                sock.recv(65536)
+            except OSError:
+                return
+            count[0] += 1
+
+    threading.Thread(target=receive, daemon=True).start()
+
+    async def main() -> None:
+        app = VtsApp()
+        vts = await FakeVts(app).start()
+        print(json.dumps({"vmc_port": sock.getsockname()[1], "vts_url": vts.url}), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await vts.stop()
+        print(json.dumps({"vmc_datagrams": count[0], "injects": len(app.injects)}), flush=True)
+
+    asyncio.run(main())
+
+
+class _Apps:
+    """The child process of `apps_main`."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.count = 0
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        import json
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
 
-    def _run(self) -> None:
-        while not self._stop:
-            try:
-                self.sock.recv(65536)
-                self.count += 1
-            except OSError:
-                pass
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+        self.proc = subprocess.Popen([sys.executable, "-c", "from bench.avatar import apps_main; apps_main()"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root, env=env)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the avatar apps' process did not start")
+        ready = json.loads(line)
+        self.vmc_port, self.vts_url = int(ready["vmc_port"]), str(ready["vts_url"])
 
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(1.0)
-        self.sock.close()
+    def close(self) -> dict[str, int]:
+        import json
+
+        out, _ = self.proc.communicate(timeout=10.0)
+        return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
 
 
 def _thread_cpu(thread: threading.Thread) -> float:
@@ -178,22 +216,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from engines.face_rig import open_blendshapes
     from streamer.sinks.output_loop import OutputLoop
-    from tests.vts_fake import FakeVts, VtsApp
 
     torch.set_num_threads(1)
     states = _frames(args.frames)
     loop = OutputLoop("bench-outputs")
-    vts_loop = OutputLoop("bench-fake-vts")     # the fake app on a thread of its own (another process in life)
-    app = VtsApp()
-    vts = vts_loop.submit(FakeVts(app).start()).result(10.0)
-    rx = _Receiver()
+    apps = _Apps()
     sides: dict[str, list[dict[str, Any]]] = {"off": [], "outputs": []}
+    received: dict[str, int] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             token_file = f"{tmp}/tokens.json"
             for i in range(args.repeats):
                 for name in (("off", "outputs") if i % 2 == 0 else ("outputs", "off")):
-                    sides[name].append(_side(states, name == "outputs", args.fps, vts.url, rx.sock.getsockname()[1],
+                    sides[name].append(_side(states, name == "outputs", args.fps, apps.vts_url, apps.vmc_port,
                                              token_file, loop))
         net = open_blendshapes()
         pts = next(s for s in states if s.faces).faces[0].landmarks
@@ -205,10 +240,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             net(pts)
             net_ms.append((time.thread_time() - t0) * 1000.0)
     finally:
-        rx.close()
-        vts_loop.submit(vts.stop()).result(5.0)
         loop.close()
-        vts_loop.close()
+        received = apps.close()
     network = _stats(net_ms)
 
     def med(side: str, *path: str) -> float:
@@ -223,7 +256,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     frame_less = med("outputs", "frame_thread_cpu_less_network", "median_ms")
     loop_cpu = med("outputs", "outputs_loop_cpu_ms_per_frame")
     return {"benchmark": "avatar", "frames": args.frames, "fps": args.fps, "repeats": args.repeats,
-            "runs": sides, "network_alone": network,
+            "runs": sides, "network_alone": network, "received": received,
             "summary": {"off_ms_cpu": round(med("off", "frame_thread_cpu", "median_ms"), 4),
                         "outputs_ms_cpu": round(frame_less + loop_cpu, 4),
                         "outputs_frame_thread_ms_cpu": round(frame_less, 4),

@@ -218,7 +218,11 @@ class VtsClient:
                     await self._authenticate(ws)
                     self.state, self.error = "live", None
                     log.info("VTube Studio at %s: authenticated, sending parameters", self.url)
-                    await self._inject(ws)
+                    try:
+                        await self._inject(ws)
+                    except asyncio.CancelledError:   # the output stopped: a normal close, not the 1011 an error gives
+                        await asyncio.shield(ws.close(1000, "LiveFuse output stopped"))
+                        raise
             except asyncio.CancelledError:
                 raise
             except VtsError as exc:

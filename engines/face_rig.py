@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -241,6 +242,9 @@ def angles_of(r: np.ndarray) -> tuple[float, float, float]:
     return yaw, pitch, roll
 
 
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
 class FaceRig:
     """One session's rig: face in, FaceFrame out. Not thread-safe: one caller (the session's frame thread);
     `calibrate` and `set_neutral` may come from another thread (they swap one attribute)."""
@@ -311,10 +315,12 @@ class FaceRig:
     # --- frames ----------------------------------------------------------------------------------------
 
     def __call__(self, face: Face | None, t: float, frame_size: tuple[int, int],
-                 raw_landmarks: np.ndarray | None = None) -> FaceFrame:
+                 raw_landmarks: np.ndarray | None = None, extra: Mapping[str, Any] = _NO_EXTRA) -> FaceFrame:
         """The rig's frame for `face` (None: no face this frame) at stream time `t` (seconds) in a frame of
         `frame_size` (width, height). `raw_landmarks`: the face's unsmoothed landmarks, which the
-        blendshapes network reads when given (a blink is over in a few frames; the scores are smoothed after)."""
+        blendshapes network reads when given (a blink is over in a few frames; the scores are smoothed after).
+        `extra`: fields the frame carries for its outputs (the face event's `source`)."""
+        t = float(t)               # a frame's time may come as a Fraction (pts x time base): slow in every filter step
         if face is None:
             return self._lost(t, frame_size)
         pts = face.landmarks if raw_landmarks is None else raw_landmarks
@@ -352,14 +358,19 @@ class FaceRig:
         gaze = gaze_degrees(iris)
         if self.config.smoothing:
             v = self._filter(np.concatenate([scores, angles, pos, gaze]), t)
-            scores, angles, pos, gaze = np.clip(v[:52], 0.0, 1.0), v[52:55], v[55:58], v[58:62]
-            r = _rotation(*angles)
-        frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=scores,
-                          yaw=float(angles[0]), pitch=float(angles[1]), roll=float(angles[2]),
-                          quaternion=tuple(float(v) for v in quaternion_of(r)),  # type: ignore[arg-type]
-                          position=(float(pos[0]), float(pos[1]), float(pos[2])),
-                          gaze=(float(gaze[0]), float(gaze[1]), float(gaze[2]), float(gaze[3])),
-                          calibrated=n is not None, frame_size=(int(frame_size[0]), int(frame_size[1])))
+            scores = np.clip(v[:52], 0.0, 1.0)
+            tail = v[52:].tolist()
+            yaw, pitch, roll = tail[0:3]
+            quaternion = quaternion_of_angles(yaw, pitch, roll)
+            position, gazes = tuple(tail[3:6]), tuple(tail[6:10])
+        else:
+            yaw, pitch, roll = (float(a) for a in angles)
+            quaternion = tuple(float(q) for q in quaternion_of(r))
+            position, gazes = tuple(float(p) for p in pos), tuple(float(g) for g in gaze)
+        frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=scores, yaw=yaw, pitch=pitch,
+                          roll=roll, quaternion=quaternion, position=position, gaze=gazes,  # type: ignore[arg-type]
+                          calibrated=n is not None, frame_size=(int(frame_size[0]), int(frame_size[1])),
+                          extra=extra)
         self._last = frame
         return frame
 
@@ -385,6 +396,19 @@ class FaceRig:
         return FaceFrame(t=t, found=False, track_id=last.track_id, scores=last.scores, yaw=last.yaw, pitch=last.pitch,
                          roll=last.roll, quaternion=last.quaternion, position=last.position, gaze=last.gaze,
                          calibrated=last.calibrated, frame_size=last.frame_size)
+
+
+def quaternion_of_angles(yaw: float, pitch: float, roll: float) -> tuple[float, float, float, float]:
+    """The unit quaternion (x, y, z, w), w >= 0, of R = Rz(roll) Ry(yaw) Rx(pitch) from degrees: the
+    product of the three axis rotations' half angles, in plain floats (a frame's rig runs it every frame)."""
+    cp, sp = math.cos(math.radians(pitch) * 0.5), math.sin(math.radians(pitch) * 0.5)
+    cy, sy = math.cos(math.radians(yaw) * 0.5), math.sin(math.radians(yaw) * 0.5)
+    cr, sr = math.cos(math.radians(roll) * 0.5), math.sin(math.radians(roll) * 0.5)
+    w = cp * cy * cr + sp * sy * sr
+    x = sp * cy * cr - cp * sy * sr
+    y = cp * sy * cr + sp * cy * sr
+    z = cp * cy * sr - sp * sy * cr
+    return (x, y, z, w) if w >= 0 else (-x, -y, -z, -w)
 
 
 def _rotation(yaw: float, pitch: float, roll: float) -> np.ndarray:

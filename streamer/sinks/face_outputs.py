@@ -7,8 +7,8 @@ What a session asks for is one small mapping with the same names everywhere (the
 `vmc` ("HOST:PORT" or null), `vtube_studio` ("ws://HOST:PORT" or null), `face_events` (events a second,
 0 = off), `mirror` (the avatar as the user's mirror image; default true), `face_track` (the track id that
 drives the rig; null = the largest face). Keys left out keep the server's defaults (`serve --vmc
---vtube-studio`). A VMC send is a non-blocking UDP send on the frame thread; the VTube Studio client runs
-on the outputs' own loop and takes the newest frame; nothing here waits.
+--vtube-studio`). A VMC send is a non-blocking UDP send on the frame thread, and so is a live VTube Studio
+client's write (it connects on a thread of its own); nothing here waits.
 """
 
 from __future__ import annotations
@@ -94,12 +94,10 @@ class FaceOutputs:
     """The outputs of one session. `configure` and `send` come from the session's frame thread;
     `status` from anywhere."""
 
-    def __init__(self, defaults: OutputSettings = OutputSettings(), *, vts_settings: Any = None,
-                 loop: Any = None) -> None:
+    def __init__(self, defaults: OutputSettings = OutputSettings(), *, vts_settings: Any = None) -> None:
         self.defaults = defaults
         self.settings = OutputSettings()
         self._vts_settings = vts_settings
-        self._loop = loop
         self.vmc: Any = None
         self.vts: Any = None
         self.data: FaceDataFile | None = None
@@ -166,7 +164,7 @@ class FaceOutputs:
             return [{"type": "output", "output": "vtube_studio", "state": "off"}]
         settings = replace(self._vts_settings or VtsSettings(), mirror=s.mirror)
         try:
-            self.vts = VtsClient(s.vtube_studio, settings, loop=self._loop)
+            self.vts = VtsClient(s.vtube_studio, settings)
         except ValueError as exc:
             self.settings = replace(self.settings, vtube_studio="")
             return [{"type": "output", "output": "vtube_studio", "state": "error", "error": str(exc)}]

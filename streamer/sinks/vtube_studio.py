@@ -9,21 +9,31 @@ values again at least every `keepalive_s` when none comes (VTS falls back to its
 second without data). A connection that drops (VTS restarted, the model reloaded) is made again with
 backoff; a denial stops the client until it is asked for again, and says so in `status()`.
 
-The client runs on the outputs' own event loop (streamer/sinks/output_loop.py), never on the server's;
-the frame thread hands frames over with `offer`, newest wins: a slow VTS never holds a frame up.
+Connecting and authenticating (which wait on VTS, and on the user's click) run on the client's own
+thread. Once live, the frame thread writes each frame's request itself, through websockets' sans-I/O
+protocol onto a non-blocking socket, and reads whatever answers have arrived the same way: no thread is
+woken per frame, and nothing waits. A frame that finds the socket's buffer full is dropped (newest wins,
+the next one goes when there is room): a slow VTS never holds a frame up.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import logging
 import os
+import socket
+import ssl
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from websockets.client import ClientProtocol
+from websockets.frames import Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from engines.face_rig import INDEX, FaceFrame
 from streamer.config import state_dir
@@ -42,10 +52,16 @@ PARAMETERS: tuple[str, ...] = ("FaceAngleX", "FaceAngleY", "FaceAngleZ", "FacePo
                                "EyeLeftX", "EyeLeftY", "EyeRightX", "EyeRightY", "BrowLeftY", "BrowRightY",
                                "Brows", "CheekPuff", "TongueOut")
 GAZE_FULL_DEGREES = 30.0       # an eye turned this far reads as EyeX/Y = +-1
+ANSWERS_EVERY = 4              # VTS's answers are read once this many requests wait for theirs (one read, not four)
 
 
 def vts_parameters(frame: FaceFrame, mirror: bool = True) -> list[dict[str, Any]]:
-    """The frame as VTS default inputs, in VTS's ranges: angles in degrees (FaceAngleX the turn, Y up/down
+    """The frame as VTS's `parameterValues`: `vts_values` with their names."""
+    return [{"id": k, "value": round(v, 4), "weight": 1} for k, v in zip(PARAMETERS, vts_values(frame, mirror))]
+
+
+def vts_values(frame: FaceFrame, mirror: bool = True) -> tuple[float, ...]:
+    """The frame as VTS default inputs, in PARAMETERS' order and VTS's ranges: angles in degrees (FaceAngleX the turn, Y up/down
     with up > 0, Z the lean), position in centimetres, the rest 0..1 or -1..1. `mirror`: the model moves
     as the user's mirror image (VTS's own webcam tracking does), so left and right swap; turns, leans and
     sideways moves keep the rig's sign (FaceAngleX > 0 for a turn to the user's left), and change it
@@ -69,23 +85,17 @@ def vts_parameters(frame: FaceFrame, mirror: bool = True) -> list[dict[str, Any]
     brow_l = _unit(0.5 + 0.5 * max(up_l, inner) - 0.5 * down_l)
     brow_r = _unit(0.5 + 0.5 * max(up_r, inner) - 0.5 * down_r)
     px, py, pz = (v * 100.0 for v in frame.position)
-    values = {
-        "FaceAngleX": _clip(flip * frame.yaw, 30.0),
-        "FaceAngleY": _clip(-frame.pitch, 30.0),
-        "FaceAngleZ": _clip(flip * frame.roll, 90.0),
-        "FacePositionX": _clip(flip * px, 15.0), "FacePositionY": _clip(py, 15.0),
-        "FacePositionZ": _clip(pz, 10.0),
-        "MouthOpen": _unit(float(s[INDEX["jawOpen"]])),
-        "MouthSmile": _unit(0.5 + 0.5 * (smile - frown)),   # 0.5 a relaxed mouth, 1 a smile, 0 a frown
-        "EyeOpenLeft": _unit(1.0 - blink_l + 0.5 * wide_l), "EyeOpenRight": _unit(1.0 - blink_r + 0.5 * wide_r),
-        "EyeLeftX": _clip(flip * gl[0] / GAZE_FULL_DEGREES, 1.0),
-        "EyeLeftY": _clip(gl[1] / GAZE_FULL_DEGREES, 1.0),
-        "EyeRightX": _clip(flip * gr[0] / GAZE_FULL_DEGREES, 1.0),
-        "EyeRightY": _clip(gr[1] / GAZE_FULL_DEGREES, 1.0),
-        "BrowLeftY": brow_l, "BrowRightY": brow_r, "Brows": 0.5 * (brow_l + brow_r),
-        "CheekPuff": _unit(float(s[INDEX["cheekPuff"]])), "TongueOut": _unit(float(s[INDEX["tongueOut"]])),
-    }
-    return [{"id": k, "value": round(values[k], 4), "weight": 1} for k in PARAMETERS]
+    return (_clip(flip * frame.yaw, 30.0),                          # FaceAngleX
+            _clip(-frame.pitch, 30.0),                              # FaceAngleY
+            _clip(flip * frame.roll, 90.0),                         # FaceAngleZ
+            _clip(flip * px, 15.0), _clip(py, 15.0), _clip(pz, 10.0),   # FacePositionX, Y, Z
+            _unit(float(s[INDEX["jawOpen"]])),                      # MouthOpen
+            _unit(0.5 + 0.5 * (smile - frown)),                     # MouthSmile: 0.5 a relaxed mouth, 1 a smile, 0 a frown
+            _unit(1.0 - blink_l + 0.5 * wide_l), _unit(1.0 - blink_r + 0.5 * wide_r),   # EyeOpenLeft, Right
+            _clip(flip * gl[0] / GAZE_FULL_DEGREES, 1.0), _clip(gl[1] / GAZE_FULL_DEGREES, 1.0),   # EyeLeftX, Y
+            _clip(flip * gr[0] / GAZE_FULL_DEGREES, 1.0), _clip(gr[1] / GAZE_FULL_DEGREES, 1.0),   # EyeRightX, Y
+            brow_l, brow_r, 0.5 * (brow_l + brow_r),                # BrowLeftY, BrowRightY, Brows
+            _unit(float(s[INDEX["cheekPuff"]])), _unit(float(s[INDEX["tongueOut"]])))   # CheekPuff, TongueOut
 
 
 def _clip(v: float, limit: float) -> float:
@@ -155,13 +165,124 @@ class VtsError(RuntimeError):
         self.error_id = error_id
 
 
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
+class _Connection:
+    """One WebSocket connection on a plain socket through websockets' sans-I/O protocol: blocking (with
+    timeouts) while it is made and the plugin authenticates, non-blocking once `live()`."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        uri = parse_uri(url)
+        self.protocol = ClientProtocol(uri, max_size=1 << 20)
+        sock = socket.create_connection((uri.host, uri.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if uri.secure:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=uri.host)
+        self.sock = sock
+        self._unsent = b""            # the tail of a message a non-blocking send could not finish
+        self.protocol.send_request(self.protocol.connect())
+        self._write_all()
+        end = time.monotonic() + timeout
+        while self.protocol.state is State.CONNECTING:
+            self.receive(end)
+        if self.protocol.handshake_exc is not None:
+            raise self.protocol.handshake_exc
+        if self.protocol.state is not State.OPEN:
+            raise ConnectionError("the WebSocket handshake did not complete")
+
+    def live(self) -> None:
+        self.sock.setblocking(False)
+
+    def _write_all(self) -> None:
+        data = b"".join(self.protocol.data_to_send())
+        if data:
+            self.sock.sendall(data)
+
+    def send(self, text: str, deadline: float | None = None) -> bool:
+        """One text message. With `deadline` (blocking mode) it is written whole; without (live), only
+        when the last one is through: False when the socket's buffer is still full."""
+        if deadline is not None:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            self.protocol.send_text(text.encode())
+            self._write_all()
+            return True
+        if self._unsent and not self._flush():
+            return False
+        self.protocol.send_text(text.encode())
+        self._unsent = b"".join(self.protocol.data_to_send())
+        self._flush()
+        return True
+
+    def _flush(self) -> bool:
+        try:
+            n = self.sock.send(self._unsent)
+        except _WOULD_BLOCK:
+            return False
+        self._unsent = self._unsent[n:]
+        return not self._unsent
+
+    def receive(self, deadline: float | None = None) -> list[str]:
+        """The text messages that have arrived: with `deadline`, waits for at least some bytes until then
+        (socket.timeout past it); without, takes only what is there. A closed connection raises."""
+        chunks = []
+        if deadline is not None:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            chunks.append(self.sock.recv(65536))
+        else:
+            while True:
+                try:
+                    data = self.sock.recv(65536)
+                except _WOULD_BLOCK:
+                    break
+                chunks.append(data)
+                if not data:
+                    break
+        texts: list[str] = []
+        for data in chunks:
+            if data:
+                self.protocol.receive_data(data)
+            else:
+                self.protocol.receive_eof()
+        for event in self.protocol.events_received():
+            if getattr(event, "opcode", None) is Opcode.TEXT:
+                texts.append(event.data.decode("utf-8", "replace"))
+        pending = b"".join(self.protocol.data_to_send())     # pongs, the close handshake's answer
+        if pending:
+            self._unsent += pending
+            if deadline is not None:
+                self.sock.sendall(self._unsent)
+                self._unsent = b""
+            else:
+                self._flush()
+        if self.protocol.state in (State.CLOSING, State.CLOSED) or (chunks and not chunks[-1]):
+            raise ConnectionError("VTube Studio closed the connection")
+        return texts
+
+    def close(self, reason: str) -> None:
+        try:
+            if self.protocol.state is State.OPEN:
+                self.protocol.send_close(1000, reason)
+                self.sock.setblocking(False)
+                self._unsent += b"".join(self.protocol.data_to_send())
+                self._flush()
+        except OSError:
+            pass
+        finally:
+            self.sock.close()
+
+    def interrupt(self) -> None:
+        """Wake a blocking read from another thread (the client is closing)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class VtsClient:
-    """One session's VTube Studio output. `offer(frame)` from any thread; `status()` any time."""
+    """One session's VTube Studio output. `offer(frame)` from the frame thread; `status()` any time."""
 
-    def __init__(self, url: str = DEFAULT_URL, settings: VtsSettings = VtsSettings(), loop: Any = None) -> None:
-        """`loop`: an OutputLoop (default: the process's shared one)."""
-        from streamer.sinks.output_loop import output_loop
-
+    def __init__(self, url: str = DEFAULT_URL, settings: VtsSettings = VtsSettings()) -> None:
         if not (url.startswith("ws://") or url.startswith("wss://")):
             raise ValueError(f"a VTube Studio address is ws://HOST:PORT (default {DEFAULT_URL}), not {url[:80]!r}")
         self.url = url
@@ -172,59 +293,81 @@ class VtsClient:
         self.sent = 0
         self.connects = 0
         self._latest: FaceFrame | None = None
+        self._sent_frame: FaceFrame | None = None
+        self._last_send = 0.0
         self._ids = itertools.count(1)
-        self._loop = loop or output_loop()
-        self._wake: asyncio.Event | None = None
-        self._wake_pending = False
         self._unanswered = 0
         self._template: str | None = None
         self._closed = False
-        self._future = self._loop.submit(self._run())
+        self._lock = threading.Lock()          # the live connection: the frame thread or the client's, one at a time
+        self._live: _Connection | None = None
+        self._opening: _Connection | None = None
+        self._dropped: Exception | None = None
+        self._kick = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="vtube-studio", daemon=True)
+        self._thread.start()
 
     # --- the frame thread's side ----------------------------------------------------------------------
 
     def offer(self, frame: FaceFrame) -> None:
-        """The newest frame; the client sends it when it can (an older one not yet sent is dropped)."""
+        """The newest frame, written at once when the connection is live and free; else the client's thread
+        sends the newest when it is (on going live, and at the keepalive)."""
         self._latest = frame
-        if not self._wake_pending and self._wake is not None:
-            self._wake_pending = True
-            try:
-                self._loop.loop.call_soon_threadsafe(self._wake.set)
-            except RuntimeError:   # the outputs' loop is gone (process exit)
-                pass
+        conn = self._live
+        if conn is None or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._live is conn:
+                self._send(conn, frame)
+        finally:
+            self._lock.release()
+
+    def _send(self, conn: _Connection, frame: FaceFrame) -> None:
+        """Answers read, then the frame's request written (the lock held); a failure drops the connection."""
+        try:
+            if self._unanswered >= ANSWERS_EVERY:
+                self._answers(conn.receive())
+            fresh = frame is not self._sent_frame
+            if conn.send(self._injection(frame, bool(frame.found and fresh))):
+                self._sent_frame, self._last_send = frame, time.monotonic()
+                self.sent += 1
+                self._unanswered += 1
+                if self._unanswered > 4 * 60:   # a minute of 60 fps without answers: the app has hung
+                    raise VtsError("VTube Studio stopped answering")
+        except (OSError, ValueError, VtsError) as exc:
+            self._live, self._dropped = None, exc
+            self._kick.set()
 
     def status(self) -> dict[str, Any]:
         return {"url": self.url, "state": self.state, "sent": self.sent, "connects": self.connects, "error": self.error}
 
     def close(self) -> None:
         self._closed = True
-        self._future.cancel()
+        self._kick.set()
+        opening = self._opening
+        if opening is not None:
+            opening.interrupt()
 
-    # --- the outputs loop's side ----------------------------------------------------------------------
+    # --- the client's thread --------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        from websockets.asyncio.client import connect
-
-        self._wake = asyncio.Event()
+    def _main(self) -> None:
         low, high = self.settings.backoff_s
         wait = low
         while not self._closed:
+            conn: _Connection | None = None
             try:
-                # no permessage-deflate: a frame's parameters are 1.5 KB; compressing them costs both ends more than it saves
-                async with connect(self.url, open_timeout=5.0, close_timeout=1.0, max_size=1 << 20,
-                                   compression=None) as ws:
-                    self.connects += 1
-                    self.state, wait = "authenticating", low
-                    await self._authenticate(ws)
-                    self.state, self.error = "live", None
-                    log.info("VTube Studio at %s: authenticated, sending parameters", self.url)
-                    try:
-                        await self._inject(ws)
-                    except asyncio.CancelledError:   # the output stopped: a normal close, not the 1011 an error gives
-                        await asyncio.shield(ws.close(1000, "LiveFuse output stopped"))
-                        raise
-            except asyncio.CancelledError:
-                raise
+                conn = self._opening = _Connection(self.url, self.settings.reply_timeout_s)
+                self.connects += 1
+                self.state, wait = "authenticating", low
+                self._authenticate(conn)
+                conn.live()
+                self._opening = None
+                self._unanswered, self._sent_frame, self._dropped = 0, None, None
+                self.state, self.error = "live", None
+                log.info("VTube Studio at %s: authenticated, sending parameters", self.url)
+                with self._lock:
+                    self._live = conn
+                self._keep(conn)
             except VtsError as exc:
                 self.error = str(exc)
                 if exc.error_id == DENIED:
@@ -234,13 +377,47 @@ class VtsClient:
                 self.state = "disconnected"
                 log.warning("VTube Studio at %s: %s", self.url, exc)
             except Exception as exc:   # refused, dropped, a reply that is not the API's: connect again
+                if self._closed:
+                    break
                 self.state = "disconnected"
                 message = f"{type(exc).__name__}: {exc}"
                 if self.error != message:
                     log.info("VTube Studio at %s: %s; retrying", self.url, message)
                 self.error = message
-            await asyncio.sleep(wait)
+            finally:
+                self._opening = None
+                with self._lock:
+                    self._live = None
+                if conn is not None:
+                    conn.close("LiveFuse output stopped" if self._closed else "reconnecting")
+            if self._kick.wait(wait) and self._closed:
+                break
+            self._kick.clear()
             wait = min(high, wait * 2)
+
+    def _keep(self, conn: _Connection) -> None:
+        """While live: the last values again every `keepalive_s` without a new frame (VTS falls back to
+        its own tracking after a second without data), and answers read while no frame comes."""
+        self._kick.clear()
+        with self._lock:                     # the newest frame offered while connecting
+            if self._latest is not None and self._live is conn:
+                self._send(conn, self._latest)
+        keep = self.settings.keepalive_s
+        while not self._closed:
+            self._kick.wait(max(0.01, self._last_send + keep - time.monotonic()))
+            self._kick.clear()
+            if self._closed:
+                return
+            with self._lock:
+                if self._live is conn and time.monotonic() - self._last_send >= keep and self._latest is not None:
+                    self._send(conn, self._latest)
+                elif self._live is conn:
+                    try:
+                        self._answers(conn.receive())
+                    except (OSError, ValueError, VtsError) as exc:
+                        self._live, self._dropped = None, exc
+                if self._live is not conn:
+                    raise self._dropped or ConnectionError("VTube Studio closed the connection")
 
     def _request(self, kind: str, data: dict[str, Any] | None = None) -> tuple[str, str]:
         rid = f"lf{next(self._ids)}"
@@ -249,83 +426,46 @@ class VtsClient:
             msg["data"] = data
         return rid, json.dumps(msg, separators=(",", ":"))
 
-    async def _call(self, ws: Any, kind: str, data: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+    def _call(self, conn: _Connection, kind: str, data: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
         rid, text = self._request(kind, data)
-        await ws.send(text)
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._reply(ws, kind, rid)
-        except TimeoutError:
-            raise VtsError(f"no answer to {kind} within {timeout:.0f} s") from None
-
-    async def _reply(self, ws: Any, kind: str, rid: str) -> dict[str, Any]:
+        end = time.monotonic() + timeout
+        conn.send(text, deadline=end)
         while True:
-            raw = await ws.recv()
             try:
-                reply = json.loads(raw)
-            except ValueError:
-                raise VtsError(f"VTube Studio sent something that is not JSON in answer to {kind}") from None
-            if not isinstance(reply, dict) or reply.get("requestID") not in (rid, None):
-                continue   # an answer to an earlier request, or an event
-            body = reply.get("data") if isinstance(reply.get("data"), dict) else {}
-            if reply.get("messageType") == "APIError":
-                raise VtsError(f"{kind}: {body.get('message', 'error')} (errorID {body.get('errorID')})",
-                               body.get("errorID"))
-            return body
+                texts = conn.receive(end)
+            except (socket.timeout, TimeoutError):
+                raise VtsError(f"no answer to {kind} within {timeout:.0f} s") from None
+            for raw in texts:
+                try:
+                    reply = json.loads(raw)
+                except ValueError:
+                    raise VtsError(f"VTube Studio sent something that is not JSON in answer to {kind}") from None
+                if not isinstance(reply, dict) or reply.get("requestID") not in (rid, None):
+                    continue   # an answer to an earlier request, or an event
+                body = reply.get("data") if isinstance(reply.get("data"), dict) else {}
+                if reply.get("messageType") == "APIError":
+                    raise VtsError(f"{kind}: {body.get('message', 'error')} (errorID {body.get('errorID')})",
+                                   body.get("errorID"))
+                return body
 
-    async def _authenticate(self, ws: Any) -> None:
+    def _authenticate(self, conn: _Connection) -> None:
         s = self.settings
         plugin = {"pluginName": s.plugin_name, "pluginDeveloper": s.plugin_developer}
         token = self.tokens.get(self.url)
         for attempt in range(2):
             if token is None:
                 self.state = "waiting_for_allow"   # VTS shows its popup now
-                body = await self._call(ws, "AuthenticationTokenRequest", plugin, s.allow_timeout_s)
+                body = self._call(conn, "AuthenticationTokenRequest", plugin, s.allow_timeout_s)
                 token = body.get("authenticationToken")
                 if not isinstance(token, str) or not token:
                     raise VtsError("VTube Studio gave no authentication token")
                 self.tokens.put(self.url, token)
-            body = await self._call(ws, "AuthenticationRequest", {**plugin, "authenticationToken": token}, s.reply_timeout_s)
+            body = self._call(conn, "AuthenticationRequest", {**plugin, "authenticationToken": token}, s.reply_timeout_s)
             if body.get("authenticated") is True:
                 return
             self.tokens.put(self.url, None)   # revoked or from another VTS: ask for a new one, once
             token = None
         raise VtsError(f"VTube Studio refused the plugin's token: {body.get('reason', 'not authenticated')}")
-
-    async def _inject(self, ws: Any) -> None:
-        """Parameters with each new frame, the last ones again every `keepalive_s`. Injections are not
-        awaited one by one: a reader takes VTS's answers as they come and reads only errors closely (an
-        answer is tens of bytes of JSON; at the frame rate, parsing each would cost more than sending)."""
-        s = self.settings
-        wake = self._wake
-        assert wake is not None
-        reader = asyncio.ensure_future(self._read_answers(ws))
-        sent_frame: FaceFrame | None = None
-        try:
-            while not self._closed:
-                if not wake.is_set():
-                    try:
-                        async with asyncio.timeout(s.keepalive_s):
-                            await wake.wait()
-                    except TimeoutError:
-                        pass
-                wake.clear()
-                self._wake_pending = False
-                if reader.done():
-                    reader.result()          # the connection ended, or VTS refused: raise it here
-                    return
-                frame = self._latest
-                if frame is None:
-                    continue
-                fresh = frame is not sent_frame
-                await ws.send(self._injection(frame, bool(frame.found and fresh)))
-                self._unanswered += 1
-                if self._unanswered > 4 * 60:   # a minute of 60 fps without answers: the app has hung
-                    raise VtsError("VTube Studio stopped answering")
-                sent_frame = frame
-                self.sent += 1
-        finally:
-            reader.cancel()
 
     def _injection(self, frame: FaceFrame, found: bool) -> str:
         """The InjectParameterDataRequest's text, the envelope and names laid out once."""
@@ -334,13 +474,14 @@ class VtsClient:
             self._template = ('{"apiName":"%s","apiVersion":"%s","requestID":"lf%%d","messageType":'
                               '"InjectParameterDataRequest","data":{"faceFound":%%s,"mode":"set",'
                               '"parameterValues":[%s]}}' % (API_NAME, API_VERSION, parts))
-        values = tuple(p["value"] for p in vts_parameters(frame, self.settings.mirror))
-        return self._template % ((next(self._ids), "true" if found else "false") + values)
+        return self._template % ((next(self._ids), "true" if found else "false") + vts_values(frame, self.settings.mirror))
 
-    async def _read_answers(self, ws: Any) -> None:
-        async for raw in ws:
+    def _answers(self, texts: list[str]) -> None:
+        """VTS answers every injection; only its errors are read closely (parsing each answer at the frame
+        rate would cost more than sending)."""
+        for raw in texts:
             self._unanswered = 0
-            if "APIError" not in (raw if isinstance(raw, str) else raw.decode("utf-8", "replace")):
+            if "APIError" not in raw:
                 continue
             try:
                 body = json.loads(raw).get("data") or {}
@@ -350,4 +491,3 @@ class VtsClient:
             log.warning("VTube Studio at %s: %s", self.url, self.error)
             if body.get("errorID") == 8:    # no longer authenticated: connect and authenticate again
                 raise VtsError(self.error, 8)
-        raise VtsError("VTube Studio closed the connection")

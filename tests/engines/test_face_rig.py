@@ -11,7 +11,8 @@ import pytest
 
 from engines.backends import select_backend
 from engines.face_rig import (ARKIT_NAMES, MIRROR_ORDER, FaceRig, Neutral, RigConfig, angles_of, gaze_degrees,
-                              iris_offsets, matrix_of, mirrored_name, pick_face, quaternion_of, _rotation)
+                              iris_offsets, matrix_of, mirrored_name, pick_face, quaternion_of,
+                              quaternion_of_angles, _rotation)
 from engines.faces import LandmarkerConfig
 from tests.face_scenes import scenes as scenes_of
 from tests.faceclips import add_noise
@@ -134,6 +135,7 @@ def test_gaze_and_rotation_helpers():
         r = _rotation(*ypr)
         assert np.allclose(angles_of(r), ypr, atol=1e-6)
         assert np.allclose(matrix_of(quaternion_of(r)), r, atol=1e-9)
+        assert np.allclose(quaternion_of_angles(*ypr), quaternion_of(r), atol=1e-12)   # the frame's float path
     assert mirrored_name("eyeBlinkLeft") == "eyeBlinkRight" and mirrored_name("jawOpen") == "jawOpen"
     assert sorted(MIRROR_ORDER) == list(range(52))
 

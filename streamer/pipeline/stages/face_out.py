@@ -13,7 +13,6 @@ neutral, which they may keep and send back in a later session.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from engines.face_rig import FaceRig, Neutral, RigConfig, pick_face
@@ -70,11 +69,12 @@ class FaceOutStage:
         face = pick_face(state.faces, self.outputs.track_id)
         raw = state.raw_landmarks.get(face.track_id) if face is not None else None
         h, w = state.shape
-        frame = self.rig(face, state.seconds, (w, h), raw)
         if face is not None:   # which source the session maps to this face ("keep": left as it is; null: none)
             c = context.controls
             source = c.face_sources.get(face.track_id, c.source_id) if getattr(c, "face_sources", None) is not None else None
-            frame = replace(frame, extra={"source": source})
+            frame = self.rig(face, state.seconds, (w, h), raw, extra={"source": source})
+        else:
+            frame = self.rig(None, state.seconds, (w, h))
         self.last = frame
         if calibrating and not self.rig.calibrating and self.rig.neutral is not None:
             notify({"type": "face_calibrated", "neutral": self.rig.neutral.as_json()})

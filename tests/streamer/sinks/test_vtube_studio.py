@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from engines.face_rig import ARKIT_NAMES, FaceFrame
-from streamer.sinks.output_loop import OutputLoop
 from streamer.sinks.vtube_studio import PARAMETERS, TokenFile, VtsClient, VtsSettings, vts_parameters
 from tests.vts_fake import FakeVts, VtsApp
 
@@ -24,13 +23,6 @@ def frame(t: float, yaw: float = 10.0, blink_left: float = 0.0) -> FaceFrame:
     scores[ARKIT_NAMES.index("jawOpen")] = 0.4
     return FaceFrame(t=t, found=True, track_id=1, scores=scores, yaw=yaw, pitch=-5.0, roll=2.0,
                      quaternion=(0.0, 0.087, 0.0, 0.996), position=(0.01, 0.0, 0.0), gaze=(3.0, 0.0, 3.0, 0.0))
-
-
-@pytest.fixture
-def outputs():
-    loop = OutputLoop("test-outputs")
-    yield loop
-    loop.close()
 
 
 async def _feed(client: VtsClient, seconds: float, fps: float = 60.0, t0: float = 0.0) -> float:
@@ -58,11 +50,11 @@ def _rate(app: VtsApp, since: float) -> float:
     return (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 2 else 0.0
 
 
-async def test_parameters_at_frame_rate_keepalive_and_a_restarted_app(tmp_path, outputs):
+async def test_parameters_at_frame_rate_keepalive_and_a_restarted_app(tmp_path):
     app = VtsApp()
     vts = await FakeVts(app).start()
     tokens = tmp_path / "tokens.json"
-    client = VtsClient(vts.url, VtsSettings(token_file=str(tokens)), loop=outputs)
+    client = VtsClient(vts.url, VtsSettings(token_file=str(tokens)))
     try:
         assert await _until(lambda: client.state == "live", 5.0), client.status()
         t = await _feed(client, 0.4)
@@ -99,10 +91,10 @@ async def test_parameters_at_frame_rate_keepalive_and_a_restarted_app(tmp_path, 
         await vts.stop()
 
 
-async def test_a_denied_plugin_stops_and_says_so(tmp_path, outputs):
+async def test_a_denied_plugin_stops_and_says_so(tmp_path):
     app = VtsApp(deny=True)
     vts = await FakeVts(app).start()
-    client = VtsClient(vts.url, VtsSettings(token_file=str(tmp_path / "t.json")), loop=outputs)
+    client = VtsClient(vts.url, VtsSettings(token_file=str(tmp_path / "t.json")))
     try:
         assert await _until(lambda: client.state == "denied", 5.0), client.status()
         assert "denied" in (client.error or "") and app.injects == []
@@ -114,12 +106,12 @@ async def test_a_denied_plugin_stops_and_says_so(tmp_path, outputs):
         await vts.stop()
 
 
-async def test_a_revoked_token_is_asked_for_again(tmp_path, outputs):
+async def test_a_revoked_token_is_asked_for_again(tmp_path):
     app = VtsApp()
     vts = await FakeVts(app).start()
     tokens = TokenFile(tmp_path / "t.json")
     tokens.put(vts.url, "revoked-token")
-    client = VtsClient(vts.url, VtsSettings(token_file=str(tokens.path)), loop=outputs)
+    client = VtsClient(vts.url, VtsSettings(token_file=str(tokens.path)))
     try:
         assert await _until(lambda: client.state == "live", 5.0), client.status()
         await _feed(client, 0.3)
@@ -130,13 +122,13 @@ async def test_a_revoked_token_is_asked_for_again(tmp_path, outputs):
         await vts.stop()
 
 
-async def test_nothing_listening_is_retried_without_error_to_the_caller(tmp_path, outputs):
+async def test_nothing_listening_is_retried_without_error_to_the_caller(tmp_path):
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    client = VtsClient(f"ws://127.0.0.1:{port}", VtsSettings(token_file=str(tmp_path / "t.json")), loop=outputs)
+    client = VtsClient(f"ws://127.0.0.1:{port}", VtsSettings(token_file=str(tmp_path / "t.json")))
     try:
         client.offer(frame(0.0))
         assert await _until(lambda: client.state == "disconnected" and client.error, 5.0)
@@ -163,6 +155,6 @@ def test_parameter_mapping_ranges_and_mirror():
         assert -30.0 <= p["value"] <= 30.0 or p["id"] == "FaceAngleZ"
 
 
-def test_refuses_an_address_that_is_not_a_websocket(outputs):
+def test_refuses_an_address_that_is_not_a_websocket():
     with pytest.raises(ValueError, match="ws://"):
-        VtsClient("http://localhost:8001", loop=outputs)
+        VtsClient("http://localhost:8001")

@@ -217,6 +217,19 @@ def test_the_twin_is_chosen_only_through_kernels_twins():
     assert not direct, direct
 
 
+def test_pixels_leave_a_device_only_through_the_twin():
+    """streamer/ brings a frame's pixels to host memory with its twin's `host` (and back with `put`), never
+    with a tensor's own `.cpu()`: where pixels move between devices is then the twin's to say."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "streamer").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "cpu":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found
+
+
 def test_no_installed_distribution_claims_our_package_names():
     """Our top-level packages are generic names (`kernels`, `engines`, `bench`); a dependency that installs a
     package of the same name (Hugging Face's `kernels`, which transformers 5.25 requires) would share its folder

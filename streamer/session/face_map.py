@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 from cachetools import FIFOCache
 
+from kernels.twins import twin_for
+
 if TYPE_CHECKING:  # pragma: no cover
     from engines.faces import Face
 
@@ -127,7 +129,7 @@ class FaceFollower:
 
         if callable(image):                         # a planes frame: converted whole only when a face is embedded
             image = image()
-        frame = image if isinstance(image, np.ndarray) else image.detach().cpu().numpy()
+        frame = twin_for(image).host(image)
         try:
             return np.asarray(self.embedder.embed(frame, face), np.float32)
         except IdentityError as exc:                # too small or outside the frame: try again on a later track

@@ -76,16 +76,18 @@ class FaceRegion:
                 return
             work, box = planes.region(box)
             self.origin = (box[0], box[1])
-            if isinstance(work, np.ndarray):
+            self._twin = twin_for(work)
+            if self._twin.ON_HOST:
                 self.array = work
             else:                                  # a region on a torch device: worked on in host memory
                 self._tensor = work
-                self.array = work.cpu().numpy()
+                self.array = self._twin.host(work)
         else:
             image = state.image
-            if not isinstance(image, np.ndarray):
+            self._twin = twin_for(image)
+            if not self._twin.ON_HOST:
                 self._tensor = image
-                image = image.cpu().numpy()
+                image = self._twin.host(image)
             self.origin = (0, 0)
             self.array = image
 
@@ -100,15 +102,11 @@ class FaceRegion:
         state = self.state
         if state.planes is not None:
             if self._tensor is not None:
-                import torch
-
-                self._tensor.copy_(torch.from_numpy(out).to(self._tensor.device))
+                self._tensor.copy_(self._twin.put(out, self._tensor))
             else:
                 self.array[...] = out
         elif self._tensor is not None:
-            import torch
-
-            state.image = torch.from_numpy(out).to(self._tensor.device)
+            state.image = self._twin.put(out, self._tensor)
         else:
             state.image = out
 

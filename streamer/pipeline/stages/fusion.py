@@ -200,8 +200,7 @@ class FusionStage:
         if by_track is None and self.router is not None and face.track_id >= 0 and image is not None:
             if face.track_id not in self._routes:
                 frame = image.rgb() if isinstance(image, Planes) else image
-                if not isinstance(frame, np.ndarray):
-                    frame = frame.cpu().numpy()
+                frame = twin_for(frame).host(frame)
                 self._routes[face.track_id] = self.router.route(frame, face)
             routed = self._routes[face.track_id]
         return chosen_source_id(face, controls, routed, mapped)

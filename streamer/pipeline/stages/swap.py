@@ -80,8 +80,7 @@ class SwapStage:
             return state
         planes = state.planes
         image = planes.rgb() if planes is not None else state.image   # the swapper's crops need the whole frame
-        if not isinstance(image, np.ndarray):   # the swapper takes NumPy; a GPU frame comes down once
-            image = image.cpu().numpy()
+        image = twin_for(image).host(image)     # the swapper takes NumPy; a GPU frame comes down once
         mapped = self.follower.mapping(state.faces, controls.face_sources, image) if self.follower is not None else None
         todo = self._faces_with_sources(state.faces, controls, context.sources, mapped)
         if not todo:

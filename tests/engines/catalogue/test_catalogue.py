@@ -38,6 +38,12 @@ BISENET_IN = {"size": 512, "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 
 XSEG_IN = {"size": 256, "colour": "BGR", "layout": "NHWC"}
 # InsightFace model_zoo/inswapper.py: blobFromImage(crop, 1/255, (128, 128), (0, 0, 0), swapRB=True)
 INSWAPPER_IN = {"size": 128, "scale": 1 / 255.0, "mean": 0.0}
+# FaceFusion 3.x processors/modules/face_swapper.py create_static_model_set, and its normalize_crop_frame
+# (ghost's output times std plus mean, then clipped to [0, 1]; simswap's taken as it comes, clipped):
+SIMSWAP_IN = {"template": "arcface_112_v1", "size": 256, "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225),
+              "out": (0.0, 1.0)}
+GHOST_IN = {"template": "arcface_112_v1", "size": 256, "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5),
+            "out": (-1.0, 1.0)}
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +135,14 @@ def test_preprocessing_matches_each_reference(cat):
     y = _pixel_through(e, rgb)
     assert y.shape == (1, XSEG_IN["size"], XSEG_IN["size"], 3)
     assert np.allclose(y[0, 0, 0], x[::-1], atol=1e-6)
+    # SimSwap and GHOST: RGB, their mean and std, 256, on FaceFusion's arcface_112_v1 crop
+    for n, ref in (("simswap_256", SIMSWAP_IN), ("ghost_1_256", GHOST_IN)):
+        e = cat.get(n)
+        y = _pixel_through(e, rgb)
+        assert (prep(e).template, prep(e).size) == (ref["template"], ref["size"]), n
+        assert y.shape == (1, 3, ref["size"], ref["size"]), n
+        assert np.allclose(y[0, :, 0, 0], (x - np.asarray(ref["mean"])) / np.asarray(ref["std"]), atol=1e-6), n
+        assert tuple(BY_NAME[e.card].output_range) == ref["out"], n
     # inswapper: RGB in [0, 1] at 128
     e = cat.get("inswapper_128")
     y = _pixel_through(e, rgb)

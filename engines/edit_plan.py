@@ -31,6 +31,8 @@ CHIN, FOREHEAD, NOSE_TIP = 152, 10, 4
 NOSE_WINGS = (129, 358)
 CHEEKS = (50, 280)
 EYE_CORNERS = ((33, 133), (362, 263))
+# each eye: its outline's loop name, its corners and its iris ring's loop name (engines.mesh.loops)
+EYES = (("right_eye", (33, 133), "right_iris"), ("left_eye", (362, 263), "left_iris"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,14 @@ class EditConfig:
     smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
     grid_step: int = 8             # flow field is evaluated every grid_step pixels, then interpolated
     margin: float = 0.25           # region of interest beyond the landmarks, fraction of face width
+    gaze_max: float = 0.25         # eye_contact moves an iris at most this fraction of its eye's width
+    gaze_temporal: float = 0.035   # where an iris sits when its person looks into the lens: this far from the
+    gaze_up: float = 0.045         # corners' midpoint away from the nose and up, in eye widths (the two
+                                   # portraits in the tests, four eyes: 0.01-0.06 and 0.03-0.07)
+    gaze_hold: float = 1.3         # the iris and this many of its radii around it move as one piece...
+    gaze_ease: float = 1.2         # ...easing to still over this many more radii (and at the lids, always)
+    gaze_lid: float = 0.04         # ...and at the lids' edge, over this fraction of its width
+    gaze_corner: float = 0.3       # the move eases to nothing at the eye's corners over this fraction of its width
     detail_cap_px: float = 90.0    # level q = floor(face width / this): masks, colour and filter coefficients
                                    # at 1/(2q), 1/(4q), so the face there is 45-90 px wide at any size (0: off)
 
@@ -286,7 +296,70 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
     )
     if "face_slim" in e:
         map_xy, box = _slimmed(map_xy, box, _slim_field(shape, cfg.grid_step, local, fw, e["face_slim"], cfg), cfg.grid_step)
+    if "eye_contact" in e and len(local) >= 478:
+        for patch in _gaze_moves(shape, local, e["eye_contact"], cfg):
+            map_xy, box = _moved(map_xy, box, *patch)
     return map_xy, box
+
+
+def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
+                cfg: EditConfig) -> list[tuple[tuple[int, int, int, int], np.ndarray]]:
+    """eye_contact's moves, one patch per eye: (y0, y1, x0, x1) in ROI pixels and the backward map's
+    offsets there (h, w, 2). The iris is moved `amount` of the way to where it sits when the person looks
+    into the lens (just off the middle of the eye's corners: gaze_temporal, gaze_up), at most gaze_max of
+    the eye's width; the move is whole
+    over the iris and eases out toward the corners, and is nothing at the lids' edge, so the lids and
+    lashes stay where they are and the white of the eye takes up the change."""
+    h, w = shape
+    loops = mesh.loops()
+    up = _unit(local[FOREHEAD] - local[CHIN])
+    out = []
+    for eye_loop, (a, b), iris_loop in EYES:
+        eye = local[loops[eye_loop]]
+        ring = local[loops[iris_loop]]
+        corner_a, corner_b = local[a], local[b]
+        eye_w = float(np.linalg.norm(corner_b - corner_a))
+        centre = ring.mean(0)
+        radius = max(1.0, float(np.linalg.norm(ring - centre, axis=1).mean()))
+        mid = (corner_a + corner_b) / 2.0
+        temporal = _unit(mid - local[NOSE_TIP] - np.dot(mid - local[NOSE_TIP], up) * up)   # away from the nose
+        target = mid + (cfg.gaze_temporal * temporal + cfg.gaze_up * up) * eye_w
+        d = (target - centre) * np.float32(amount)
+        n = float(np.linalg.norm(d))
+        if n > cfg.gaze_max * eye_w:
+            d *= np.float32(cfg.gaze_max * eye_w / n)
+        if n < 0.05 or eye_w < 4.0:
+            continue
+        x0, y0 = np.floor(eye.min(0)).astype(int) - 2
+        x1, y1 = np.ceil(eye.max(0)).astype(int) + 3
+        x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+        if x1 - x0 < 3 or y1 - y0 < 3:
+            continue
+        inside = polygon_mask((y1 - y0, x1 - x0), [eye - np.array([x0, y0], np.float32)])
+        # nothing moves at the lids (the weight rises from 0 on the outline to 1 a little inside it) nor at
+        # the corners (0 there, 1 over the middle of the opening): the white between them stretches
+        lid = np.clip(cv2.distanceTransform((inside > 0.5).astype(np.uint8), cv2.DIST_L2, 3) / max(1.0, cfg.gaze_lid * eye_w), 0.0, 1.0)
+        ys, xs = np.mgrid[y0:y1, x0:x1].astype(np.float32)
+        axis = (corner_b - corner_a) / max(eye_w, 1e-6)
+        u = ((xs - corner_a[0]) * axis[0] + (ys - corner_a[1]) * axis[1]) / max(eye_w, 1e-6)
+        corners = _smoothstep(np.minimum(u, 1.0 - u) / cfg.gaze_corner)
+        dest = centre + d                                   # where the iris lands (backward map: sampled from there - d)
+        r = np.hypot(xs - dest[0], ys - dest[1])
+        near = 1.0 - _smoothstep((r - cfg.gaze_hold * radius) / (cfg.gaze_ease * radius + n))
+        weight = (lid * corners * near).astype(np.float32)
+        out.append(((y0, y1, x0, x1), weight[..., None] * d.astype(np.float32)))
+    return out
+
+
+def _moved(map_xy: np.ndarray, box: tuple[int, int, int, int], patch_box: tuple[int, int, int, int],
+           offsets: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """A backward map with a patch of offsets taken off it (output pixels sample from `offsets` back), its
+    box grown to take the patch in."""
+    y0, y1, x0, x1 = patch_box
+    map_xy[y0:y1, x0:x1] -= offsets
+    if box[1] <= box[0] or box[3] <= box[2]:
+        return map_xy, patch_box
+    return map_xy, (min(box[0], y0), max(box[1], y1), min(box[2], x0), max(box[3], x1))
 
 
 def _smoothstep(t: np.ndarray) -> np.ndarray:

@@ -101,6 +101,8 @@ class PromptModel:
         self.intent = intent
         self.id = encoder.id
         self.edit_names = meta.edit_names
+        # edits the vocabulary gained after this head was fitted: read as 0 until `livefuse calibrate` fits them
+        self._unread = {n: 0.0 for n in EDIT_NAMES if n not in meta.edit_names}
 
     def prepare(self, text: str) -> tuple[str, str, tuple[str, ...], bool]:
         """(normalised text, encoder input, untranslated characters, whether the text was cut at the
@@ -136,7 +138,7 @@ class PromptModel:
         ms = (time.perf_counter() - t_start) * 1000.0 / max(len(texts), 1)
         for (norm, enc_text, unknown, cut), p in zip(prepared, parts):
             if not p:
-                out.append(empty_condition(self.id, self.edit_names))
+                out.append(empty_condition(self.id, tuple(self._unread) + self.edit_names))
                 continue
             rows = [index[c] for c in p]
             embedded = rows + ([index[enc_text]] if len(p) > 1 else [])
@@ -149,7 +151,7 @@ class PromptModel:
             colours = colours_of(kept, [dict(zip(self.edit_names, row)) for row in per])
             out.append(Condition(
                 text=norm, encoder_text=enc_text, encoder=self.id, vector=c_np[rows].mean(0),
-                edits=MappingProxyType({n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
+                edits=MappingProxyType(self._unread | {n: float(edits[k]) for k, n in enumerate(self.edit_names)}),
                 truncated=cut or any(enc.truncated[r] for r in rows), n_tokens=sum(enc.n_tokens[r] for r in rows),
                 unknown=unknown, encode_ms=ms, token_limit=self.encoder.max_length,
                 clauses=tuple(p), embeddings=pooled[embedded], intents=intents, ignored=ignored,

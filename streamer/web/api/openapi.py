@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engines.edit_vocabulary import COLOURED, EDIT_NAMES
+from engines.edit_vocabulary import COLOURED, EDIT_SPECS
 from engines.prompt.language import MAX_PROMPT_CHARS
 from streamer.session.protocol import OUTPUTS_SCHEMA, SHADE_SCHEMA
 
@@ -185,7 +185,7 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                                          "category": {"type": "string"}}},
                 "Edits": {"type": "object", "additionalProperties": False,
                           "description": "slider edits, the part's text a JSON object, e.g. {\"smile\": 0.4}",
-                          "properties": {n: {"type": "number", "minimum": -1, "maximum": 1} for n in EDIT_NAMES}},
+                          "properties": {s.name: {"type": "number", "minimum": s.low, "maximum": s.high} for s in EDIT_SPECS}},
                 "Colours": {"type": "object", "additionalProperties": False,
                             "description": "the makeup's shades, the part's text a JSON object, e.g. {\"lip_tint\": \"coral\"}: "
                                            "a palette name or #rrggbb per coloured edit (a colour word in the prompt does the same)",

@@ -25,7 +25,7 @@ import numpy as np
 
 from engines.batching import BatchListener, DynamicBatcher
 from engines.edit_plan import colours_for
-from engines.edit_vocabulary import EDIT_NAMES
+from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
 from engines.faces import Face
 from engines.prompt.language import MAX_PROMPT_CHARS
 from engines.sources import SourceRefused
@@ -107,7 +107,8 @@ class PhotoResult:
 
 
 def parse_edits(raw: Any) -> dict[str, float]:
-    """{"smile": 0.3, ...} -> checked floats in [-1, 1]; FuseRefused(400) for unknown names or values."""
+    """{"smile": 0.3, ...} -> checked floats, each in its edit's range (-1..1, eye_contact 0..1);
+    FuseRefused(400) for unknown names or values."""
     if raw is None or raw == "":
         return {}
     if not isinstance(raw, Mapping):
@@ -116,8 +117,10 @@ def parse_edits(raw: Any) -> dict[str, float]:
     for name, value in raw.items():
         if name not in EDIT_NAMES:
             raise FuseRefused(400, "bad_request", f"unknown edit {str(name)[:40]!r}; GET /edits lists them")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) > 1:
-            raise FuseRefused(400, "bad_request", f"edit {name!r} must be a number from -1 to 1")
+        spec = SPECS_BY_NAME[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not spec.low <= value <= spec.high:
+            raise FuseRefused(400, "bad_request", f"edit {name!r} must be a number from {spec.low:g} to {spec.high:g}")
         out[name] = float(value)
     return out
 

@@ -4,7 +4,7 @@ Geometry edits (engines/edit_vocabulary.py says which) become a smooth landmark-
 moves at the mouth corners and brows, zooms about the eyes and along the nose wings, a squeeze of the
 lower face that ends a set distance outside the jaw line, so the map fades to nothing away from the face. Appearance edits become masked colour amounts over regions built from
 the landmarks (face oval, skin without eyes, brows and lips, the lip ring, cheek blobs, contour blobs, the
-lids). The region of interest and the plan's detail level come from the face's size. Drawing is done by
+lids, the brows). The region of interest and the plan's detail level come from the face's size. Drawing is done by
 the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's pixels.
 """
 
@@ -59,6 +59,9 @@ class EditConfig:
     contour: float = 0.22
     eye_makeup: float = 0.45
     eye_makeup_less: float = 0.25  # eye_makeup = -1: lids this far toward white
+    brow_tint: float = 0.55        # brow_tint = 1: the brows this far toward their shade (their hairs still show)
+    brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
+    brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
     sharpen: float = 1.5           # skin_smooth = -1: texture pushed this far past the original
     smooth_radius: float = 0.025   # guided-filter radius, fraction of face width
     smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
@@ -176,6 +179,9 @@ def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: Ed
         t = e["eye_makeup"]
         ops["lids"] = Masked(t * cfg.eye_makeup if t > 0 else t * cfg.eye_makeup_less, masks["eye_makeup"],
                              paint["eye_makeup"])
+    if "brow_tint" in e:
+        t = e["brow_tint"]
+        ops["brows"] = Masked(t * cfg.brow_tint if t > 0 else t * cfg.brow_tint_less, masks["brows"], paint["brow_tint"])
     if "saturation" in e:
         ops["saturation"] = Masked(e["saturation"] * cfg.saturation, masks["face"])
     if "skin_smooth" in e:
@@ -250,6 +256,11 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
             lid = polygon_mask(shape, [_scaled(eye, 1.25, 2.3, -0.45 * height)])
             rings.append(lid * (1.0 - polygon_mask(shape, [eye])))
         masks["eye_makeup"] = feather(np.maximum(rings[0], rings[1]), 0.01 * fw)
+    if "brow_tint" in e:
+        # each brow's hull grown across (a fuller brow) and a little along; two or three cells tall at the
+        # colour level, so, as for the lips, a gain brings its middle to full weight
+        brows = [_scaled(_hull(local[mesh.loops()[n]]), 1.06, cfg.brow_fill) for n in ("left_brow", "right_brow")]
+        masks["brows"] = np.minimum(1.0, 1.4 * feather(polygon_mask(shape, brows), 0.012 * fw))
     return masks
 
 

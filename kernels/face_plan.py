@@ -34,6 +34,7 @@ class FacePlan:
       blush       > 0: toward rgb by amount (as lips); < 0: red channel += amount (8-bit levels)
       contour     x *= 1 - amount
       lids        > 0: toward rgb by amount, lightness too; < 0: toward white by -amount
+      brows       as lids
       saturation  chroma *= 1 + amount
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
     """
@@ -47,6 +48,7 @@ class FacePlan:
     blush: Masked | None = None
     contour: Masked | None = None
     lids: Masked | None = None
+    brows: Masked | None = None
     saturation: Masked | None = None
     smooth: Masked | None = None
     smooth_radius: int = 0                  # guided-filter window radius in ROI pixels
@@ -60,7 +62,7 @@ class FacePlan:
     def colour(self) -> bool:
         """Any colour op on."""
         return any(op is not None for op in (self.warmth, self.brightness, self.tan, self.lips, self.blush, self.contour,
-                                             self.lids, self.saturation))
+                                             self.lids, self.brows, self.saturation))
 
     @property
     def appearance(self) -> bool:

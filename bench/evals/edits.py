@@ -297,7 +297,7 @@ def edit_weight(shape: tuple[int, int], landmarks: np.ndarray, controls: Mapping
         return out
     y0, y1, x0, x1 = plan.roi
     roi = out[y0:y1, x0:x1]
-    for name in ("warmth", "brightness", "tan", "lips", "blush", "contour", "lids", "saturation", "smooth"):
+    for name in ("warmth", "brightness", "tan", "lips", "blush", "contour", "lids", "brows", "saturation", "smooth"):
         op = getattr(plan, name, None)
         if op is not None:
             field_ = cv2.resize(np.abs(op.amount) * op.mask.astype(np.float32), (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR)

@@ -143,7 +143,7 @@ def _upsampled_part(field: np.ndarray, cells: tuple[int, int, int, int], c: int)
 
 
 def toward_rgb(op: Masked) -> np.ndarray:
-    """The colour a makeup op paints toward (the plan always names one for lips, blush and lids)."""
+    """The colour a makeup op paints toward (the plan always names one for lips, blush, lids and brows)."""
     if op.rgb is None:
         raise ValueError("a makeup op needs its colour (Masked.rgb)")
     return np.asarray(op.rgb, np.float32)
@@ -187,7 +187,9 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             x[..., 0] += op.amount * op.mask
     if (op := plan.contour) is not None:
         x *= 1.0 - (op.amount * op.mask)[..., None]
-    if (op := plan.lids) is not None:
+    for op in (plan.lids, plan.brows):    # eyeshadow and brow colour: worn to darken, lightness and all
+        if op is None:
+            continue
         if op.amount > 0:
             _paint(x, op, LIDS_LUMA)
         else:

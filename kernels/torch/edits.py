@@ -113,8 +113,9 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
             x = x + op.amount * m(op) * _t(np.array([1.0, 0.0, 0.0], np.float32), x)
     if (op := plan.contour) is not None:
         x = x * (1.0 - op.amount * m(op))
-    if (op := plan.lids) is not None:
-        x = x + op.amount * m(op) * paint(op, LIDS_LUMA) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
+    for op in (plan.lids, plan.brows):    # eyeshadow and brow colour: as the NumPy twin
+        if op is not None:
+            x = x + op.amount * m(op) * paint(op, LIDS_LUMA) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))

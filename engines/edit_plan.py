@@ -2,10 +2,11 @@
 
 Geometry edits (engines/edit_vocabulary.py says which) become a smooth landmark-anchored warp: Gaussian
 moves at the mouth corners and brows, zooms about the eyes and along the nose wings, a squeeze of the
-lower face that ends a set distance outside the jaw line, so the map fades to nothing away from the face. Appearance edits become masked colour amounts over regions built from
-the landmarks (face oval, skin without eyes, brows and lips, the lip ring, cheek blobs, contour blobs, the
-lids, the brows). The region of interest and the plan's detail level come from the face's size. Drawing is done by
-the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's pixels.
+lower face that ends a set distance outside the jaw line, so the map fades to nothing away from the face,
+and each iris moved inside its eye's opening. Appearance edits become masked colour amounts over regions
+built from the landmarks (face oval, skin without eyes, brows and lips, the lip ring, cheek blobs, contour
+blobs, the lids, the brows). The region of interest and the plan's detail level come from the face's size.
+Drawing is done by the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's pixels.
 """
 
 from __future__ import annotations
@@ -318,9 +319,8 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
     """eye_contact's moves, one patch per eye: (y0, y1, x0, x1) in ROI pixels and the backward map's
     offsets there (h, w, 2). The iris is moved `amount` of the way to where it sits when the person looks
     into the lens (just off the middle of the eye's corners: gaze_temporal, gaze_up), at most gaze_max of
-    the eye's width; the move is whole
-    over the iris and eases out toward the corners, and is nothing at the lids' edge, so the lids and
-    lashes stay where they are and the white of the eye takes up the change."""
+    the eye's width; the move is whole over the iris and eases out toward the corners, and is nothing at
+    the lids' edge, so the lids and lashes stay where they are and the white of the eye takes up the change."""
     h, w = shape
     loops = mesh.loops()
     up = _unit(local[FOREHEAD] - local[CHIN])
@@ -339,6 +339,7 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
         n = float(np.linalg.norm(d))
         if n > cfg.gaze_max * eye_w:
             d *= np.float32(cfg.gaze_max * eye_w / n)
+            n = cfg.gaze_max * eye_w
         if n < 0.05 or eye_w < 4.0:
             continue
         x0, y0 = np.floor(eye.min(0)).astype(int) - 2

@@ -11,6 +11,7 @@ Drawing is done by the NumPy kernels (masks, blobs, backward map); nothing here 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -320,46 +321,54 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
     offsets there (h, w, 2). The iris is moved `amount` of the way to where it sits when the person looks
     into the lens (just off the middle of the eye's corners: gaze_temporal, gaze_up), at most gaze_max of
     the eye's width; the move is whole over the iris and eases out toward the corners, and is nothing at
-    the lids' edge, so the lids and lashes stay where they are and the white of the eye takes up the change."""
+    the lids' edge, so the lids and lashes stay where they are and the white of the eye takes up the change.
+    The points are plain floats and the patch's grids broadcast rows against columns: it runs every frame."""
     h, w = shape
     loops = mesh.loops()
-    up = _unit(local[FOREHEAD] - local[CHIN])
+    (fx, fy), (cx, cy), (nx, ny) = local[FOREHEAD].tolist(), local[CHIN].tolist(), local[NOSE_TIP].tolist()
+    un = math.hypot(fx - cx, fy - cy) or 1.0
+    ux, uy = (fx - cx) / un, (fy - cy) / un                       # up the face
     out = []
     for eye_loop, (a, b), iris_loop in EYES:
         eye = local[loops[eye_loop]]
         ring = local[loops[iris_loop]]
-        corner_a, corner_b = local[a], local[b]
-        eye_w = float(np.linalg.norm(corner_b - corner_a))
-        centre = ring.mean(0)
-        radius = max(1.0, float(np.linalg.norm(ring - centre, axis=1).mean()))
-        mid = (corner_a + corner_b) / 2.0
-        temporal = _unit(mid - local[NOSE_TIP] - np.dot(mid - local[NOSE_TIP], up) * up)   # away from the nose
-        target = mid + (cfg.gaze_temporal * temporal + cfg.gaze_up * up) * eye_w
-        d = (target - centre) * np.float32(amount)
-        n = float(np.linalg.norm(d))
-        if n > cfg.gaze_max * eye_w:
-            d *= np.float32(cfg.gaze_max * eye_w / n)
-            n = cfg.gaze_max * eye_w
-        if n < 0.05 or eye_w < 4.0:
+        (ax, ay), (bx, by) = local[a].tolist(), local[b].tolist()
+        eye_w = math.hypot(bx - ax, by - ay)
+        if eye_w < 4.0:
             continue
-        x0, y0 = np.floor(eye.min(0)).astype(int) - 2
-        x1, y1 = np.ceil(eye.max(0)).astype(int) + 3
-        x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+        ix, iy = ring.mean(0).tolist()
+        radius = max(1.0, float(np.hypot(*(ring - ring.mean(0)).T).mean()))
+        mx, my = (ax + bx) / 2.0, (ay + by) / 2.0
+        tx, ty = mx - nx, my - ny                                 # away from the nose, across the face
+        along = tx * ux + ty * uy
+        tx, ty = tx - along * ux, ty - along * uy
+        tn = math.hypot(tx, ty) or 1.0
+        gx = mx + (cfg.gaze_temporal * tx / tn + cfg.gaze_up * ux) * eye_w
+        gy = my + (cfg.gaze_temporal * ty / tn + cfg.gaze_up * uy) * eye_w
+        dx, dy = (gx - ix) * amount, (gy - iy) * amount
+        n = math.hypot(dx, dy)
+        if n > cfg.gaze_max * eye_w:
+            dx, dy, n = dx * cfg.gaze_max * eye_w / n, dy * cfg.gaze_max * eye_w / n, cfg.gaze_max * eye_w
+        if n < 0.05:
+            continue
+        (ex0, ey0), (ex1, ey1) = eye.min(0).tolist(), eye.max(0).tolist()
+        x0, y0 = max(0, math.floor(ex0) - 2), max(0, math.floor(ey0) - 2)
+        x1, y1 = min(w, math.ceil(ex1) + 3), min(h, math.ceil(ey1) + 3)
         if x1 - x0 < 3 or y1 - y0 < 3:
             continue
         inside = polygon_mask((y1 - y0, x1 - x0), [eye - np.array([x0, y0], np.float32)])
         # nothing moves at the lids (the weight rises from 0 on the outline to 1 a little inside it) nor at
         # the corners (0 there, 1 over the middle of the opening): the white between them stretches
-        lid = np.clip(cv2.distanceTransform((inside > 0.5).astype(np.uint8), cv2.DIST_L2, 3) / max(1.0, cfg.gaze_lid * eye_w), 0.0, 1.0)
-        ys, xs = np.mgrid[y0:y1, x0:x1].astype(np.float32)
-        axis = (corner_b - corner_a) / max(eye_w, 1e-6)
-        u = ((xs - corner_a[0]) * axis[0] + (ys - corner_a[1]) * axis[1]) / max(eye_w, 1e-6)
-        corners = _smoothstep(np.minimum(u, 1.0 - u) / cfg.gaze_corner)
-        dest = centre + d                                   # where the iris lands (backward map: sampled from there - d)
-        r = np.hypot(xs - dest[0], ys - dest[1])
-        near = 1.0 - _smoothstep((r - cfg.gaze_hold * radius) / (cfg.gaze_ease * radius + n))
-        weight = (lid * corners * near).astype(np.float32)
-        out.append(((y0, y1, x0, x1), weight[..., None] * d.astype(np.float32)))
+        weight = np.minimum(cv2.distanceTransform((inside > 0.5).astype(np.uint8), cv2.DIST_L2, 3)
+                            * np.float32(1.0 / max(1.0, cfg.gaze_lid * eye_w)), 1.0)
+        xs = np.arange(x0, x1, dtype=np.float32)[None, :]
+        ys = np.arange(y0, y1, dtype=np.float32)[:, None]
+        kx, ky = (bx - ax) / eye_w ** 2, (by - ay) / eye_w ** 2
+        u = (xs - ax) * kx + (ys - ay) * ky                       # 0 at one corner, 1 at the other
+        weight *= _smoothstep(np.minimum(u, 1.0 - u) * (1.0 / cfg.gaze_corner))
+        r = np.sqrt((xs - (ix + dx)) ** 2 + (ys - (iy + dy)) ** 2)   # from where the iris lands
+        weight *= 1.0 - _smoothstep((r - cfg.gaze_hold * radius) * (1.0 / (cfg.gaze_ease * radius + n)))
+        out.append(((y0, y1, x0, x1), weight[..., None] * np.array([dx, dy], np.float32)))
     return out
 
 

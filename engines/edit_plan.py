@@ -61,7 +61,7 @@ class EditConfig:
     contour: float = 0.22
     eye_makeup: float = 0.45
     eye_makeup_less: float = 0.25  # eye_makeup = -1: lids this far toward white
-    brow_tint: float = 0.55        # brow_tint = 1: the brows this far toward their shade (their hairs still show)
+    brow_tint: float = 0.26        # brow_tint = 1: the brows this far toward their shade (more moves dlib's identity past 0.2)
     brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
     brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
     sharpen: float = 1.5           # skin_smooth = -1: texture pushed this far past the original

@@ -111,6 +111,7 @@ CASES: tuple[Case, ...] = (
     Case("blush", {"blush": 1.0}, (Target("cheek_da", ">=", 6.0),), skin=True),
     Case("lip_tint", {"lip_tint": 1.0}, (Target("lip_da", ">=", 10.0),), skin=True),
     Case("tan", {"tan": 1.0}, (Target("skin_dL", "<=", -6.0), Target("skin_db", ">=", 3.0)), skin=True),
+    Case("brow_tint", {"brow_tint": 1.0}, (Target("brow_dL", "<=", -5.0),), skin=True),   # the issue names no figure
 )
 CASES_BY_NAME = {c.name: c for c in CASES}
 
@@ -256,6 +257,17 @@ def lip_mask(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     return (outer > 0) & (inner == 0)
 
 
+def brow_band(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
+    """A band along each brow's five points (17-21, 22-26), a fortieth of the face's width thick."""
+    import cv2
+
+    m = np.zeros(shape, np.uint8)
+    thick = max(1, int(round(0.025 * float(np.ptp(p[:, 0])))))
+    for brow in (p[17:22], p[22:27]):
+        cv2.polylines(m, [np.round(brow).astype(np.int32)], False, 1, thick)
+    return m > 0
+
+
 def skin_region(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     """The jaw line's hull closed over the brows, less the eyes and the mouth (grown a little)."""
     import cv2
@@ -276,7 +288,7 @@ def colour_figures(before: np.ndarray, after: np.ndarray, p: np.ndarray) -> dict
     la, lb = rgb2lab(before), rgb2lab(after)
     out = {}
     for name, m in (("cheek", cheek_mask(before.shape[:2], p)), ("lip", lip_mask(before.shape[:2], p)),
-                    ("skin", skin_region(before.shape[:2], p))):
+                    ("skin", skin_region(before.shape[:2], p)), ("brow", brow_band(before.shape[:2], p))):
         d = lb[m].mean(axis=0) - la[m].mean(axis=0)
         out[f"{name}_dL"], out[f"{name}_da"], out[f"{name}_db"] = (float(v) for v in d)
     return out

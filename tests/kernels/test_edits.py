@@ -308,14 +308,11 @@ def test_brow_tint_fills_the_brows_in_their_shade_and_leaves_the_eyes(astronaut)
     """Judged on dlib's brow points (a band along each brow) and eye outlines, in CIE Lab."""
     from skimage.color import rgb2lab
 
-    from bench.evals.edits import Judge
+    from bench.evals.edits import Judge, brow_band
     from engines.edit_plan import colours_for
 
     p = Judge().landmarks(astronaut)
-    fw = float(np.ptp(p[:, 0]))
-    band = np.zeros(astronaut.shape[:2], np.uint8)
-    for brow in (p[17:22], p[22:27]):
-        cv2.polylines(band, [np.round(brow).astype(np.int32)], False, 1, max(1, int(0.025 * fw)))
+    band = brow_band(astronaut.shape[:2], p)
     eyes = np.zeros(astronaut.shape[:2], np.uint8)
     for eye in (p[36:42], p[42:48]):
         cv2.fillPoly(eyes, [np.round(eye).astype(np.int32)], 1)
@@ -325,9 +322,10 @@ def test_brow_tint_fills_the_brows_in_their_shade_and_leaves_the_eyes(astronaut)
     brown = render_edits(astronaut, [lm], {"brow_tint": 1.0})
     black = render_edits(astronaut, [lm], {"brow_tint": 1.0}, colours=colours_for({"brow_tint": "black"}))
     lighter = render_edits(astronaut, [lm], {"brow_tint": -1.0})
-    # measured 2026-12-05: brown L* -13.8, black -23.8 (b* -8.9: toward grey-black), lighter +9.7
-    assert lab(brown, band)[0] - before[0] <= -9
-    assert lab(black, band)[0] - before[0] <= -18 and lab(black, band)[2] < lab(brown, band)[2]
+    # measured 2026-12-05: brown L* -6.5, black -11.0 (b* -4.0: toward grey-black), lighter +9.7; a darker
+    # brow moves dlib's identity past 0.2 (tests/bench/test_edits_eval.py)
+    assert lab(brown, band)[0] - before[0] <= -5
+    assert lab(black, band)[0] - before[0] <= -9 and lab(black, band)[2] < lab(brown, band)[2]
     assert lab(lighter, band)[0] - before[0] >= 5
     for out in (brown, black, lighter):
         assert np.abs(out[eyes > 0].astype(int) - astronaut[eyes > 0].astype(int)).mean() < 1.0

@@ -294,6 +294,73 @@ def colour_figures(before: np.ndarray, after: np.ndarray, p: np.ndarray) -> dict
     return out
 
 
+# -- eye contact ---------------------------------------------------------------------------------------
+LOOK_ASIDE = 0.14         # the harness's look away from the lens: the irises moved this many eye widths
+CONTACT_BACK_MAX = 0.7    # eye_contact = 1 leaves at most this share of that distance (iris centres by the judge)
+CONTACT_KEEP_MAX = 0.05   # and moves an iris already looking into the lens by at most this many eye widths
+
+
+def dark_centre(image: np.ndarray, eye: np.ndarray) -> np.ndarray:
+    """The centroid of the darkest third of the pixels inside a dlib eye outline (6 points): the iris and
+    pupil, found without the product's iris landmarks."""
+    import cv2
+
+    x0, y0 = np.floor(eye.min(0)).astype(int)
+    x1, y1 = np.ceil(eye.max(0)).astype(int) + 1
+    grey = cv2.cvtColor(np.ascontiguousarray(image[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    inside = np.zeros(grey.shape, np.uint8)
+    cv2.fillPoly(inside, [np.round(eye - [x0, y0]).astype(np.int32)], 1)
+    dark = (grey < np.percentile(grey[inside > 0], 33)) & (inside > 0)
+    ys, xs = np.nonzero(dark)
+    return np.array([xs.mean() + x0, ys.mean() + y0])
+
+
+def look_aside(image: np.ndarray, eyes: list[np.ndarray], shift: float) -> np.ndarray:
+    """The irises moved `shift` px sideways inside each dlib eye outline, the lids and corners kept: a look
+    away from the lens made without the product's code."""
+    import cv2
+
+    h, w = image.shape[:2]
+    mx, my = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    for eye in eyes:
+        inside = np.zeros((h, w), np.float32)
+        cv2.fillPoly(inside, [np.round(eye).astype(np.int32)], 1.0)
+        inside = cv2.erode(inside, np.ones((3, 3), np.uint8))
+        eye_w = float(np.ptp(eye[:, 0]))
+        c = dark_centre(image, eye) + [shift, 0.0]
+        bump = np.exp(-((mx - c[0]) ** 2 + (my - c[1]) ** 2) / (2 * (0.3 * eye_w) ** 2))
+        mx -= shift * cv2.GaussianBlur(inside, (0, 0), 1.0) * bump
+    return cv2.remap(image, mx, my, cv2.INTER_LINEAR)
+
+
+def eye_contact_figures(sc: Scene, config) -> dict:
+    """eye_contact = 1 on the scene's face looking aside (LOOK_ASIDE) and looking into the lens: per eye,
+    the share of the look aside left after it (`back`: iris distance to where it was, over the distance the
+    look aside took it) and the move of an iris already in the lens (`kept`, eye widths); the images for the
+    gallery under "_images"."""
+    from engines.edit_render import render_edits
+
+    eyes = [sc.judge[36:42], sc.judge[42:48]]
+    eye_w = float(np.mean([np.ptp(e[:, 0]) for e in eyes]))
+    aside = look_aside(sc.image, eyes, LOOK_ASIDE * eye_w)
+    lm = product_landmarks(aside)
+    if lm is None:
+        return {"error": "the product's landmarker lost the face looking aside"}
+    back = render_edits(aside, [lm], {"eye_contact": 1.0}, config)
+    kept = render_edits(sc.image, [sc.landmarks], {"eye_contact": 1.0}, config)
+    out: dict = {"eye_width_px": eye_w, "aside_px": [], "back": [], "kept": []}
+    for eye in eyes:
+        lens, away, fixed = (dark_centre(x, eye) for x in (sc.image, aside, back))
+        out["aside_px"].append(float(np.linalg.norm(away - lens)))
+        out["back"].append(float(np.linalg.norm(fixed - lens) / max(np.linalg.norm(away - lens), 1e-6)))
+        out["kept"].append(float(np.linalg.norm(dark_centre(kept, eye) - lens) / eye_w))
+    # the judge's eyes are read only where it reads a known change of the lids (not through Hopper's glasses)
+    out["judged"] = bool(sc.readable.get("eye_opening", {}).get("readable", True))
+    out["pass"] = max(out["back"]) <= CONTACT_BACK_MAX and max(out["kept"]) <= CONTACT_KEEP_MAX
+    out["_images"] = (sc.image, aside, back)
+    return out
+
+
 # -- naturalness ---------------------------------------------------------------------------------------
 def edit_weight(shape: tuple[int, int], landmarks: np.ndarray, controls: Mapping[str, float], config) -> np.ndarray:
     """Where the plan acts, as an (H, W) frame field: the largest |amount| x mask of its colour ops
@@ -747,11 +814,14 @@ def run(args) -> dict:
         for case in cases:
             per[case.name][sc.name] = measure(sc, case, judge, config, embedder)
     flick = {sc.name: flicker_figures(sc.image, cases, config, args.flicker_frames) for sc in scenes if sc.name.endswith("@640")}
+    contact = {sc.name: eye_contact_figures(sc, config) for sc in scenes if sc.name.endswith("@close")}
     if args.gallery:
         close = [sc for sc in scenes if sc.name.endswith("@close")]
         for case in cases:
             gallery_png(Path(args.gallery) / f"{case.name}.png", close, [per[case.name][sc.name]["_output"] for sc in close])
         shades_png(Path(args.gallery) / "lipstick_shades.png", close, config)
+        eyes_png(Path(args.gallery) / "eye_contact.png", [sc for sc in close if "_images" in contact[sc.name]],
+                 [contact[sc.name]["_images"] for sc in close if "_images" in contact[sc.name]])
     summary, targets = {}, {}
     for case in cases:
         w = worst(case, per[case.name])
@@ -767,7 +837,8 @@ def run(args) -> dict:
         "flicker": _rounded(flick),
         "summary": _rounded(summary),
         "targets": targets,
-        "pass": all(t["pass"] for t in targets.values()),
+        "eye_contact": {n: _rounded({k: v for k, v in f.items() if not k.startswith("_")}) for n, f in contact.items()},
+        "pass": all(t["pass"] for t in targets.values()) and all(f.get("pass", False) for f in contact.values() if f.get("judged")),
     }
 
 
@@ -791,6 +862,26 @@ def shades_png(path: Path, scenes: list[Scene], config, size: int = 160) -> None
         outs = [sc.image] + [render_edits(sc.image, [sc.landmarks], {"lip_tint": 1.0}, config, colours=colours_for({"lip_tint": s}))
                              for s in SHADES]
         rows.append(np.hstack([cv2.resize(o[a:b, c:d], (size * 3 // 2, size), interpolation=cv2.INTER_AREA) for o in outs]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.vstack(rows)).save(path, optimize=True)
+
+
+def eyes_png(path: Path, scenes: list[Scene], images: list[tuple[np.ndarray, ...]], width: int = 1080) -> None:
+    """One row per scene: the eyes looking into the lens, looking aside, and aside with eye_contact = 1,
+    each a third of `width`."""
+    import cv2
+    from PIL import Image
+
+    rows = []
+    for sc, imgs in zip(scenes, images):
+        p = sc.judge
+        fw = float(np.linalg.norm(p[16] - p[0]))
+        cy = float(p[36:48, 1].mean())
+        a, b = int(cy - 0.16 * fw), int(cy + 0.16 * fw)
+        c, d = int(p[36, 0] - 0.12 * fw), int(p[45, 0] + 0.12 * fw)
+        w3 = width // 3
+        h3 = int(round(w3 * (b - a) / max(d - c, 1)))
+        rows.append(np.hstack([cv2.resize(x[a:b, c:d], (w3, h3), interpolation=cv2.INTER_AREA) for x in imgs]))
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(np.vstack(rows)).save(path, optimize=True)
 

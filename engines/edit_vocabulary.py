@@ -55,7 +55,7 @@ EDIT_SPECS: tuple[EditSpec, ...] = (
     EditSpec("contour", "Contour", "appearance", "less", "more", "shading under the cheekbones (< 0: lighter hollows)"),
     EditSpec("eye_makeup", "Eye makeup", "appearance", "less", "more",
              "lids and liner toward the shadow's colour (< 0: lighter)", colour="black"),
-    EditSpec("brow_tint", "Brow colour", "appearance", "lighter", "filled in",
+    EditSpec("brow_tint", "Brow fill", "appearance", "lighter", "filled in",
              "brows filled in with their shade, a little past their edges (< 0: lighter brows)", colour="brown"),
     EditSpec("saturation", "Saturation", "appearance", "muted", "vivid", "colour of the face (< 0: toward grey)"),
 )

@@ -115,6 +115,14 @@ ATOMS: dict[str, tuple[list[str], list[str], dict[str, float], bool, dict[str, f
               {"skin_smooth": -0.6, "saturation": -0.3, "brightness": -0.2}, True, {}),
     "neutral": (["keep my face as it is", "no edits", "original look", "no change", "leave it natural", "as is"],
                 ["保持原样", "原样", "无变化", "不变"], {}, False, None),
+    "eye_contact": (["eye contact", "looking at the camera", "direct eye contact", "eyes on the camera",
+                     "a gaze into the lens", "looking straight into the camera"],
+                    ["看镜头", "眼神看镜头", "直视镜头", "眼神交流", "看着摄像头"], {"eye_contact": 0.9}, False, None),
+    "brows_fill": (["darker eyebrows", "fuller brows", "filled-in brows", "bold brows", "defined eyebrows", "thicker eyebrows"],
+                   ["浓眉", "眉毛加深", "画眉", "野生眉", "眉毛浓一点"], {"brow_tint": 0.6}, True, {"brow_tint": -0.3}),
+    "brows_light": (["lighter eyebrows", "blonde brows", "softer brows"], ["淡眉", "眉毛淡一点"], {"brow_tint": -0.5}, True, None),
+    "brow_colour": (["black eyebrows", "brown brows", "dark brown eyebrows"], ["黑色眉毛", "棕色眉毛", "深棕色眉毛"],
+                    {"brow_tint": 0.7}, False, None),
 }
 
 EN_LOW = ["slightly", "a bit", "a little", "somewhat"]

@@ -65,6 +65,14 @@ GLOSSARY: dict[str, str] = {
     "烟熏妆": "smoky eyes", "眼线": "eyeliner", "眼妆": "eye makeup", "浓眼妆": "dramatic eye makeup",
     "素颜": "no makeup", "不化妆": "no makeup", "裸妆": "bare face", "浓妆": "heavy makeup", "全妆": "full glam",
     "淡妆": "light makeup", "化妆": "makeup",
+    # brows
+    "浓眉": "bold brows", "眉毛加深": "darker eyebrows", "画眉": "filled-in brows", "野生眉": "fuller natural brows",
+    "眉毛浓一点": "slightly darker eyebrows", "淡眉": "lighter eyebrows", "眉毛淡一点": "slightly lighter eyebrows",
+    "黑色眉毛": "black eyebrows", "棕色眉毛": "brown brows", "深棕色眉毛": "dark brown eyebrows", "深棕色": "dark brown",
+    "眉毛": "eyebrows",
+    # gaze
+    "看镜头": "look at the camera", "眼神看镜头": "eyes on the camera", "直视镜头": "looking straight into the camera",
+    "眼神交流": "eye contact", "看着摄像头": "looking at the camera", "眼神": "eyes", "镜头": "camera", "摄像头": "camera",
     # styles
     "韩系清透裸妆": "k-beauty glass skin", "韩系": "korean style", "韩式水光肌": "korean glass skin look",
     "韩妆": "dewy korean makeup", "水光肌": "glass skin", "清透": "dewy",

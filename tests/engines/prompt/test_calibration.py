@@ -145,7 +145,7 @@ def test_score_counts_signs_and_zero_leaks():
 def test_calibrating_a_decoder_llm_end_to_end(tiny_decoder, small_corpus, tmp_path, monkeypatch):
     monkeypatch.setenv("LIVEFUSE_HOME", str(tmp_path / "home"))
     enc = TextEncoder(tiny_decoder)
-    cfg = CalibrationConfig(steps=60)
+    cfg = CalibrationConfig(steps=120)
     from engines.prompt.head import artifact_path_for
 
     out = artifact_path_for(enc.id)

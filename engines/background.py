@@ -224,9 +224,11 @@ class Matte:
         return k.keep_polygons(k.guided_alpha(coef, luma), keep)
 
     def alpha_i420(self, y: Any, u: Any, v: Any, steady: bool = True,
-                   keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any]:
+                   keep: Sequence[np.ndarray] = (), full: bool = True) -> tuple[Any, Any]:
         """(alpha for Y at full size, alpha for U and V at half size) of an I420 frame (even sides); `keep`
-        as for alpha_rgb. With `reuse` they are this matte's buffers, overwritten by its next call."""
+        as for alpha_rgb. With `reuse` they are this matte's buffers, overwritten by its next call.
+        `full=False` (a stream's compositing, which brings Y's alpha up only along the person's edge,
+        compose_i420 with `keep`): Y's is None where the alpha is fitted at half size."""
         twin = twin_for(y)
         k = twin.background
         h, w = y.shape
@@ -238,8 +240,10 @@ class Matte:
             coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
             half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
-            full = k.upsample_alpha(half, (w, h), out=buf("alpha", (h, w), np.float32))
-            return k.keep_polygons(full, keep), half
+            if not full:
+                return None, half
+            up = k.upsample_alpha(half, (w, h), out=buf("alpha", (h, w), np.float32))
+            return k.keep_polygons(up, keep), half
         coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
         alpha = k.guided_alpha(coef, y, out=buf("alpha", (h, w), np.float32), work=buf("work", (h, w), np.float32))
         k.keep_polygons(alpha, keep)
@@ -285,6 +289,7 @@ class Backdrop:
         self._planes: tuple | None = None
         self._blurred: tuple | None = None      # the last frame's blurred room, for a still picture
         self._blur_key: tuple | None = None
+        self._blurred_fills: tuple | None = None   # ... and as composite_i420's room fills (rounded)
 
     def picture(self, picture: Any, key: Any, size: tuple[int, int], like: Any = None) -> Any:
         """RGB picture covering `size` = (w, h), of `like`'s kind and device (default: `picture`'s)."""
@@ -326,15 +331,24 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
 
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
                  backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8,
-                 in_place: bool = False, still: bool = False, work: dict | None = None) -> tuple[Any, Any, Any]:
+                 in_place: bool = False, still: bool = False, work: dict | None = None,
+                 keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any, Any]:
     """(Y, U, V) with the room behind the person replaced as `spec` says: new planes, or with `in_place`
     the planes given, written over. `still` (the matte did not run its network: the picture has not
     moved): the blurred room of the last frame `backdrop` blurred is used again. `work`: a dict the caller
-    keeps from frame to frame, where the arithmetic's float buffers live (NumPy planes)."""
+    keeps from frame to frame, where the arithmetic's float buffers live (NumPy planes). `alphas` as
+    Matte.alpha_i420 gives them; with Y's None (`full=False`) the planes are composed by the half-size
+    alpha (kernels: composite_i420: Y's alpha brought up and `keep`'s polygons raised to 1 only along the
+    person's edge), the same pixels as with Y's alpha given."""
     k = twin_for(y).background
     a_y, a_uv = alphas
     h, w = y.shape
     outs = (y, u, v) if in_place else (None, None, None)
+
+    def y_alpha() -> Any:
+        return a_y if a_y is not None else k.keep_polygons(k.upsample_alpha(a_uv, (w, h)), keep)
+
+    fills = None
     if spec.mode == "blur":
         s = k.blur_sigma(spec.strength, h, blur_factor)
         half = max(1, blur_factor // 2)
@@ -345,13 +359,20 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
             small = (max(1, w // blur_factor), max(1, h // blur_factor))
             room = k.room_weight(a_uv, small)           # once for the three planes
             old = backdrop._blurred if backdrop is not None and backdrop._blurred is not None else (None, None, None)
-            bgs = (k.background_blur(y, a_y, s, blur_factor, room, out=old[0]),
+            bgs = (k.background_blur(y, a_y if room.shape[:2] == small[::-1] else y_alpha(), s, blur_factor, room,
+                                     out=old[0]),
                    k.background_blur(u, a_uv, s, half, room, out=old[1]),
                    k.background_blur(v, a_uv, s, half, room, out=old[2]))
             if backdrop is not None:
-                backdrop._blurred, backdrop._blur_key = bgs, key
+                backdrop._blurred, backdrop._blur_key, backdrop._blurred_fills = bgs, key, None
+        if backdrop is not None and a_y is None and twin_for(y).ON_HOST:
+            if backdrop._blurred_fills is None:
+                backdrop._blurred_fills = tuple(k.room_fill(b, b.shape) for b in bgs)
+            fills = backdrop._blurred_fills
     elif spec.mode == "color":
         bgs = _color_i420(spec.color)
+        if a_y is None and work is not None and twin_for(y).ON_HOST:
+            fills = tuple(_kept(work, ("fill", b, p.shape), lambda b=b, p=p: k.room_fill(b, p.shape)) for b, p in zip(bgs, (y, u, v)))
     elif spec.mode == "image":
         if picture is None:
             raise BackgroundError(f"background picture {spec.image_id!r} is not available")
@@ -359,13 +380,21 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
                                                       (w, h), like=y)
     else:
         return y, u, v
+    if a_y is None:
+        return k.composite_i420((y, u, v), bgs, a_uv, keep, out=None if not in_place else (y, u, v), fills=fills)
+
     def scratch(plane: Any) -> Any:
         if work is None or not twin_for(plane).ON_HOST:
             return None
-        b = work.get(plane.shape)
-        if b is None:
-            b = work[plane.shape] = np.empty(plane.shape, np.float32)
-        return b
+        return _kept(work, plane.shape, lambda: np.empty(plane.shape, np.float32))
 
     return tuple(k.composite(p, b, a, out=o, work=scratch(p))
                  for p, b, a, o in zip((y, u, v), bgs, (a_y, a_uv, a_uv), outs))
+
+
+def _kept(work: dict, key: Any, make: Any) -> Any:
+    """work[key], made once."""
+    b = work.get(key)
+    if b is None:
+        b = work[key] = make()
+    return b

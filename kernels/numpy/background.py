@@ -207,3 +207,127 @@ def cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     scaled = cv2.resize(image, (nw, nh), interpolation=interp)
     x0, y0 = (nw - tw) // 2, (nh - th) // 2
     return np.ascontiguousarray(scaled[y0:y0 + th, x0:x0 + tw])
+
+
+def _tile_side(h: int, w: int) -> int:
+    """The tile side (in half-size pixels) composite_i420 works in: the largest of 8..4 that divides both
+    of the half-size alpha's sides (0: none does; the planes are then composed whole)."""
+    for t in (8, 6, 5, 4):
+        if h % t == 0 and w % t == 0:
+            return t
+    return 0
+
+
+def _tiles(plane: np.ndarray, side: int) -> np.ndarray:
+    """A (rows, side, cols, side) view of a 2-D plane cut into side x side tiles (no copy: writes land)."""
+    h, w = plane.shape
+    s0, s1 = plane.strides
+    return np.lib.stride_tricks.as_strided(plane, (h // side, side, w // side, side), (s0 * side, s0, s1 * side, s1))
+
+
+def _all_over_tiles(flag: np.ndarray, side: int) -> np.ndarray:
+    """bool per side x side tile of a uint8 0/255 map: set over the tile and the pixel around it."""
+    h, w = flag.shape
+    s = flag.reshape(h // side, side, w).min(axis=1)              # each tile row's strip ...
+    np.minimum(s[1:], flag[side - 1:h - 1:side], out=s[1:])      # ... with the row above it
+    np.minimum(s[:-1], flag[side::side], out=s[:-1])             # ... and below it
+    k = cv2.getStructuringElement(cv2.MORPH_RECT, (side + 2, 1))
+    return cv2.erode(s, k, anchor=(1, 0))[:, ::side] > 0         # then along the strip, a column either side
+
+
+def tile_classes(alpha: np.ndarray, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """(room, person): bool per side x side tile of a half-size alpha, True where the alpha is exactly 0
+    (room) or exactly 1 (person) over the tile and one pixel around it, so that Y's alpha, brought up
+    bilinearly from it, is exactly 0 or 1 over the tile's full-size pixels too."""
+    return (_all_over_tiles(cv2.compare(alpha, 0.0, cv2.CMP_LE), side),
+            _all_over_tiles(cv2.compare(alpha, 1.0, cv2.CMP_GE), side))
+
+
+def room_fill(bg, shape: tuple[int, int]) -> np.ndarray:
+    """uint8 plane of `shape`: the background as `composite` writes it where alpha is 0 (a value, a uint8
+    plane or a float plane, rounded to nearest): what composite_i420 copies into the room's tiles. A
+    caller keeps it while the background stays (a colour, a still blurred room)."""
+    if isinstance(bg, np.ndarray):
+        return bg if bg.dtype == np.uint8 else cv2.convertScaleAbs(bg.astype(np.float32, copy=False))
+    return np.full(shape, cv2.convertScaleAbs(np.zeros((1, 1), np.float32), alpha=1.0, beta=float(bg))[0, 0], np.uint8)
+
+
+def _blend(fg: np.ndarray, bg, alpha: np.ndarray) -> np.ndarray:
+    """`composite`'s plane arithmetic on (K, n, n) stacks of tiles (one 2-D pass per step)."""
+    k, n, m = fg.shape
+    b2 = bg.reshape(k * n, m) if isinstance(bg, np.ndarray) else bg
+    return composite(fg.reshape(k * n, m), b2, alpha.reshape(k * n, m)).reshape(k, n, m)
+
+
+def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha: np.ndarray, keep=(),
+                   out: tuple | None = None, fills: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An I420 frame over its background by the half-size alpha (the chroma planes'): U and V by `alpha`,
+    Y by `alpha` brought up bilinearly (upsample_alpha) and raised to 1 inside `keep`'s polygons
+    (keep_polygons): the same pixels as `composite` of each plane with those alphas, but the arithmetic
+    runs only on the tiles along the person's edge. The frame is cut into tiles (8 x 8 at half size where
+    the sides allow): a tile wholly room (alpha 0 over it and one pixel around) takes the background (one
+    masked copy per plane), a tile wholly person keeps the frame's pixels, and only the others (a few
+    percent of a frame with one person) are blended, gathered into one stack per plane. `bgs`: per plane a
+    value (a colour), a uint8 plane (a picture) or a float32 plane (a blurred room); `fills`: their
+    room_fill planes, when the caller keeps them. `out`: the planes written (the frame's own allowed);
+    default new planes."""
+    y, u, v = planes
+    h2, w2 = alpha.shape
+    side = _tile_side(h2, w2)
+    if out is None:
+        out = tuple(np.empty_like(p) for p in planes)
+    if not side or y.shape != (2 * h2, 2 * w2) or u.shape != alpha.shape or v.shape != alpha.shape:
+        full = keep_polygons(upsample_alpha(alpha, (y.shape[1], y.shape[0])), keep)
+        return tuple(composite(p, b, a, out=o) for p, b, a, o in zip(planes, bgs, (full, alpha, alpha), out))
+    room, person = tile_classes(alpha, side)
+    big = 2 * side
+    hulls = [np.round(np.asarray(p, np.float64)).astype(np.int32) for p in keep]
+    for p in hulls:                      # the faces' polygons are the person: any tile they touch is worked on
+        i0, i1 = max(0, int(p[:, 1].min()) // big), max(0, int(p[:, 1].max()) // big + 1)
+        j0, j1 = max(0, int(p[:, 0].min()) // big), max(0, int(p[:, 0].max()) // big + 1)
+        room[i0:i1, j0:j1] = False
+    bi, bj = np.nonzero(~(room | person))
+    room8 = room.view(np.uint8)
+    for p, b, o, n, f in zip(planes, bgs, out, (big, side, side), fills or (None,) * 3):
+        edge = _tiles(p, n)[bi, :, bj, :] if len(bi) else None   # gathered before `out` (maybe `p`) is written
+        if o is not p:
+            np.copyto(o, p)
+        mask = np.repeat(np.repeat(room8, n, axis=1), n, axis=0)
+        f = room_fill(b, p.shape) if f is None else f
+        if cv2.copyTo(f, mask, o) is not o:
+            raise RuntimeError("composite_i420 writes into contiguous planes")
+        if edge is not None:
+            a = _y_alpha(alpha, bi, bj, side, hulls) if n == big else _tiles(alpha, n)[bi, :, bj, :]
+            bt = _tiles(b, n)[bi, :, bj, :] if isinstance(b, np.ndarray) else b
+            _tiles(o, n)[bi, :, bj, :] = _blend(edge, bt, a)
+    return out
+
+
+def _y_alpha(alpha: np.ndarray, bi: np.ndarray, bj: np.ndarray, side: int, hulls) -> np.ndarray:
+    """(K, 2 side, 2 side) Y alpha of the tiles (bi, bj): each tile's half-size alpha with a pixel around it
+    (the edge's pixels repeated, as OpenCV's resize reads past the edge), brought up bilinearly as one
+    column of tiles (every tile's pixels are the whole plane's upsample_alpha), then raised to 1 inside
+    the polygons."""
+    h, w = alpha.shape
+    n = side + 2
+    k = len(bi)
+    steps = np.arange(-1, side + 1)
+    rows = np.clip(bi * side + steps[:, None], 0, h - 1)        # (n, k): the edge's pixels repeated past it
+    cols = np.clip(bj[:, None] * side + steps, 0, w - 1)        # (k, n)
+    windows = alpha.ravel().take(rows[:, :, None] * w + cols[None])   # (n, k, n): the tiles side by side
+    up = cv2.resize(windows.reshape(n, k * n), (2 * k * n, 2 * n), interpolation=cv2.INTER_LINEAR)
+    a = np.ascontiguousarray(up.reshape(2 * n, k, 2 * n)[2:2 * n - 2, :, 2:2 * n - 2].transpose(1, 0, 2))
+    big = 2 * side
+    for p in hulls:                      # keep_polygons on the tiles the polygon's box touches
+        i0, j0 = int(p[:, 1].min()) // big, int(p[:, 0].min()) // big
+        i1, j1 = int(p[:, 1].max()) // big + 1, int(p[:, 0].max()) // big + 1
+        sel = np.flatnonzero((bi >= i0) & (bi < i1) & (bj >= j0) & (bj < j1))
+        if not len(sel):
+            continue
+        canvas = np.zeros(((i1 - i0) * big, (j1 - j0) * big), np.uint8)
+        cv2.fillPoly(canvas, [p - np.array([j0 * big, i0 * big], np.int32)], 1)
+        inside = _tiles(canvas, big)[bi[sel] - i0, :, bj[sel] - j0, :].view(bool)
+        tiles = a[sel]
+        tiles[inside] = 1.0
+        a[sel] = tiles
+    return a

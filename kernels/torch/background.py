@@ -143,6 +143,22 @@ def composite(fg: torch.Tensor, bg, alpha: torch.Tensor, out: torch.Tensor | Non
     return out
 
 
+def room_fill(bg, shape: tuple[int, int]) -> torch.Tensor | None:
+    """See kernels.numpy.background.room_fill (a value stays a value here: composite_i420 takes it)."""
+    if isinstance(bg, torch.Tensor):
+        return bg if bg.dtype == torch.uint8 else _u8(bg)
+    return None
+
+
+def composite_i420(planes, bgs, alpha: torch.Tensor, keep=(), out=None, fills=None) -> tuple:
+    """See kernels.numpy.background.composite_i420: the same pixels, composed whole on the device (Y's
+    alpha brought up, `keep` raised to 1, each plane composited), where skipping tiles gains nothing."""
+    y = planes[0]
+    h, w = y.shape
+    full = keep_polygons(upsample_alpha(alpha, (w, h)), keep)
+    return tuple(composite(p, b, a, out=o) for p, b, a, o in zip(planes, bgs, (full, alpha, alpha), out or (None,) * 3))
+
+
 def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """2-D (H x W) or C x H x W, separable filter with reflect-101 borders."""
     t = x[None, None] if x.ndim == 2 else x[:, None]

@@ -193,3 +193,23 @@ def test_a_swaying_person_skips_the_network_and_keeps_the_outline():
         assert matte.network_runs <= 7                              # every other frame at 4 px a frame
     finally:
         matte.close()
+
+
+def test_composing_by_the_half_size_alpha_gives_the_same_frame(matte, astronaut):
+    """The stream's path (Y's alpha brought up only along the person's edge) against the whole planes'."""
+    from engines.background import Backdrop
+
+    scene = ps.pasted_scene("grace_hopper", "rocket", height=0.8, centre_x=0.3)
+    y, u, v = rgb_to_i420(scene.image)
+    whole = matte.alpha_i420(y, u, v, steady=False, keep=[scene.face_hull])
+    edge = matte.alpha_i420(y, u, v, steady=False, keep=[scene.face_hull], full=False)
+    assert edge[0] is None and np.array_equal(edge[1], whole[1])
+    backdrop, work = Backdrop(), {}
+    for spec in (BackgroundSpec("blur", 0.7), BackgroundSpec("color", color=(0, 255, 0)),
+                 BackgroundSpec("image", image_id="astro")):
+        want = compose_i420(y, u, v, whole, spec, picture=astronaut)
+        for still in (False, True):                                  # a still picture reuses the blurred room
+            planes = tuple(p.copy() for p in (y, u, v))
+            compose_i420(*planes, edge, spec, picture=astronaut, backdrop=backdrop, in_place=True, still=still,
+                         work=work, keep=[scene.face_hull])
+            assert all(np.array_equal(g, w) for g, w in zip(planes, want)), (spec.mode, still)

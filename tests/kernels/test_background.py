@@ -163,3 +163,41 @@ def test_half_plane_and_upsample_twins(frame):
     assert np.abs(nb.half_plane(y).astype(int) - tb.half_plane(_t(y)).numpy()).max() <= 1
     a = np.clip(np.random.default_rng(4).random((360, 640)).astype(np.float32), 0, 1)
     np.testing.assert_allclose(tb.upsample_alpha(_t(a), (1280, 720)).numpy(), nb.upsample_alpha(a, (1280, 720)), atol=1e-5)
+
+
+def _person_alpha(h: int, w: int) -> np.ndarray:
+    """A half-size alpha like the matte's: exactly 1 inside a person-shaped blob, exactly 0 far from it,
+    a soft band between (and the person cut by the frame's bottom edge)."""
+    m = np.zeros((h, w), np.float32)
+    cv2.ellipse(m, (w // 3, h), (w // 6, h * 2 // 3), 0, 0, 360, 1.0, -1)
+    cv2.circle(m, (w // 3, h // 3), h // 6, 1.0, -1)
+    return np.clip((cv2.GaussianBlur(m, (0, 0), 3.0) - 0.3) * 3.0, 0.0, 1.0)
+
+
+def test_composite_i420_blends_only_the_edge_and_gives_the_whole_planes_pixels(frame):
+    y, u, v = rgb_to_i420(frame)
+    alpha = _person_alpha(*u.shape)
+    rng = np.random.default_rng(5)
+    hull = np.array([[300.0, 150.0], [520.0, 170.0], [480.0, 330.0], [280.0, 300.0]])   # crosses the person's edge
+    full = nb.keep_polygons(nb.upsample_alpha(alpha, (1280, 720)), [hull])
+    assert ((alpha > 0) & (alpha < 1)).mean() < 0.1 and (full[150:330, 280:520] == 1).mean() > 0.9
+    picture = rgb_to_i420(nb.cover(frame[::-1].copy(), (1280, 720)))
+    blurred = tuple(rng.random(p.shape).astype(np.float32) * 255 for p in (y, u, v))
+    for bgs in ((81.6, 54.5, 34.5), picture, blurred):
+        want = tuple(nb.composite(p, b, a) for p, b, a in zip((y, u, v), bgs, (full, alpha, alpha)))
+        got = nb.composite_i420((y, u, v), bgs, alpha, [hull])
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+        planes = tuple(p.copy() for p in (y, u, v))
+        fills = tuple(nb.room_fill(b, p.shape) for b, p in zip(bgs, planes))
+        assert nb.composite_i420(planes, bgs, alpha, [hull], out=planes, fills=fills) == planes
+        assert all(np.array_equal(g, w) for g, w in zip(planes, want))
+        t = tb.composite_i420(tuple(map(_t, (y, u, v))), tuple(_t(b) if isinstance(b, np.ndarray) else b for b in bgs),
+                              _t(alpha), [hull])
+        assert all(np.abs(a.numpy().astype(int) - w).max() <= 1 for a, w in zip(t, want))
+    # sides no tile divides: the planes composed whole, the same pixels
+    y2, u2, v2 = y[:718, :1278], u[:359, :639], v[:359, :639]
+    a2 = np.ascontiguousarray(alpha[:359, :639])
+    f2 = nb.keep_polygons(nb.upsample_alpha(a2, (1278, 718)), [hull])
+    got = nb.composite_i420((y2, u2, v2), (81.6, 54.5, 34.5), a2, [hull])
+    assert all(np.array_equal(g, nb.composite(p, b, a)) for g, p, b, a in
+               zip(got, (y2, u2, v2), (81.6, 54.5, 34.5), (f2, a2, a2)))

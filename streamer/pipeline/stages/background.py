@@ -60,10 +60,10 @@ class BackgroundStage:
         planes = state.planes
         if planes is not None:
             y = planes.luma()                  # open regions written back; the planes change
-            alphas = self._matte.alpha_i420(y, planes.u, planes.v, steady=self.live, keep=keep)
+            alphas = self._matte.alpha_i420(y, planes.u, planes.v, steady=self.live, keep=keep, full=False)
             compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
                          picture_key=spec.image_id, blur_factor=blur, in_place=True,
-                         still=self.live and not self._matte.fresh, work=self._work)
+                         still=self.live and not self._matte.fresh, work=self._work, keep=keep)
             return state
         image = state.image
         alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep)

@@ -21,6 +21,7 @@ first frame's.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -152,16 +153,29 @@ class FaceFrame:
         return {n: float(v) for n, v in zip(ARKIT_NAMES, self.scores)}
 
     def as_json(self) -> dict[str, Any]:
-        """The `face` event's body (docs/api.md, Face events)."""
-        return {"t": round(self.t, 4), "found": self.found, "track_id": self.track_id,
-                "calibrated": self.calibrated,
-                "blendshapes": {n: round(float(v), 4) for n, v in zip(ARKIT_NAMES, self.scores)},
-                "head": {"yaw": round(self.yaw, 2), "pitch": round(self.pitch, 2), "roll": round(self.roll, 2),
-                         "quaternion": [round(v, 5) for v in self.quaternion],
-                         "position": [round(v, 4) for v in self.position]},
-                "gaze": {"left": {"yaw": round(self.gaze[0], 2), "pitch": round(self.gaze[1], 2)},
-                         "right": {"yaw": round(self.gaze[2], 2), "pitch": round(self.gaze[3], 2)}},
-                **dict(self.extra)}
+        """The `face` event's body (docs/api.md, Face events) as a dict: `json_text` read back."""
+        return json.loads(self.json_text())
+
+    def json_text(self) -> str:
+        """The `face` event's body as JSON text, made in one formatting step over a layout written once
+        (the rig's outputs send it up to 60 times a second: a dict and a JSON encoder cost three times as
+        much). ValueError for a value that is not finite, as strict JSON would."""
+        values = (self.t, self.track_id, *self.scores.tolist(), self.yaw, self.pitch, self.roll, *self.quaternion,
+                  *self.position, *self.gaze)
+        if not math.isfinite(math.fsum(values)):
+            raise ValueError("a face frame holds a value that is not finite")
+        text = _BODY % (self.t, "true" if self.found else "false", self.track_id,
+                        "true" if self.calibrated else "false", *values[2:])
+        if not self.extra:
+            return text + "}"
+        return text + "," + json.dumps(dict(self.extra), separators=(",", ":"), allow_nan=False)[1:]
+
+
+# FaceFrame.json_text's layout: scores to 4 places, angles to 2, the quaternion to 5, position (m) to 4
+_BODY = ('{"t":%.4f,"found":%s,"track_id":%d,"calibrated":%s,"blendshapes":{'
+         + ",".join('"%s":%%.4f' % n for n in ARKIT_NAMES)
+         + '},"head":{"yaw":%.2f,"pitch":%.2f,"roll":%.2f,"quaternion":[%.5f,%.5f,%.5f,%.5f],'
+           '"position":[%.4f,%.4f,%.4f]},"gaze":{"left":{"yaw":%.2f,"pitch":%.2f},"right":{"yaw":%.2f,"pitch":%.2f}}')
 
 
 BlendshapeRunner = Callable[[np.ndarray], Mapping[str, float]]
@@ -185,24 +199,31 @@ def open_blendshapes() -> BlendshapeRunner:
 def iris_offsets(landmarks: np.ndarray) -> np.ndarray:
     """(4,) each iris centre's offset from its eye's centre over half the eye's width: left x, y, right x,
     y; x toward the person's left, y up, along and across the line through both outer corners."""
-    p = landmarks
-    lx, ly = float(p[LEFT_EYE[0], 0]), float(p[LEFT_EYE[0], 1])
-    rx, ry = float(p[RIGHT_EYE[0], 0]), float(p[RIGHT_EYE[0], 1])
-    n = math.hypot(lx - rx, ly - ry) or 1e-9
-    ex, ey = (lx - rx) / n, (ly - ry) / n
+    return np.array(_iris_floats(landmarks))
+
+
+# the six points iris_offsets reads, in one fancy index: left outer, inner, iris, right outer, inner, iris
+_EYE_POINTS = np.array(LEFT_EYE + RIGHT_EYE)
+
+
+def _iris_floats(landmarks: np.ndarray) -> list[float]:
+    """iris_offsets as plain floats: the six points are read in one step and the rest is float arithmetic
+    (the rig runs it every frame, where a dozen NumPy scalar reads cost more than the sums)."""
+    (lox, loy), (lix, liy), (lcx, lcy), (rox, roy), (rix, riy), (rcx, rcy) = landmarks[_EYE_POINTS, :2].tolist()
+    n = math.hypot(lox - rox, loy - roy) or 1e-9
+    ex, ey = (lox - rox) / n, (loy - roy) / n
     ux, uy = ey, -ex                    # image y runs down: up is ex turned a quarter back
-    out = np.empty(4)
-    for k, (outer, inner, iris) in enumerate((LEFT_EYE, RIGHT_EYE)):
-        ox, oy, ix, iy = float(p[outer, 0]), float(p[outer, 1]), float(p[inner, 0]), float(p[inner, 1])
+    out: list[float] = []
+    for ox, oy, ix, iy, cx, cy in ((lox, loy, lix, liy, lcx, lcy), (rox, roy, rix, riy, rcx, rcy)):
         half = max(math.hypot(ox - ix, oy - iy) * 0.5, 1e-9)
-        dx, dy = float(p[iris, 0]) - (ox + ix) * 0.5, float(p[iris, 1]) - (oy + iy) * 0.5
-        out[2 * k], out[2 * k + 1] = (dx * ex + dy * ey) / half, (dx * ux + dy * uy) / half
+        dx, dy = cx - (ox + ix) * 0.5, cy - (oy + iy) * 0.5
+        out += ((dx * ex + dy * ey) / half, (dx * ux + dy * uy) / half)
     return out
 
 
-def gaze_degrees(offsets: np.ndarray) -> np.ndarray:
+def gaze_degrees(offsets: "np.ndarray | list[float]") -> tuple[float, ...]:
     """Iris offsets (iris_offsets, less the neutral's) -> eye rotation in degrees, by the eye model above."""
-    return np.degrees(np.arcsin(np.clip(np.asarray(offsets) * EYE_HALF_OVER_RADIUS, -1.0, 1.0)))
+    return tuple(math.degrees(math.asin(max(-1.0, min(1.0, float(g) * EYE_HALF_OVER_RADIUS)))) for g in offsets)
 
 
 def quaternion_of(r: np.ndarray) -> np.ndarray:
@@ -233,12 +254,13 @@ def matrix_of(q: np.ndarray) -> np.ndarray:
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
-def angles_of(r: np.ndarray) -> tuple[float, float, float]:
+def angles_of(r: "np.ndarray | list[list[float]]") -> tuple[float, float, float]:
     """Yaw, pitch, roll in degrees of R = Rz(roll) Ry(yaw) Rx(pitch), signs as the module says (pitch > 0:
-    chin down, the rotation about x that takes up toward the camera)."""
-    yaw = math.degrees(math.asin(max(-1.0, min(1.0, -r[2, 0]))))
-    pitch = math.degrees(math.atan2(r[2, 1], r[2, 2]))
-    roll = math.degrees(math.atan2(r[1, 0], r[0, 0]))
+    chin down, the rotation about x that takes up toward the camera). R as an array or as nested lists."""
+    r0, r1, r2 = (r.tolist() if isinstance(r, np.ndarray) else r)
+    yaw = math.degrees(math.asin(max(-1.0, min(1.0, -r2[0]))))
+    pitch = math.degrees(math.atan2(r2[1], r2[2]))
+    roll = math.degrees(math.atan2(r1[0], r0[0]))
     return yaw, pitch, roll
 
 
@@ -259,7 +281,7 @@ class FaceRig:
         self._collect_until: float | None = None
         self._calibrate_request: float | None = None
         self._samples: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self._origin: np.ndarray | None = None
+        self._origin: tuple[float, ...] | None = None
         c = config
         groups = ((c.score_cutoff, len(ARKIT_NAMES)), (c.angle_cutoff, 3), (c.position_cutoff, 3), (c.gaze_cutoff, 4))
         # one filter over all 62 values (scores, yaw/pitch/roll, position, gaze), each group its own cutoffs
@@ -270,6 +292,9 @@ class FaceRig:
         self._last: FaceFrame | None = None
         self._last_pts: np.ndarray | None = None
         self._last_shapes: Mapping[str, float] | None = None
+        self._values = np.zeros(len(ARKIT_NAMES) + 10)      # the filter's input, filled in place each frame
+        self._neutral_for: Neutral | None = None
+        self._neutral_cache: tuple[np.ndarray, list[list[float]]] = (np.zeros(0), [])
         self.network_runs = 0
         self.calibrated_at: float | None = None     # stream time the last calibration ended
 
@@ -335,44 +360,58 @@ class FaceRig:
             self.network_runs += 1
             self._last_pts, self._last_shapes = pts, shapes
         scores = self._vector(shapes)
+        # the face transform's rotation, position and the iris offsets as plain floats: a frame's handful
+        # of 3-vectors costs less in float arithmetic than in NumPy calls
         m = face.transform if face.transform is not None else face_transform(pts, frame_size)
-        m = np.asarray(m, np.float64)
-        scale = float(np.linalg.norm(m[:3, 0]))
-        r = m[:3, :3] / max(scale, 1e-9)
-        pos = m[:3, 3] / 100.0                  # the geometry pipeline's centimetres
-        iris = iris_offsets(pts)
-        self._collect(t, scores, r, pos, iris)
+        m0, m1, m2 = np.asarray(m, np.float64)[:3].tolist()
+        inv = 1.0 / max(math.sqrt(m0[0] * m0[0] + m1[0] * m1[0] + m2[0] * m2[0]), 1e-9)
+        r = [[m0[0] * inv, m0[1] * inv, m0[2] * inv], [m1[0] * inv, m1[1] * inv, m1[2] * inv],
+             [m2[0] * inv, m2[1] * inv, m2[2] * inv]]
+        pos = [m0[3] / 100.0, m1[3] / 100.0, m2[3] / 100.0]     # the geometry pipeline's centimetres
+        iris = _iris_floats(pts)
+        if self.calibrating:
+            self._collect(t, scores, np.array(r), np.array(pos), np.array(iris))
         n = self.neutral
         if n is not None:
-            base = np.asarray(n.scores)
+            base, nt = self._neutral_terms(n)
             scores = (scores - base) / (1.0 - base)
-            r = r @ matrix_of(np.asarray(n.rotation)).T
-            pos = pos - np.asarray(n.position)
-            iris = iris - np.asarray(n.gaze)
+            r = [[a[0] * b[0] + a[1] * b[1] + a[2] * b[2] for b in nt] for a in r]    # r @ neutral.T
+            pos = [p - q for p, q in zip(pos, n.position)]
+            iris = [g - q for g, q in zip(iris, n.gaze)]
         else:
             if self._origin is None:
-                self._origin = pos.copy()
-            pos = pos - self._origin
-        scores = np.clip(scores, 0.0, 1.0)
-        angles = np.array(angles_of(r))
+                self._origin = tuple(pos)
+            pos = [p - q for p, q in zip(pos, self._origin)]
+        angles = angles_of(r)
         gaze = gaze_degrees(iris)
         if self.config.smoothing:
-            v = self._filter(np.concatenate([scores, angles, pos, gaze]), t)
+            v = self._values
+            np.clip(scores, 0.0, 1.0, out=v[:52])
+            v[52:] = (*angles, *pos, *gaze)
+            v = self._filter(v, t)
             scores = np.clip(v[:52], 0.0, 1.0)
             tail = v[52:].tolist()
             yaw, pitch, roll = tail[0:3]
             quaternion = quaternion_of_angles(yaw, pitch, roll)
             position, gazes = tuple(tail[3:6]), tuple(tail[6:10])
         else:
-            yaw, pitch, roll = (float(a) for a in angles)
-            quaternion = tuple(float(q) for q in quaternion_of(r))
-            position, gazes = tuple(float(p) for p in pos), tuple(float(g) for g in gaze)
+            scores = np.clip(scores, 0.0, 1.0)
+            yaw, pitch, roll = angles
+            quaternion = tuple(float(q) for q in quaternion_of(np.array(r)))
+            position, gazes = tuple(pos), gaze
         frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=scores, yaw=yaw, pitch=pitch,
                           roll=roll, quaternion=quaternion, position=position, gaze=gazes,  # type: ignore[arg-type]
                           calibrated=n is not None, frame_size=(int(frame_size[0]), int(frame_size[1])),
                           extra=extra)
         self._last = frame
         return frame
+
+    def _neutral_terms(self, n: Neutral) -> tuple[np.ndarray, list[list[float]]]:
+        """The neutral's scores as an array and its rotation matrix as rows, worked out once per neutral."""
+        if self._neutral_for is not n:
+            self._neutral_for = n
+            self._neutral_cache = (np.asarray(n.scores), matrix_of(np.asarray(n.rotation)).tolist())
+        return self._neutral_cache
 
     def _vector(self, shapes: Mapping[str, float]) -> np.ndarray:
         """The 52 scores in ARKIT_NAMES order from the network's name -> score mapping (its order is fixed,
@@ -425,6 +464,8 @@ def pick_face(faces: list[Face], track_id: int | None = None) -> Face | None:
     """The face that drives the rig: the one with `track_id` when given and present, else the largest."""
     if not faces:
         return None
+    if len(faces) == 1 and (track_id is None or faces[0].track_id == track_id):
+        return faces[0]
     if track_id is not None:
         for f in faces:
             if f.track_id == track_id:

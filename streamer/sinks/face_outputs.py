@@ -13,7 +13,6 @@ client's write (it connects on a thread of its own); nothing here waits.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -21,10 +20,11 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, Callable, Mapping
 
 from engines.face_rig import FaceFrame
+from streamer.session.protocol import EncodedEvent
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[dict[str, Any]], None]
+Notify = Callable[[Mapping[str, Any]], None]
 MAX_EVENT_RATE = 60.0
 OUTPUT_KEYS = ("vmc", "vtube_studio", "face_events", "mirror", "face_track")
 
@@ -81,7 +81,7 @@ class FaceDataFile:
 
     def write(self, frame: FaceFrame) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(frame.as_json(), separators=(",", ":")) + "\n")
+            self._file.write(frame.json_text() + "\n")
             self.lines += 1
 
     def close(self) -> None:
@@ -183,7 +183,7 @@ class FaceOutputs:
             now = time.monotonic()
             if now >= self._next_event:
                 self._next_event = max(self._next_event + 1.0 / s.face_events, now - 0.5 / s.face_events)
-                notify({"type": "face", **frame.as_json()})
+                notify(EncodedEvent("face", '{"type":"face",' + frame.json_text()[1:]))
         now = time.monotonic()
         if now - self._checked >= 0.5:     # an output's state changed: one event, not one per frame
             self._checked = now

@@ -66,22 +66,22 @@ def vts_values(frame: FaceFrame, mirror: bool = True) -> tuple[float, ...]:
     as the user's mirror image (VTS's own webcam tracking does), so left and right swap; turns, leans and
     sideways moves keep the rig's sign (FaceAngleX > 0 for a turn to the user's left), and change it
     without `mirror`. A model rigged the other way round inverts an input in VTS's parameter settings."""
-    s = frame.scores
+    s = frame.scores.tolist()          # plain floats: a dozen reads below
     flip = 1.0 if mirror else -1.0     # the rig's turns and sideways moves, as the model makes them
 
     def side(left: str, right: str) -> tuple[float, float]:   # (the model's left, its right)
-        lv, rv = float(s[INDEX[left]]), float(s[INDEX[right]])
+        lv, rv = s[INDEX[left]], s[INDEX[right]]
         return (rv, lv) if mirror else (lv, rv)
 
     blink_l, blink_r = side("eyeBlinkLeft", "eyeBlinkRight")
     wide_l, wide_r = side("eyeWideLeft", "eyeWideRight")
     up_l, up_r = side("browOuterUpLeft", "browOuterUpRight")
     down_l, down_r = side("browDownLeft", "browDownRight")
-    inner = float(s[INDEX["browInnerUp"]])
+    inner = s[INDEX["browInnerUp"]]
     gl = (frame.gaze[2], frame.gaze[3]) if mirror else (frame.gaze[0], frame.gaze[1])
     gr = (frame.gaze[0], frame.gaze[1]) if mirror else (frame.gaze[2], frame.gaze[3])
-    smile = 0.5 * (float(s[INDEX["mouthSmileLeft"]]) + float(s[INDEX["mouthSmileRight"]]))
-    frown = 0.5 * (float(s[INDEX["mouthFrownLeft"]]) + float(s[INDEX["mouthFrownRight"]]))
+    smile = 0.5 * (s[INDEX["mouthSmileLeft"]] + s[INDEX["mouthSmileRight"]])
+    frown = 0.5 * (s[INDEX["mouthFrownLeft"]] + s[INDEX["mouthFrownRight"]])
     brow_l = _unit(0.5 + 0.5 * max(up_l, inner) - 0.5 * down_l)
     brow_r = _unit(0.5 + 0.5 * max(up_r, inner) - 0.5 * down_r)
     px, py, pz = (v * 100.0 for v in frame.position)
@@ -89,13 +89,13 @@ def vts_values(frame: FaceFrame, mirror: bool = True) -> tuple[float, ...]:
             _clip(-frame.pitch, 30.0),                              # FaceAngleY
             _clip(flip * frame.roll, 90.0),                         # FaceAngleZ
             _clip(flip * px, 15.0), _clip(py, 15.0), _clip(pz, 10.0),   # FacePositionX, Y, Z
-            _unit(float(s[INDEX["jawOpen"]])),                      # MouthOpen
+            _unit(s[INDEX["jawOpen"]]),                      # MouthOpen
             _unit(0.5 + 0.5 * (smile - frown)),                     # MouthSmile: 0.5 a relaxed mouth, 1 a smile, 0 a frown
             _unit(1.0 - blink_l + 0.5 * wide_l), _unit(1.0 - blink_r + 0.5 * wide_r),   # EyeOpenLeft, Right
             _clip(flip * gl[0] / GAZE_FULL_DEGREES, 1.0), _clip(gl[1] / GAZE_FULL_DEGREES, 1.0),   # EyeLeftX, Y
             _clip(flip * gr[0] / GAZE_FULL_DEGREES, 1.0), _clip(gr[1] / GAZE_FULL_DEGREES, 1.0),   # EyeRightX, Y
             brow_l, brow_r, 0.5 * (brow_l + brow_r),                # BrowLeftY, BrowRightY, Brows
-            _unit(float(s[INDEX["cheekPuff"]])), _unit(float(s[INDEX["tongueOut"]])))   # CheekPuff, TongueOut
+            _unit(s[INDEX["cheekPuff"]]), _unit(s[INDEX["tongueOut"]]))   # CheekPuff, TongueOut
 
 
 def _clip(v: float, limit: float) -> float:

@@ -148,3 +148,26 @@ def test_iris_offsets_follow_the_iris(grace_hopper, landmarker):
     moved[[468, 473], :2] += 0.1 * ex / np.linalg.norm(ex) * np.linalg.norm(lm[263, :2] - lm[362, :2])
     d = iris_offsets(moved) - base
     assert d[0] > 0.1 and d[2] > 0.1 and abs(d[1]) < 0.02 and abs(d[3]) < 0.02
+
+
+def test_a_face_frame_as_json_text_is_the_event_body_rounded_and_strict(played):
+    """What a face-data client reads: every field of the rig's frame, at the documented precision, in text
+    any JSON parser takes; a frame holding a NaN is refused rather than sent as invalid JSON."""
+    import dataclasses
+    import json
+    import math
+
+    _, out = played
+    frame = dataclasses.replace(out["smile"][-1], extra={"source": "src-1"})
+    body = json.loads(frame.json_text())
+    assert body["blendshapes"] == {n: round(float(v), 4) for n, v in zip(ARKIT_NAMES, frame.scores)}
+    assert body["head"] == {"yaw": round(frame.yaw, 2), "pitch": round(frame.pitch, 2), "roll": round(frame.roll, 2),
+                            "quaternion": [round(q, 5) for q in frame.quaternion],
+                            "position": [round(p, 4) for p in frame.position]}
+    assert body["gaze"] == {"left": {"yaw": round(frame.gaze[0], 2), "pitch": round(frame.gaze[1], 2)},
+                            "right": {"yaw": round(frame.gaze[2], 2), "pitch": round(frame.gaze[3], 2)}}
+    assert (body["t"], body["found"], body["track_id"], body["calibrated"], body["source"]) == (
+        round(frame.t, 4), True, frame.track_id, True, "src-1")
+    assert frame.as_json() == body
+    with pytest.raises(ValueError, match="not finite"):
+        dataclasses.replace(frame, yaw=math.nan).json_text()

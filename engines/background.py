@@ -359,10 +359,12 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
             small = (max(1, w // blur_factor), max(1, h // blur_factor))
             room = k.room_weight(a_uv, small)           # once for the three planes
             old = backdrop._blurred if backdrop is not None and backdrop._blurred is not None else (None, None, None)
-            bgs = (k.background_blur(y, a_y if room.shape[:2] == small[::-1] else y_alpha(), s, blur_factor, room,
-                                     out=old[0]),
-                   k.background_blur(u, a_uv, s, half, room, out=old[1]),
-                   k.background_blur(v, a_uv, s, half, room, out=old[2]))
+            if room.shape[:2] == small[::-1] == (u.shape[0] // half, u.shape[1] // half):
+                bgs = k.background_blur_i420((y, u, v), room, s, blur_factor, out=old)
+            else:
+                bgs = (k.background_blur(y, y_alpha(), s, blur_factor, out=old[0]),
+                       k.background_blur(u, a_uv, s, half, room, out=old[1]),
+                       k.background_blur(v, a_uv, s, half, room, out=old[2]))
             if backdrop is not None:
                 backdrop._blurred, backdrop._blur_key, backdrop._blurred_fills = bgs, key, None
         if backdrop is not None and a_y is None and twin_for(y).ON_HOST:

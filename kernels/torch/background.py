@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.numpy.background import blur_sigma  # noqa: F401  (the same strength -> sigma rule)
+from kernels.numpy.background import blur_sigma, halvings  # noqa: F401  (the same strength -> sigma rule)
 from kernels.numpy.color import gaussian_kernel
 from kernels.torch.color import i420_to_rgb
 
@@ -169,6 +169,20 @@ def _sep(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return t[0, 0] if x.ndim == 2 else t[:, 0]
 
 
+def shrink(plane: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """See kernels.numpy.background.shrink."""
+    h, w = plane.shape[:2]
+    steps = halvings((w, h), size) if plane.dtype == torch.uint8 else 0
+    if not steps:
+        return _area(plane, size)          # exact (a float plane's halvings are too, up to float rounding)
+    t = plane.float()
+    chw = t[None] if t.ndim == 2 else t.permute(2, 0, 1)
+    chw = torch.floor(F.avg_pool2d(chw[None], 2)[0] + 0.5)       # a uint8 plane's first halving rounded
+    for _ in range(steps - 1):
+        chw = F.avg_pool2d(chw[None], 2)[0]
+    return chw[0] if t.ndim == 2 else chw.permute(1, 2, 0)
+
+
 def room_weight(alpha: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """See kernels.numpy.background.room_weight."""
     return 1.0 - _area(alpha, size)
@@ -179,7 +193,7 @@ def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, fact
     """See kernels.numpy.background.background_blur."""
     h, w = plane.shape[:2]
     sw, sh = max(1, w // factor), max(1, h // factor)
-    small = _area(plane, (sw, sh))
+    small = shrink(plane, (sw, sh))
     if weight is None or tuple(weight.shape) != (sh, sw):
         weight = 1.0 - _area(alpha, (sw, sh))
     k = torch.from_numpy(gaussian_kernel(sigma)).to(plane.device)
@@ -192,6 +206,12 @@ def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, fact
     if small.ndim == 3:
         blurred = blurred.permute(1, 2, 0)
     return _linear(blurred.contiguous(), (w, h))
+
+
+def background_blur_i420(planes, weight: torch.Tensor, sigma: float, factor: int = 8, out=None) -> tuple:
+    """See kernels.numpy.background.background_blur_i420 (the planes one by one)."""
+    half = max(1, factor // 2)
+    return tuple(background_blur(p, None, sigma, f, weight) for p, f in zip(planes, (factor, half, half)))
 
 
 def cover(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

@@ -201,3 +201,29 @@ def test_composite_i420_blends_only_the_edge_and_gives_the_whole_planes_pixels(f
     got = nb.composite_i420((y2, u2, v2), (81.6, 54.5, 34.5), a2, [hull])
     assert all(np.array_equal(g, nb.composite(p, b, a)) for g, p, b, a in
                zip(got, (y2, u2, v2), (81.6, 54.5, 34.5), (f2, a2, a2)))
+
+
+def test_shrink_halves_in_steps_and_the_twin_agrees(frame):
+    y, u, _ = rgb_to_i420(frame)
+    assert nb.halvings((1280, 720), (160, 90)) == 3 and nb.halvings((1280, 720), (256, 144)) == 0
+    small = nb.shrink(y, (160, 90))
+    exact = cv2.resize(y.astype(np.float32), (160, 90), interpolation=cv2.INTER_AREA)
+    once = cv2.resize(y, (160, 90), interpolation=cv2.INTER_AREA)       # one 8 x 8 pass, rounded
+    assert small.dtype == np.float32 and np.abs(small - exact).max() <= 0.5
+    assert np.abs(small - exact).mean() < np.abs(once - exact).mean()
+    for plane, size in ((y, (160, 90)), (u, (160, 90)), (frame, (160, 90)), (y, (256, 144))):
+        np.testing.assert_allclose(tb.shrink(_t(plane), size).numpy(), nb.shrink(plane, size), atol=0.51)
+
+
+def test_the_three_planes_blurred_as_one_image_are_each_planes_blur(frame):
+    y, u, v = rgb_to_i420(frame)
+    alpha = _person_alpha(*u.shape)
+    room = nb.room_weight(alpha, (160, 90))
+    np.testing.assert_allclose(room, 1.0 - cv2.resize(alpha, (160, 90), interpolation=cv2.INTER_AREA), atol=1e-5)
+    s = nb.blur_sigma(0.7, 720, 8)
+    together = nb.background_blur_i420((y, u, v), room, s, 8)
+    alone = [nb.background_blur(p, None, s, f, room) for p, f in ((y, 8), (u, 4), (v, 4))]
+    for a, b in zip(together, alone):
+        np.testing.assert_allclose(a, b, atol=1e-3)
+    for a, b in zip(tb.background_blur_i420(tuple(map(_t, (y, u, v))), _t(room), s, 8), together):
+        np.testing.assert_allclose(a.numpy(), b, atol=0.5)

@@ -202,7 +202,7 @@ def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, fact
     den = _sep(weight, k)
     plain = _sep(chw, k)
     t = (den * 20.0).clamp(0.0, 1.0)
-    blurred = t * (num / den.clamp(min=1e-4)) + (1.0 - t) * plain
+    blurred = num * (t / den.clamp(min=1e-4)) + plain * (1.0 - t)
     if small.ndim == 3:
         blurred = blurred.permute(1, 2, 0)
     return _linear(blurred.contiguous(), (w, h))

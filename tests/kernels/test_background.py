@@ -227,3 +227,14 @@ def test_the_three_planes_blurred_as_one_image_are_each_planes_blur(frame):
         np.testing.assert_allclose(a, b, atol=1e-3)
     for a, b in zip(tb.background_blur_i420(tuple(map(_t, (y, u, v))), _t(room), s, 8), together):
         np.testing.assert_allclose(a.numpy(), b, atol=0.5)
+
+
+def test_area_down_is_opencvs_area_mean(frame):
+    rng = np.random.default_rng(6)
+    for f in (2, 3, 4, 5, 7, 8, 16):
+        for plane in (rng.integers(0, 256, (f * 23, f * 41), dtype=np.uint8), np.full((f * 5, f * 9), 255, np.uint8)):
+            size = (plane.shape[1] // f, plane.shape[0] // f)
+            assert np.array_equal(nb.area_down(plane, size), cv2.resize(plane, size, interpolation=cv2.INTER_AREA)), f
+    y = rgb_to_i420(frame)[0]
+    assert np.array_equal(nb.area_down(y, (256, 144)), cv2.resize(y, (256, 144), interpolation=cv2.INTER_AREA))
+    assert np.array_equal(nb.area_down(y, (300, 200)), cv2.resize(y, (300, 200), interpolation=cv2.INTER_AREA))

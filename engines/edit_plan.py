@@ -53,7 +53,8 @@ class EditConfig:
     nose_zoom: float = 0.35
     brow_lift: float = 0.04
     brightness: float = 0.30
-    tan: float = 1.0               # tan = 1: kernels' TAN_ABSORB as it is
+    tan: float = 0.85              # tan = 1: kernels' TAN_ABSORB as it is
+    tan_soft: float = 0.08         # the tan's edge: a Gaussian this many face widths wide
     saturation: float = 0.7
     lip: float = 1.0
     blush: float = 0.9
@@ -169,7 +170,7 @@ def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: Ed
     if "brightness" in e:
         ops["brightness"] = Masked(e["brightness"] * cfg.brightness, masks["face"])
     if "tan" in e:
-        ops["tan"] = Masked(e["tan"] * cfg.tan, masks["skin"])
+        ops["tan"] = Masked(e["tan"] * cfg.tan, masks["tan"])
     if "lip_tint" in e:
         ops["lips"] = Masked(e["lip_tint"] * cfg.lip, masks["lips"], paint["lip_tint"])
     if "blush" in e:
@@ -226,14 +227,24 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     masks: dict[str, np.ndarray] = {}
     soft = 0.03 * fw
     need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour"))
-    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth", "tan"))
-    face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin) else None
-    if need_skin:
-        holes = [_scaled(_loop(local, "left_eye"), 1.5, 2.2), _scaled(_loop(local, "right_eye"), 1.5, 2.2),
+    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth"))
+    face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin or "tan" in e) else None
+
+    def bare(eyes: tuple[float, float], lips: tuple[float, float]) -> np.ndarray:
+        """1 on skin, 0 on the eyes (their outline scaled by `eyes`), the brows and the lips (`lips`)."""
+        if "skin" in parsed:
+            return parsed["skin"]
+        holes = [_scaled(_loop(local, "left_eye"), *eyes), _scaled(_loop(local, "right_eye"), *eyes),
                  _hull(local[mesh.loops()["left_brow"]]), _hull(local[mesh.loops()["right_brow"]]),
-                 _scaled(_loop(local, "lips_outer"), 1.12, 1.25)]
-        skin = face * parsed["skin"] if "skin" in parsed else face * (1.0 - polygon_mask(shape, holes))
-        masks["skin"] = feather(skin, soft)
+                 _scaled(_loop(local, "lips_outer"), *lips)]
+        return 1.0 - polygon_mask(shape, holes)
+
+    if need_skin:    # smoothing and warmth keep clear of the lashes and the lip line
+        masks["skin"] = feather(face * bare((1.5, 2.2), (1.12, 1.25)), soft)
+    if "tan" in e:
+        # the sun reaches the lids and the lip line (no pale rings), and a tan has no edge: a wide feather
+        # (`tan_soft` face widths) carries it softly over the jaw and the hairline, past the landmarks' outline
+        masks["tan"] = feather(face * bare((1.0, 1.0), (1.0, 1.0)), cfg.tan_soft * fw)
     if need_face:
         masks["face"] = feather(face, soft)
     if "lip_tint" in e:

@@ -131,13 +131,7 @@ def test_no_seam(figures, case):
         assert figures[(case, n)]["seam"]["excess"] <= ev.SEAM_MARGIN, (case, n, figures[(case, n)]["seam"])
 
 
-# A full tan (skin L* -8.7, b* +4.7) moves dlib's embedding 0.33 from the untanned face: the same person by
-# its own rule (< 0.6), past the 0.2. Strict: a tan that keeps within 0.2 shows up here.
-IDENTITY_SHORT = ("tan",)
-
-
-@pytest.mark.parametrize("case", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="dlib reads a full tan as 0.33 away"))
-                                  if n in IDENTITY_SHORT else n for n in _cases(lambda c: c.skin)])
+@pytest.mark.parametrize("case", _cases(lambda c: c.skin))
 def test_makeup_keeps_the_identity(figures, case):
     worst = max(figures[(case, n)]["identity"] for n in SCENES)
     assert worst <= ev.IDENTITY_MAX, (case, worst)

@@ -352,15 +352,25 @@ def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha
         j0, j1 = max(0, int(p[:, 0].min()) // big), max(0, int(p[:, 0].max()) // big + 1)
         room[i0:i1, j0:j1] = False
     bi, bj = np.nonzero(~(room | person))
-    room8 = room.view(np.uint8)
+    rows, cols = np.flatnonzero(~room.all(axis=1)), np.flatnonzero(~room.all(axis=0))
+    i0, i1, j0, j1 = (rows[0], rows[-1] + 1, cols[0], cols[-1] + 1) if len(rows) else (0, 0, 0, 0)
+    room8 = room[i0:i1, j0:j1].view(np.uint8)           # inside the box of the tiles not wholly room
     for p, b, o, n, f in zip(planes, bgs, out, (big, side, side), fills or (None,) * 3):
         edge = _tiles(p, n)[bi, :, bj, :] if len(bi) else None   # gathered before `out` (maybe `p`) is written
         if o is not p:
             np.copyto(o, p)
-        mask = np.repeat(np.repeat(room8, n, axis=1), n, axis=0)
         f = room_fill(b, p.shape) if f is None else f
-        if cv2.copyTo(f, mask, o) is not o:
-            raise RuntimeError("composite_i420 writes into contiguous planes")
+        box = np.s_[i0 * n:i1 * n, j0 * n:j1 * n]
+        for slab in (np.s_[:i0 * n], np.s_[i1 * n:], np.s_[i0 * n:i1 * n, :j0 * n], np.s_[i0 * n:i1 * n, j1 * n:]):
+            if isinstance(b, np.ndarray):               # the room around the box: plain copies
+                np.copyto(o[slab], f[slab])
+            else:
+                o[slab] = f[0, 0]
+        if i1 > i0:
+            mask = np.repeat(np.repeat(room8, n, axis=1), n, axis=0)
+            done = cv2.copyTo(f[box], mask, o[box])
+            if not np.shares_memory(done, o):           # OpenCV wrote a copy (a plane it cannot write into)
+                o[box] = done
         if edge is not None:
             a = _y_alpha(alpha, bi, bj, side, hulls) if n == big else _tiles(alpha, n)[bi, :, bj, :]
             bt = _tiles(b, n)[bi, :, bj, :] if isinstance(b, np.ndarray) else b
@@ -374,25 +384,24 @@ def _y_alpha(alpha: np.ndarray, bi: np.ndarray, bj: np.ndarray, side: int, hulls
     column of tiles (every tile's pixels are the whole plane's upsample_alpha), then raised to 1 inside
     the polygons."""
     h, w = alpha.shape
-    n = side + 2
-    k = len(bi)
+    n, k, big = side + 2, len(bi), 2 * side
     steps = np.arange(-1, side + 1)
-    rows = np.clip(bi * side + steps[:, None], 0, h - 1)        # (n, k): the edge's pixels repeated past it
-    cols = np.clip(bj[:, None] * side + steps, 0, w - 1)        # (k, n)
-    windows = alpha.ravel().take(rows[:, :, None] * w + cols[None])   # (n, k, n): the tiles side by side
+    rows = np.minimum(np.maximum(bi * side + steps[:, None], 0), h - 1)   # (n, k): the edge's pixels repeated past it
+    cols = np.minimum(np.maximum(bj[:, None] * side + steps, 0), w - 1)   # (k, n)
+    windows = alpha.ravel().take(rows[:, :, None] * w + cols)             # (n, k, n): the tiles side by side
     up = cv2.resize(windows.reshape(n, k * n), (2 * k * n, 2 * n), interpolation=cv2.INTER_LINEAR)
     a = np.ascontiguousarray(up.reshape(2 * n, k, 2 * n)[2:2 * n - 2, :, 2:2 * n - 2].transpose(1, 0, 2))
-    big = 2 * side
     for p in hulls:                      # keep_polygons on the tiles the polygon's box touches
-        i0, j0 = int(p[:, 1].min()) // big, int(p[:, 0].min()) // big
+        i0, j0 = max(0, int(p[:, 1].min()) // big), max(0, int(p[:, 0].min()) // big)
         i1, j1 = int(p[:, 1].max()) // big + 1, int(p[:, 0].max()) // big + 1
-        sel = np.flatnonzero((bi >= i0) & (bi < i1) & (bj >= j0) & (bj < j1))
+        grid = np.zeros((h // side, w // side), bool)
+        grid[i0:i1, j0:j1] = True
+        sel = np.flatnonzero(grid[bi, bj])
         if not len(sel):
             continue
         canvas = np.zeros(((i1 - i0) * big, (j1 - j0) * big), np.uint8)
         cv2.fillPoly(canvas, [p - np.array([j0 * big, i0 * big], np.int32)], 1)
-        inside = _tiles(canvas, big)[bi[sel] - i0, :, bj[sel] - j0, :].view(bool)
         tiles = a[sel]
-        tiles[inside] = 1.0
+        np.putmask(tiles, _tiles(canvas, big)[bi[sel] - i0, :, bj[sel] - j0, :], 1.0)
         a[sel] = tiles
     return a

@@ -77,15 +77,14 @@ def guided_coefficients(mask: np.ndarray, guide: np.ndarray, radius: int = 3, ep
     returned per grey level 0..255 (to multiply the frame's uint8 luma directly)."""
     p = mask.astype(np.float32, copy=False)
     i = guide.astype(np.float32, copy=False)
-    means = _box(cv2.merge([i, p, i * i, i * p]), radius)           # one pass for the four window means
-    mean_i, mean_p, mean_ii, mean_ip = cv2.split(means)
-    var_i = mean_ii - mean_i * mean_i
-    cov = mean_ip - mean_i * mean_p
-    a = cov / (var_i + np.float32(eps))
-    b = mean_p - a * mean_i
+    mean_i, mean_p = _box(i, radius), _box(p, radius)    # one box per mean: merging them into channels and
+    var_i = cv2.subtract(_box(cv2.multiply(i, i), radius), cv2.multiply(mean_i, mean_i))   # splitting cost more
+    cov = cv2.subtract(_box(cv2.multiply(i, p), radius), cv2.multiply(mean_i, mean_p))
+    a = cv2.divide(cov, cv2.add(var_i, float(np.float32(eps))))
+    b = cv2.subtract(mean_p, cv2.multiply(a, mean_i))
     gain = np.float32(1.0 / (high - low))
-    a_m, b_m = cv2.split(_box(cv2.merge([a, b]), radius))
-    return a_m * (gain / np.float32(255.0)), (b_m - np.float32(low)) * gain
+    return (cv2.multiply(_box(a, radius), float(gain / np.float32(255.0))),
+            cv2.multiply(cv2.subtract(_box(b, radius), float(np.float32(low))), float(gain)))
 
 
 def _fits(buf: np.ndarray | None, shape: tuple, dtype) -> np.ndarray | None:
@@ -286,6 +285,8 @@ def _tile_side(h: int, w: int) -> int:
 def _tiles(plane: np.ndarray, side: int) -> np.ndarray:
     """A (rows, side, cols, side) view of a 2-D plane cut into side x side tiles (no copy: writes land)."""
     h, w = plane.shape
+    if plane.flags.c_contiguous:
+        return plane.reshape(h // side, side, w // side, side)       # a view (and much cheaper to make)
     s0, s1 = plane.strides
     return np.lib.stride_tricks.as_strided(plane, (h // side, side, w // side, side), (s0 * side, s0, s1 * side, s1))
 

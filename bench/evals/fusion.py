@@ -130,6 +130,30 @@ def skin_delta_e(out: np.ndarray, ref: np.ndarray, face) -> float:
     return color.delta_e(color.rgb_to_lab(out)[m].mean(axis=0), color.rgb_to_lab(ref)[m].mean(axis=0))
 
 
+# MediaPipe mesh points in the middle of each cheek (the person's right, then left)
+CHEEKS = (205, 425)
+
+
+def cheek_detail(img: np.ndarray, landmarks: np.ndarray, face_w: float, scale: float = 1.0) -> float:
+    """Fine detail on the cheeks: mean |Laplacian| of the grey image in a disc of 0.08 face widths about
+    each cheek point, the image first resized by `scale` (a source photo brought to the live face's size,
+    so both are read at the same scale)."""
+    import cv2
+
+    if scale != 1.0:
+        img = cv2.resize(img, (max(1, round(img.shape[1] * scale)), max(1, round(img.shape[0] * scale))),
+                         interpolation=cv2.INTER_AREA if scale < 1.0 else cv2.INTER_CUBIC)
+    grey = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    lap = np.abs(cv2.Laplacian(grey, cv2.CV_32F))
+    yy, xx = np.mgrid[0:grey.shape[0], 0:grey.shape[1]]
+    r = 0.08 * face_w * scale
+    disc = np.zeros(grey.shape, bool)
+    for i in CHEEKS:
+        cx, cy = landmarks[i, 0] * scale, landmarks[i, 1] * scale
+        disc |= (xx - cx) ** 2 + (yy - cy) ** 2 <= r * r
+    return float(lap[disc].mean())
+
+
 def _summary(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, np.float64)
     return {"median": round(float(np.median(a)), 3), "p95": round(float(np.percentile(a, 95)), 3),
@@ -182,10 +206,12 @@ def run(args) -> dict:
         return names[int(np.argmin(np.linalg.norm(gal - e, axis=1)))]
 
     rec: dict[str, list] = {k: [] for k in ("d_src", "d_tgt", "d_src_half", "d_tgt_half", "d_in_src", "pose_err", "blend_err", "psnr", "seam",
-                                            "seam_input", "delta_e", "top1", "top1_half", "miss")}
+                                            "seam_input", "delta_e", "top1", "top1_half", "miss", "detail", "detail_input")}
     per_pair = {}
     for src_name, tgt_name in (("astronaut", "hopper"), ("hopper", "astronaut")):
         src = sources[src_name]
+        src_face = detect_one(photos[src_name])
+        src_w = src_face.bbox[2] - src_face.bbox[0]
         base = frame640(photos[tgt_name])
         f0 = detect_one(base)
         fw = f0.bbox[2] - f0.bbox[0]
@@ -231,6 +257,10 @@ def run(args) -> dict:
             rec["psnr"].append(psnr_outside(out, img, face))
             rec["seam"].append(seam_energy(out, img, face))
             rec["delta_e"].append(skin_delta_e(out, img, face))
+            ow = of.bbox[2] - of.bbox[0]     # the source photo's cheeks at the output face's size
+            src_detail = cheek_detail(photos[src_name], src_face.landmarks, src_w, ow / src_w)
+            rec["detail"].append(cheek_detail(out, of.landmarks, ow) / src_detail)
+            rec["detail_input"].append(cheek_detail(img, face.landmarks, face.bbox[2] - face.bbox[0]) / src_detail)
             if k == 0 and args.gallery:
                 _gallery_png(Path(args.gallery) / f"{src_name}_into_{tgt_name}.png", src.texture, img, out, half, face)
             if kind == "expression" and k == len(frames) - 1 and args.gallery:
@@ -283,9 +313,12 @@ def run(args) -> dict:
         "psnr_outside_db": _summary(rec["psnr"]),
         "seam_gradient_ratio": _summary(rec["seam"]),
         "skin_delta_e": _summary(rec["delta_e"]),
+        "cheek_detail_over_source": _summary(rec["detail"]),
+        "cheek_detail_input_over_source": _summary(rec["detail_input"]),
         "flicker": {"output_face_std": round(flicker_out, 3), "input_face_std": round(flicker_in, 3),
                     "ratio": round(flicker_out / max(flicker_in, 1e-6), 3), "noise_sigma": 3.0, "frames": len(outs)},
-        "targets": {"top1": ">= 0.95", "pose_error_deg": "<= 2", "blendshape_error": "<= 0.1", "psnr_outside_db": ">= 50"},
+        "targets": {"top1": ">= 0.95", "pose_error_deg": "<= 2", "blendshape_error": "<= 0.1", "psnr_outside_db": ">= 50",
+                    "cheek_detail_over_source": "0.7 .. 1.3"},
         "misses": rec["miss"],
     }
 

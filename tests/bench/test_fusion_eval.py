@@ -36,3 +36,11 @@ def test_the_detail_measure_tells_two_skins_apart(figures):
 
 def test_the_frame_outside_the_face_is_untouched(figures):
     assert figures["psnr_outside_db"]["min"] >= 50.0 or np.isinf(figures["psnr_outside_db"]["min"])
+
+
+def test_a_still_face_does_not_flicker_more_after_fusion(figures):
+    """A still frame with fresh sensor noise each frame, landmarks tracked: the fused face's frame-to-frame
+    grey change is at most one level over the input's own."""
+    f = figures["flicker"]
+    assert f["frames"] >= 3 and f["frame_to_frame_input"] > 1.0
+    assert f["frame_to_frame_excess"] <= 1.0, f

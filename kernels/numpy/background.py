@@ -331,9 +331,10 @@ def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha
     Y by `alpha` brought up bilinearly (upsample_alpha) and raised to 1 inside `keep`'s polygons
     (keep_polygons): the same pixels as `composite` of each plane with those alphas, but the arithmetic
     runs only on the tiles along the person's edge. The frame is cut into tiles (8 x 8 at half size where
-    the sides allow): a tile wholly room (alpha 0 over it and one pixel around) takes the background (one
-    masked copy per plane), a tile wholly person keeps the frame's pixels, and only the others (a few
-    percent of a frame with one person) are blended, gathered into one stack per plane. `bgs`: per plane a
+    the sides allow): a tile wholly room (alpha 0 over it and one pixel around) takes the background (plain
+    copies around the box of the other tiles, one masked copy inside it), a tile wholly person keeps the
+    frame's pixels, and only the others (4 % of a 720p frame with one person) are blended, gathered into
+    one stack per plane. `bgs`: per plane a
     value (a colour), a uint8 plane (a picture) or a float32 plane (a blurred room); `fills`: their
     room_fill planes, when the caller keeps them. `out`: the planes written (the frame's own allowed);
     default new planes."""
@@ -382,8 +383,8 @@ def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha
 def _y_alpha(alpha: np.ndarray, bi: np.ndarray, bj: np.ndarray, side: int, hulls) -> np.ndarray:
     """(K, 2 side, 2 side) Y alpha of the tiles (bi, bj): each tile's half-size alpha with a pixel around it
     (the edge's pixels repeated, as OpenCV's resize reads past the edge), brought up bilinearly as one
-    column of tiles (every tile's pixels are the whole plane's upsample_alpha), then raised to 1 inside
-    the polygons."""
+    row of tiles side by side (inside its margin every tile has the whole plane's upsample_alpha), then
+    raised to 1 inside the polygons."""
     h, w = alpha.shape
     n, k, big = side + 2, len(bi), 2 * side
     steps = np.arange(-1, side + 1)

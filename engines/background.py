@@ -383,7 +383,8 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
     else:
         return y, u, v
     if a_y is None:
-        return k.composite_i420((y, u, v), bgs, a_uv, keep, out=None if not in_place else (y, u, v), fills=fills)
+        return k.composite_i420((y, u, v), bgs, a_uv, keep, out=None if not in_place else (y, u, v), fills=fills,
+                                work=work if twin_for(y).ON_HOST else None)
 
     def scratch(plane: Any) -> Any:
         if work is None or not twin_for(plane).ON_HOST:

@@ -150,7 +150,7 @@ def room_fill(bg, shape: tuple[int, int]) -> torch.Tensor | None:
     return None
 
 
-def composite_i420(planes, bgs, alpha: torch.Tensor, keep=(), out=None, fills=None) -> tuple:
+def composite_i420(planes, bgs, alpha: torch.Tensor, keep=(), out=None, fills=None, work=None) -> tuple:
     """See kernels.numpy.background.composite_i420: the same pixels, composed whole on the device (Y's
     alpha brought up, `keep` raised to 1, each plane composited), where skipping tiles gains nothing."""
     y = planes[0]

@@ -194,6 +194,13 @@ def test_composite_i420_blends_only_the_edge_and_gives_the_whole_planes_pixels(f
         t = tb.composite_i420(tuple(map(_t, (y, u, v))), tuple(_t(b) if isinstance(b, np.ndarray) else b for b in bgs),
                               _t(alpha), [hull])
         assert all(np.abs(a.numpy().astype(int) - w).max() <= 1 for a, w in zip(t, want))
+    # a ragged matte (edge nearly everywhere): the planes composed whole, the same pixels
+    ragged = np.clip(alpha + rng.random(alpha.shape).astype(np.float32) * 0.01, 0, 1)
+    assert (~np.logical_or(*nb.tile_classes(ragged, 8))).mean() > nb.EDGE_SHARE
+    f3 = nb.keep_polygons(nb.upsample_alpha(ragged, (1280, 720)), [hull])
+    got = nb.composite_i420((y, u, v), (81.6, 54.5, 34.5), ragged, [hull])
+    assert all(np.array_equal(g, nb.composite(p, b, a)) for g, p, b, a in
+               zip(got, (y, u, v), (81.6, 54.5, 34.5), (f3, ragged, ragged)))
     # sides no tile divides: the planes composed whole, the same pixels
     y2, u2, v2 = y[:718, :1278], u[:359, :639], v[:359, :639]
     a2 = np.ascontiguousarray(alpha[:359, :639])

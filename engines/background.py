@@ -126,7 +126,8 @@ class MatteConfig:
     outline still follows the picture (a person swaying 4 px a frame keeps IoU 0.98, 8 px 0.97).
     blur_factor: the blur runs at 1/blur_factor of the frame. half_size_edges: a stream's alpha is fitted to
     its luma at the chroma planes' size (half the frame's sides: 2.5 times finer than the network's mask)
-    and brought up bilinearly for Y, which costs about half the full-size fit; photos are fitted at full size."""
+    and brought up bilinearly for Y (a stream's compositing brings it up only along the person's edge,
+    compose_i420), which costs about half the full-size fit; photos are fitted at full size."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2

@@ -375,7 +375,10 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
     elif spec.mode == "color":
         bgs = _color_i420(spec.color)
         if a_y is None and work is not None and twin_for(y).ON_HOST:
-            fills = tuple(_kept(work, ("fill", b, p.shape), lambda b=b, p=p: k.room_fill(b, p.shape)) for b, p in zip(bgs, (y, u, v)))
+            key = ("fill", bgs, y.shape)                # the current colour's only: a picker dragged keeps one
+            if work.get("fill_key") != key:
+                work["fill_key"], work["fills"] = key, tuple(k.room_fill(b, p.shape) for b, p in zip(bgs, (y, u, v)))
+            fills = work["fills"]
     elif spec.mode == "image":
         if picture is None:
             raise BackgroundError(f"background picture {spec.image_id!r} is not available")

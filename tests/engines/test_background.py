@@ -213,3 +213,7 @@ def test_composing_by_the_half_size_alpha_gives_the_same_frame(matte, astronaut)
             compose_i420(*planes, edge, spec, picture=astronaut, backdrop=backdrop, in_place=True, still=still,
                          work=work, keep=[scene.face_hull])
             assert all(np.array_equal(g, w) for g, w in zip(planes, want)), (spec.mode, still)
+    for c in range(5):                                               # a colour picker dragged: one colour's fills kept
+        compose_i420(y.copy(), u.copy(), v.copy(), edge, BackgroundSpec("color", color=(c, 255, 0)), work=work,
+                     keep=[scene.face_hull])
+    assert [k for k in work if "fill" in str(k)] == ["fill_key", "fills"] and len(work["fills"]) == 3

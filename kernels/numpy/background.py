@@ -373,6 +373,7 @@ def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha
     rows, cols = np.flatnonzero(~room.all(axis=1)), np.flatnonzero(~room.all(axis=0))
     i0, i1, j0, j1 = (rows[0], rows[-1] + 1, cols[0], cols[-1] + 1) if len(rows) else (0, 0, 0, 0)
     room8 = room[i0:i1, j0:j1].view(np.uint8)           # inside the box of the tiles not wholly room
+    masks, alphas = {}, {}                               # U and V share theirs
     for p, b, o, n, f in zip(planes, bgs, out, (big, side, side), fills or (None,) * 3):
         edge = _tiles(p, n)[bi, :, bj, :] if len(bi) else None   # gathered before `out` (maybe `p`) is written
         if o is not p:
@@ -385,12 +386,15 @@ def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha
             else:
                 o[slab] = f[0, 0]
         if i1 > i0:
-            mask = np.repeat(np.repeat(room8, n, axis=1), n, axis=0)
-            done = cv2.copyTo(f[box], mask, o[box])
+            if n not in masks:
+                masks[n] = np.repeat(np.repeat(room8, n, axis=1), n, axis=0)
+            done = cv2.copyTo(f[box], masks[n], o[box])
             if not np.shares_memory(done, o):           # OpenCV wrote a copy (a plane it cannot write into)
                 o[box] = done
         if edge is not None:
-            a = _y_alpha(alpha, bi, bj, side, hulls) if n == big else _tiles(alpha, n)[bi, :, bj, :]
+            if n not in alphas:
+                alphas[n] = _y_alpha(alpha, bi, bj, side, hulls) if n == big else _tiles(alpha, n)[bi, :, bj, :]
+            a = alphas[n]
             bt = _tiles(b, n)[bi, :, bj, :] if isinstance(b, np.ndarray) else b
             _tiles(o, n)[bi, :, bj, :] = _blend(edge, bt, a)
     return out

@@ -123,7 +123,9 @@ NOT_UNDERSTOOD = ("Not understood: this doesn't describe a change to a face, so 
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     policy: PromptPolicy
-    terms: tuple[tuple[Category, tuple[tuple[str, re.Pattern], ...]], ...]
+    # per category: (term, its first word, its whole-word regex); a term's regex runs only when its first
+    # word is in the text at all (a plain substring test), which skips almost all of a long list at once
+    terms: tuple[tuple[Category, tuple[tuple[str, str, re.Pattern], ...]], ...]
     patterns: tuple[tuple[Category, tuple[re.Pattern, ...]], ...]
     allow: tuple[re.Pattern, ...]
 
@@ -131,7 +133,8 @@ class _Compiled:
     def of(cls, policy: PromptPolicy) -> "_Compiled":
         return cls(
             policy,
-            tuple((c, tuple((t, re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)")) for t in c.words))
+            tuple((c, tuple((t, t.split()[0], re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)"))
+                            for t in c.words if t.split()))
                   for c in policy.categories),
             tuple((c, tuple(re.compile(p, re.IGNORECASE) for p in c.patterns)) for c in policy.categories),
             tuple(re.compile(p, re.IGNORECASE) for p in policy.allow_patterns))
@@ -206,8 +209,8 @@ class PromptFilter:
             screened = rx.sub(" ", screened)
         compact = screened.replace(" ", "")
         for cat, terms in compiled.terms:
-            for term, rx in terms:
-                if rx.search(screened) and not _negated(norm, term):
+            for term, first, rx in terms:
+                if first in screened and rx.search(screened) and not _negated(norm, term):
                     return self._refuse(cat, "term", term, _clause_with(norm, term))
             for term in cat.substrings:
                 if term in compact and not _negated(norm, term):

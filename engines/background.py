@@ -15,6 +15,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from engines.segmentation import PersonSegmenter, SegmentationConfig
+from kernels.numpy.background import scratch
 from kernels.twins import twin_for
 
 Mode = Literal["none", "blur", "color", "image"]
@@ -390,18 +391,6 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
         return k.composite_i420((y, u, v), bgs, a_uv, keep, out=None if not in_place else (y, u, v), fills=fills,
                                 work=work if twin_for(y).ON_HOST else None)
 
-    def scratch(plane: Any) -> Any:
-        if work is None or not twin_for(plane).ON_HOST:
-            return None
-        return _kept(work, plane.shape, lambda: np.empty(plane.shape, np.float32))
-
-    return tuple(k.composite(p, b, a, out=o, work=scratch(p))
+    host_work = work if twin_for(y).ON_HOST else None
+    return tuple(k.composite(p, b, a, out=o, work=scratch(host_work, p.shape, p.shape))
                  for p, b, a, o in zip((y, u, v), bgs, (a_y, a_uv, a_uv), outs))
-
-
-def _kept(work: dict, key: Any, make: Any) -> Any:
-    """work[key], made once."""
-    b = work.get(key)
-    if b is None:
-        b = work[key] = make()
-    return b

@@ -9,6 +9,8 @@ at the mask's size and are upsampled once, the blur runs at 1/`factor` of the fr
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 
@@ -325,6 +327,23 @@ def _blend(fg: np.ndarray, bg, alpha: np.ndarray) -> np.ndarray:
     return composite(fg.reshape(k * n, m), b2, alpha.reshape(k * n, m)).reshape(k, n, m)
 
 
+def scratch(work: dict | None, key: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A float32 buffer of `shape` kept in the caller's `work` dict under `key`, made once (None without
+    a dict): the float arithmetic of composing a frame reuses it frame after frame."""
+    if work is None:
+        return None
+    b = work.get(key)
+    if b is None or b.shape != shape:
+        b = work[key] = np.empty(shape, np.float32)
+    return b
+
+
+def _tile_box(polygon: np.ndarray, big: int) -> tuple[int, int, int, int]:
+    """(i0, i1, j0, j1): the rows and columns of big x big tiles a full-size polygon's box touches."""
+    return (max(0, int(polygon[:, 1].min()) // big), max(0, int(polygon[:, 1].max()) // big + 1),
+            max(0, int(polygon[:, 0].min()) // big), max(0, int(polygon[:, 0].max()) // big + 1))
+
+
 EDGE_SHARE = 0.08     # above this share of edge tiles composite_i420 composes the planes whole (measured: about as fast)
 
 
@@ -354,21 +373,12 @@ def composite_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], bgs, alpha
         big = 2 * side
         hulls = [np.round(np.asarray(p, np.float64)).astype(np.int32) for p in keep]
         for p in hulls:                  # the faces' polygons are the person: any tile they touch is worked on
-            i0, i1 = max(0, int(p[:, 1].min()) // big), max(0, int(p[:, 1].max()) // big + 1)
-            j0, j1 = max(0, int(p[:, 0].min()) // big), max(0, int(p[:, 0].max()) // big + 1)
+            i0, i1, j0, j1 = _tile_box(p, big)
             room[i0:i1, j0:j1] = False
         bi, bj = np.nonzero(~(room | person))
     if bi is None or len(bi) > EDGE_SHARE * room.size:   # no tiles, or edge nearly everywhere: whole planes
-        def buffer(key):
-            if work is None:
-                return None
-            b = work.get(key)
-            if b is None:
-                b = work[key] = np.empty(key[1], np.float32)
-            return b
-
-        full = keep_polygons(upsample_alpha(alpha, (y.shape[1], y.shape[0]), out=buffer(("alpha", y.shape))), keep)
-        return tuple(composite(p, b, a, out=o, work=buffer(("work", p.shape)))
+        full = keep_polygons(upsample_alpha(alpha, (y.shape[1], y.shape[0]), out=scratch(work, ("alpha", y.shape), y.shape)), keep)
+        return tuple(composite(p, b, a, out=o, work=scratch(work, ("work", p.shape), p.shape))
                      for p, b, a, o in zip(planes, bgs, (full, alpha, alpha), out))
     rows, cols = np.flatnonzero(~room.all(axis=1)), np.flatnonzero(~room.all(axis=0))
     i0, i1, j0, j1 = (rows[0], rows[-1] + 1, cols[0], cols[-1] + 1) if len(rows) else (0, 0, 0, 0)
@@ -414,8 +424,7 @@ def _y_alpha(alpha: np.ndarray, bi: np.ndarray, bj: np.ndarray, side: int, hulls
     up = cv2.resize(windows.reshape(n, k * n), (2 * k * n, 2 * n), interpolation=cv2.INTER_LINEAR)
     a = np.ascontiguousarray(up.reshape(2 * n, k, 2 * n)[2:2 * n - 2, :, 2:2 * n - 2].transpose(1, 0, 2))
     for p in hulls:                      # keep_polygons on the tiles the polygon's box touches
-        i0, j0 = max(0, int(p[:, 1].min()) // big), max(0, int(p[:, 0].min()) // big)
-        i1, j1 = int(p[:, 1].max()) // big + 1, int(p[:, 0].max()) // big + 1
+        i0, i1, j0, j1 = _tile_box(p, big)
         grid = np.zeros((h // side, w // side), bool)
         grid[i0:i1, j0:j1] = True
         sel = np.flatnonzero(grid[bi, bj])

@@ -322,8 +322,11 @@ class EncodedEvent(Mapping[str, Any]):
 
     __slots__ = ("type", "text", "_fields")
 
-    def __init__(self, type_: str, text: str) -> None:
-        self.type, self.text = type_, text
+    def __init__(self, type_: str, body: str) -> None:
+        """`body`: the event's other fields as the JSON text of an object (`{...}`); `type` goes first."""
+        self.type = type_
+        rest = body[1:]
+        self.text = '{"type":' + json.dumps(type_) + ("," + rest if rest != "}" else rest)
         self._fields: dict[str, Any] | None = None
 
     def _decoded(self) -> dict[str, Any]:

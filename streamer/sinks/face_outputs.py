@@ -183,7 +183,7 @@ class FaceOutputs:
             now = time.monotonic()
             if now >= self._next_event:
                 self._next_event = max(self._next_event + 1.0 / s.face_events, now - 0.5 / s.face_events)
-                notify(EncodedEvent("face", '{"type":"face",' + frame.json_text()[1:]))
+                notify(EncodedEvent("face", frame.json_text()))
         now = time.monotonic()
         if now - self._checked >= 0.5:     # an output's state changed: one event, not one per frame
             self._checked = now

@@ -118,8 +118,8 @@ def test_replies_are_strict_json():
 def test_an_encoded_event_goes_out_as_its_own_text_and_reads_as_its_fields():
     """A face event is encoded once by the rig's outputs: every transport sends that text, in-process
     listeners read its fields."""
-    event = protocol.EncodedEvent("face", '{"type":"face","t":0.5,"blendshapes":{"jawOpen":0.25}}')
-    assert protocol.dumps(event) == event.text
+    event = protocol.EncodedEvent("face", '{"t":0.5,"blendshapes":{"jawOpen":0.25}}')
+    assert protocol.dumps(event) == event.text == '{"type":"face","t":0.5,"blendshapes":{"jawOpen":0.25}}'
     assert event["type"] == "face" and event.get("type") == "face" and "type" in event
     assert event["blendshapes"] == {"jawOpen": 0.25} and dict(event) == json.loads(event.text)
 

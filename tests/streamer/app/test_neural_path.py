@@ -131,11 +131,14 @@ def test_a_name_not_installed_is_refused_saying_what_to_run(models_env, tmp_path
 def assert_occluder_kept(out, own):
     """The occluder's pixels are its own, up to the watermark and the encode.
 
-    The watermark's pattern follows the session's payload, so over the 18x18 occluder its mean moves between
-    about 1 and 3.1 from run to run; a 10% blend of the face over the green would add about 11.
+    The watermark adds a zero-mean pattern of 2.5 rms luma levels whose peaks (about 4 rms) plus the encode's
+    error reach about 12 on single pixels, and whose mean over the 18x18 occluder moves between about 1 and 3.1
+    from run to run with the session's payload. A 10 % blend of the face over the green moves every pixel
+    about 11 the same way, which the signed per-channel mean shows at once.
     """
-    d = np.abs(out - own)
-    assert d.mean() < 5.0 and d.max() <= 10, (d.mean(), d.max())
+    d = out - own
+    assert np.abs(d).mean() < 5.0 and np.abs(d).max() <= 14, (np.abs(d).mean(), np.abs(d).max())
+    assert np.all(np.abs(d.mean(axis=0)) < 3.5), d.mean(axis=0)
 
 
 def _clip(path, image, frames=6):

@@ -96,7 +96,8 @@ def _timing(frames: int) -> dict:
                 row[mode] = {"off": _stats(off), "on": _stats(on),
                              "added_median_ms": round(float(np.median(on) - np.median(off)), 3),
                              "added_mean_ms": round(float(np.mean(on) - np.mean(off)), 3),
-                             "network_runs_per_frame": round(matte.network_runs / (frames + 5), 2)}
+                             "network_runs_per_frame": round(matte.network_runs / (frames + 5), 2),
+                             "carried_per_frame": round(matte.carried / (frames + 5), 2)}
                 on_stage.close()
             out[f"{clip_name}_every{every}"] = row
     return out

@@ -122,9 +122,12 @@ class MatteConfig:
     noise: the steadying over time (kernels.numpy.background.steady). every: the network runs on every
     `every`-th frame of a stream, and on any frame where the picture moved far since it last ran (more than
     `probe_share` of a sparse grid of pixels, every `probe_step`-th row and column, changed by more than
-    `probe_level` grey levels: far above a camera's noise; a person moving about 9 px a frame at 720p); on
-    the frames between, the last coefficients are applied to the new frame's own luma, so the person's
-    outline still follows the picture (a person swaying 4 px a frame keeps IoU 0.98, 8 px 0.97).
+    `probe_level` grey levels: far above a camera's noise; a person moving about 9 px a frame at 720p),
+    unless the same test passes on the last frame with its person moved as the one face moved and its room
+    left where it was (a person walking: the last coefficients are carried along with the face, IoU as
+    with the network every frame); on the frames between, the last coefficients are applied to the new
+    frame's own luma, so the person's outline still follows the picture (a person swaying 4 px a frame
+    keeps IoU 0.98, 8 px 0.97).
     blur_factor: the blur runs at 1/blur_factor of the frame. half_size_edges: a stream's alpha is fitted to
     its luma at the chroma planes' size (half the frame's sides: 2.5 times finer than the network's mask)
     and brought up bilinearly for Y (a stream's compositing brings it up only along the person's edge,
@@ -163,13 +166,19 @@ class Matte:
         self._coef: Any = None
         self._key: Any = None
         self._probe: np.ndarray | None = None
+        self._host_coef: tuple[np.ndarray, np.ndarray] | None = None   # the last fresh coefficients, on the host
+        self._ref_luma: np.ndarray | None = None     # the last fresh frame's half-size grey (host)
+        self._ref_centre: np.ndarray | None = None   # and where its one face was (frame pixels)
         self._frames = 0
         self.network_runs = 0
-        self.fresh = True            # the network read this frame (False: the last mask, the picture still)
+        self.fresh = True            # the network read this frame
+        self.still = False           # the last mask was reused where it stood (the picture still)
+        self.carried = 0             # frames whose mask was the last one moved along with the face
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
         self._mask = self._guide = self._coef = self._key = self._probe = None
+        self._host_coef = self._ref_luma = self._ref_centre = None
         self._frames = 0
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any):
@@ -185,29 +194,70 @@ class Matte:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
         a, b = kn.guided_coefficients(mask, guide, c.radius, c.eps, c.low, c.high)
+        if steady:
+            self._host_coef = (a, b)
         twin = twin_for(like)
         return twin.put(a, like), twin.put(b, like)
 
-    def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool):
+    def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool, luma: Any = None,
+                  keep: Sequence[np.ndarray] = ()):
         """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
-        else the last ones, which the new frame's own luma then shapes (guided_alpha)."""
-        key = (size, twin_for(frame).ON_HOST)
+        else the last ones, which the new frame's own luma then shapes (guided_alpha). When the picture
+        moved, but only as one person moving with their face would (`luma`: the half-size grey; `keep`:
+        the faces' hulls), the last ones are carried along with the face instead of running the network."""
+        twin = twin_for(frame)
+        key = (size, twin.ON_HOST)
         if steady and self._key != key:                  # a new size or device: a new history
             self.reset()
         c = self.config
-        probe = twin_for(frame).host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
+        probe = twin.host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
         fresh = not steady or self._coef is None or self._frames % max(1, c.every) == 0
+        still, shift = not fresh, None
         if not fresh and probe is not None and self._probe is not None and probe.shape == self._probe.shape:
             moved = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
-            fresh = moved > c.probe_share             # the picture moved since the network last read it
-        coef = self._coefficients(np.asarray(twin_for(frame).host(thumbnail())), size, steady, frame) if fresh else self._coef
-        self.fresh = fresh
+            still = moved <= c.probe_share            # the picture stands where the network last read it
+            shift = None if still else self._carry(luma, keep, size)
+            fresh = not still and shift is None
+        if fresh:
+            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame)
+        elif shift is not None:
+            coef = tuple(twin.put(x, frame) for x in self._shifted(shift, size))
+        else:
+            coef = self._coef
+        self.fresh, self.still = fresh, still
+        self.carried += shift is not None
         if steady:
-            self._coef, self._key = coef, key
             self._frames += 1
+            self._key = key
             if fresh:
-                self._probe = probe
+                self._coef, self._probe = coef, probe
+                self._ref_luma = None if luma is None or len(keep) != 1 else np.array(twin.host(luma))
+                self._ref_centre = None if self._ref_luma is None else _centre(keep[0])
         return coef
+
+    def _carry(self, luma: Any, keep: Sequence[np.ndarray], size: tuple[int, int]) -> np.ndarray | None:
+        """The shift (frame pixels) that carries the last mask to this frame, when the one face moved and
+        the frame is that person moved over a still room (kernels.numpy.background.person_moved_share);
+        else None."""
+        from kernels.numpy import background as kn
+
+        if luma is None or len(keep) != 1 or self._ref_luma is None or self._mask is None:
+            return None
+        shift = _centre(keep[0]) - self._ref_centre
+        now = np.asarray(twin_for(luma).host(luma))
+        if now.shape != self._ref_luma.shape:
+            return None
+        scale = now.shape[1] / size[0]
+        c = self.config
+        share = kn.person_moved_share(self._ref_luma, self._mask, now, tuple(shift * scale),
+                                      max(1, c.probe_step // 2), c.probe_level)
+        return shift if share <= c.probe_share else None
+
+    def _shifted(self, shift: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        from kernels.numpy import background as kn
+
+        a, _ = self._host_coef
+        return kn.shift_coefficients(self._host_coef, tuple(shift * (a.shape[1] / size[0])))
 
     def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = ()) -> Any:
         """float32 H x W alpha of a uint8 RGB image (NumPy array or torch tensor, like the image); `keep`:
@@ -239,7 +289,7 @@ class Matte:
         hs = (h // 2, w // 2)
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
-            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
+            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep)
             half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
             if not full:
@@ -260,6 +310,10 @@ class Matte:
     def close(self) -> None:
         if self._own:
             self.segmenter.close()
+
+
+def _centre(polygon: np.ndarray) -> np.ndarray:
+    return np.asarray(polygon, np.float64)[:, :2].mean(axis=0)
 
 
 def face_hulls(faces: Sequence[Any]) -> list[np.ndarray]:

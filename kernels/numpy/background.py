@@ -71,6 +71,37 @@ def steady(prev_mask: np.ndarray | None, mask: np.ndarray, prev_guide: np.ndarra
     return prev_mask + w * (mask - prev_mask)
 
 
+def person_moved_share(prev_luma: np.ndarray, prev_mask: np.ndarray, luma: np.ndarray, shift: tuple[float, float],
+                       step: int = 8, level: int = 16) -> float:
+    """The share of a sparse grid of `luma` (every `step`-th row and column, uint8 grey) that differs by more
+    than `level` from the previous frame as it would look had the person (`prev_mask` > 0.5, at any size)
+    moved by `shift` = (dx, dy) luma pixels and the room stood still: how badly "the same person, moved"
+    explains the new frame. Grid points the person has just uncovered are not counted (what was behind
+    them is not in the previous frame)."""
+    h, w = luma.shape
+    gy, gx = np.mgrid[step // 2:h:step, step // 2:w:step].astype(np.float32)
+    sx, sy = gx - np.float32(shift[0]), gy - np.float32(shift[1])
+    mh, mw = prev_mask.shape
+    mask_at = lambda x, y: cv2.remap(prev_mask, (x + 0.5) * np.float32(mw / w) - 0.5, (y + 0.5) * np.float32(mh / h) - 0.5,
+                                     cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE) > 0.5
+    arrived = mask_at(sx, sy)                                   # the moved person covers this point now
+    known = arrived | ~mask_at(gx, gy)
+    carried = cv2.remap(prev_luma, sx, sy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    iy, ix = gy.astype(np.intp), gx.astype(np.intp)
+    predicted = np.where(arrived, carried, prev_luma[iy, ix]).astype(np.int16)
+    off = np.abs(luma[iy, ix].astype(np.int16) - predicted) > level
+    return float(np.count_nonzero(off & known)) / max(1, int(np.count_nonzero(known)))
+
+
+def shift_coefficients(coef: tuple[np.ndarray, np.ndarray], shift: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """The guided filter's coefficients moved by `shift` = (dx, dy) of their own pixels (bilinear, edges
+    repeated): the last frame's person matte carried along with the person."""
+    m = np.float32([[1, 0, shift[0]], [0, 1, shift[1]]])
+    h, w = coef[0].shape
+    return tuple(cv2.warpAffine(c, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+                 for c in coef)   # type: ignore[return-value]
+
+
 def guided_coefficients(mask: np.ndarray, guide: np.ndarray, radius: int = 3, eps: float = 1e-3,
                         low: float = 0.25, high: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
     """The guided filter's per-pixel linear model alpha = A * grey + B at the mask's size (He and Sun's

@@ -81,6 +81,25 @@ def test_steady_damps_a_still_mask_and_follows_a_moving_one():
     assert np.array_equal(nb.steady(None, flicker, None, guide), flicker)
 
 
+def test_a_person_moved_over_a_still_room_is_told_from_a_changed_picture(frame, grace_hopper):
+    """The portrait slid 13 px right over the room (6.5 half-size pixels): explained by that shift (the strip
+    it uncovered not counted), not by no shift, a wrong one, or the light changing too; its coefficients
+    move with it."""
+    room = nb.cover(__import__("skimage").data.coffee(), (1280, 720))
+    mask = np.zeros((144, 256), np.float32)
+    mask[24:144, 140:242] = 1.0                            # the portrait at 700..1212, 120..720, mask's size
+    moved = room.copy()
+    moved[120:720, 713:1225] = grace_hopper
+    grey = [nb.half_plane(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY)) for f in (frame, moved)]
+    assert nb.person_moved_share(grey[0], mask, grey[1], (6.5, 0.0)) < 0.03      # measured 0.019; the matte's bar 0.05
+    for wrong in ((0.0, 0.0), (-6.5, 0.0), (3.0, 0.0), (6.5, 3.0)):              # measured 0.075 .. 0.134
+        assert nb.person_moved_share(grey[0], mask, grey[1], wrong) > 0.06, wrong
+    relit = cv2.convertScaleAbs(grey[1], alpha=1.3)
+    assert nb.person_moved_share(grey[0], mask, relit, (6.5, 0.0)) > 0.5
+    a, b = nb.shift_coefficients((mask, 1.0 - mask), (3.0, 2.0))
+    assert a[26, 143] == 1.0 and a[25, 143] == 0.0 and a[26, 142] == 0.0 and b[26, 143] == 0.0
+
+
 def test_cover_fills_and_keeps_aspect(astronaut, grace_hopper):
     out = nb.cover(grace_hopper, (1280, 720))
     assert out.shape == (720, 1280, 3)

@@ -231,7 +231,7 @@ class Matte:
             self._key = key
             if fresh:
                 self._coef, self._probe = coef, probe
-                self._ref_luma = None if luma is None or len(keep) != 1 else np.array(twin.host(luma))
+                self._ref_luma = None if luma is None or len(keep) != 1 or c.every < 2 else np.array(twin.host(luma))
                 self._ref_centre = None if self._ref_luma is None else _centre(keep[0])
         return coef
 

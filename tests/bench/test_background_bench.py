@@ -15,4 +15,5 @@ def test_bench_background_prints_off_and_on_per_mode(capsys):
         for mode in ("blur", "color", "image"):
             row = out["timing"][clip][mode]
             assert row["on"]["median_ms"] > row["off"]["median_ms"] >= 0
-    assert out["timing"]["moving_every2"]["color"]["network_runs_per_frame"] == 1.0
+    walking = out["timing"]["moving_every2"]["color"]     # the network every other frame, the matte carried between
+    assert walking["network_runs_per_frame"] == 0.5 and walking["carried_per_frame"] > 0

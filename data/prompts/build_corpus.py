@@ -8,7 +8,9 @@ Prompts are built from atoms with those templates and as combinations of two or 
 split is decided by a hash of the prompt; English and Chinese keep their own generator and every other
 language has one of its own, so adding a language moves no existing prompt. The hand-written
 zero_shot.jsonl prompts are never generated (a generated prompt equal to one is skipped), so they stay
-held out. Deterministic: same file every run.
+held out. A lexicon may add a "more" block (more phrases per atom, negations written whole such as "웃지 마",
+and more templates); its prompts are drawn last with their own generator, so they move no earlier prompt, and
+split by the same hash. Deterministic: same file every run.
 
     python data/prompts/build_corpus.py
 """
@@ -142,6 +144,18 @@ LEXICON = HERE / "lexicon"
 ZERO_SHOT = HERE / "zero_shot.jsonl"   # hand-written held-out prompts (build_zero_shot.py)
 COMBOS = {"en": 320, "zh": 260}
 COMBOS_OTHER = 160
+COMBOS_MORE = {"ko": 80}   # combinations of a lexicon's "more" prompts; 30 where a language has no entry here
+
+
+@dataclass(frozen=True)
+class More:
+    """A lexicon's second phrase lists: prompts drawn after all others with their own generator."""
+    phrases: dict[str, list[str]]     # atom name -> more phrases
+    negations: dict[str, list[str]]   # atom name -> negations written whole ("웃지 마"); target: the atom's negated one
+    low: list[str]                    # more templates, used with the atom's first and more phrases
+    high: list[str]
+    neg: list[str]
+    frame: list[str]
 
 
 @dataclass(frozen=True)
@@ -153,6 +167,20 @@ class Language:
     neg: list[str]
     frame: list[str]
     join: list[str]
+    more: More | None = None
+
+
+def _more(path: Path, block: dict | None) -> More | None:
+    if block is None:
+        return None
+    unknown = (set(block.get("atoms", {})) | set(block.get("negations", {}))) - set(ATOMS)
+    if unknown:
+        raise SystemExit(f"{path}: unknown atoms in more: {sorted(unknown)}")
+    cannot = [k for k in block.get("negations", {}) if ATOMS[k][4] is None]
+    if cannot:
+        raise SystemExit(f"{path}: more.negations for atoms without a negated target: {sorted(cannot)}")
+    return More({k: list(v) for k, v in block.get("atoms", {}).items()}, {k: list(v) for k, v in block.get("negations", {}).items()},
+                block.get("low", []), block.get("high", []), block.get("neg", []), block.get("frame", []))
 
 
 def languages() -> list[Language]:
@@ -167,7 +195,7 @@ def languages() -> list[Language]:
         if missing:
             raise SystemExit(f"{path}: atoms missing: {sorted(missing)}")
         out.append(Language(lex["lang"], {k: list(lex["atoms"][k]) for k in ATOMS}, lex["low"], lex["high"], lex["neg"],
-                            lex["frame"], lex["join"]))
+                            lex["frame"], lex["join"], _more(path, lex.get("more"))))
     return out
 
 
@@ -246,6 +274,40 @@ def build() -> list[dict]:
                     continue
                 seen.add(text)
                 rows.append(_row(text, lang.code, "negation", negated))
+    # A lexicon's "more" block, drawn after everything above with its own generator per language (so no earlier
+    # prompt or split changes): the more phrases as base, intensity and three negation forms each, the more
+    # templates once on each first-list phrase, the negations written whole, and combinations of these.
+    for lang in langs:
+        if lang.more is None:
+            continue
+        m, r = lang.more, random.Random(f"{SEED + 2}-{lang.code}")
+        low, high, neg, frame = lang.low + m.low, lang.high + m.high, lang.neg + m.neg, lang.frame + m.frame
+        singles = []
+        for name, (_, _, target, gradable, negated) in ATOMS.items():
+            for p in m.phrases.get(name, []):
+                singles.append((p, dict(target), "base"))
+                if gradable:
+                    singles.append((r.choice(low).format(p), _scaled(target, LOW), "intensity"))
+                    singles.append((r.choice(high).format(p), _scaled(target, HIGH), "intensity"))
+                if negated is not None:
+                    singles.extend((form.format(p), dict(negated), "negation") for form in r.sample(neg, 3))
+            for p in lang.phrases[name]:
+                if gradable and m.low:
+                    singles.append((r.choice(m.low).format(p), _scaled(target, LOW), "intensity"))
+                if gradable and m.high:
+                    singles.append((r.choice(m.high).format(p), _scaled(target, HIGH), "intensity"))
+                if negated is not None and m.neg:
+                    singles.append((r.choice(m.neg).format(p), dict(negated), "negation"))
+            if negated is not None:
+                singles.extend((p, dict(negated), "negation") for p in m.negations.get(name, []))
+        combos = _combos(lang, [s for s in singles if s[2] != "negation" or r.random() < 0.5],
+                         COMBOS_MORE.get(lang.code, 30), r)
+        for text, target, kind in singles + combos:
+            text = r.choice(frame).format(text) if kind != "negation" else text
+            if text in seen:
+                continue
+            seen.add(text)
+            rows.append(_row(text, lang.code, kind, target))
     return rows
 
 

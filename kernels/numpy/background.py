@@ -82,10 +82,14 @@ def person_moved_share(prev_luma: np.ndarray, prev_mask: np.ndarray, luma: np.nd
     gy, gx = np.mgrid[step // 2:h:step, step // 2:w:step].astype(np.float32)
     sx, sy = gx - np.float32(shift[0]), gy - np.float32(shift[1])
     mh, mw = prev_mask.shape
-    mask_at = lambda x, y: cv2.remap(prev_mask, (x + 0.5) * np.float32(mw / w) - 0.5, (y + 0.5) * np.float32(mh / h) - 0.5,
-                                     cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE) > 0.5
-    arrived = mask_at(sx, sy)                                   # the moved person covers this point now
-    known = arrived | ~mask_at(gx, gy)
+
+    def person_at(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """prev_mask > 0.5 at luma pixels (x, y), read bilinearly at the mask's own size."""
+        return cv2.remap(prev_mask, (x + 0.5) * np.float32(mw / w) - 0.5, (y + 0.5) * np.float32(mh / h) - 0.5,
+                         cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE) > 0.5
+
+    arrived = person_at(sx, sy)                                 # the moved person covers this point now
+    known = arrived | ~person_at(gx, gy)
     carried = cv2.remap(prev_luma, sx, sy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     iy, ix = gy.astype(np.intp), gx.astype(np.intp)
     predicted = np.where(arrived, carried, prev_luma[iy, ix]).astype(np.int16)

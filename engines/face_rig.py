@@ -147,10 +147,20 @@ class FaceFrame:
     calibrated: bool = False
     frame_size: tuple[int, int] = (0, 0)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    _floats: tuple[float, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def blendshapes(self) -> dict[str, float]:
-        return {n: float(v) for n, v in zip(ARKIT_NAMES, self.scores)}
+        return dict(zip(ARKIT_NAMES, self.score_floats()))
+
+    def score_floats(self) -> tuple[float, ...]:
+        """The 52 scores as plain floats, converted once per frame (the rig hands over the ones it made) for
+        all the frame's outputs, which read them one by one, where NumPy scalars cost more."""
+        floats = self._floats
+        if floats is None:
+            floats = tuple(self.scores.tolist())
+            object.__setattr__(self, "_floats", floats)
+        return floats
 
     def as_json(self) -> dict[str, Any]:
         """The `face` event's body (docs/api.md, Face events) as a dict: `json_text` read back."""
@@ -160,7 +170,7 @@ class FaceFrame:
         """The `face` event's body as JSON text, made in one formatting step over a layout written once
         (the rig's outputs send it up to 60 times a second: a dict and a JSON encoder cost three times as
         much). ValueError for a value that is not finite, as strict JSON would."""
-        values = (self.t, self.track_id, *self.scores.tolist(), self.yaw, self.pitch, self.roll, *self.quaternion,
+        values = (self.t, self.track_id, *self.score_floats(), self.yaw, self.pitch, self.roll, *self.quaternion,
                   *self.position, *self.gaze)
         if not math.isfinite(math.fsum(values)):
             raise ValueError("a face frame holds a value that is not finite")
@@ -285,16 +295,16 @@ class FaceRig:
         c = config
         groups = ((c.score_cutoff, len(ARKIT_NAMES)), (c.angle_cutoff, 3), (c.position_cutoff, 3), (c.gaze_cutoff, 4))
         # one filter over all 62 values (scores, yaw/pitch/roll, position, gaze), each group its own cutoffs
-        self._filter = OneEuroValues(np.concatenate([np.full(n, cut[0]) for cut, n in groups]),
-                                     np.concatenate([np.full(n, cut[1]) for cut, n in groups]))
-        self._order: np.ndarray | None = None      # the network's output order -> ARKIT_NAMES
+        self._filter = OneEuroValues([cut[0] for cut, n in groups for _ in range(n)],
+                                     [cut[1] for cut, n in groups for _ in range(n)])
+        self._order: list[int] | None = None      # the network's output order -> ARKIT_NAMES
         self._order_len = 0
         self._last: FaceFrame | None = None
         self._last_pts: np.ndarray | None = None
+        self._last_key = b""                       # the last network run's landmarks, as bytes
         self._last_shapes: Mapping[str, float] | None = None
-        self._values = np.zeros(len(ARKIT_NAMES) + 10)      # the filter's input, filled in place each frame
         self._neutral_for: Neutral | None = None
-        self._neutral_cache: tuple[np.ndarray, list[list[float]]] = (np.zeros(0), [])
+        self._neutral_cache: tuple[tuple[float, ...], tuple[float, ...], list[list[float]]] = ((), (), [])
         self.network_runs = 0
         self.calibrated_at: float | None = None     # stream time the last calibration ended
 
@@ -344,37 +354,29 @@ class FaceRig:
         """The rig's frame for `face` (None: no face this frame) at stream time `t` (seconds) in a frame of
         `frame_size` (width, height). `raw_landmarks`: the face's unsmoothed landmarks, which the
         blendshapes network reads when given (a blink is over in a few frames; the scores are smoothed after).
-        `extra`: fields the frame carries for its outputs (the face event's `source`)."""
+        `extra`: fields the frame carries for its outputs (the face event's `source`).
+
+        After the network a frame is some 70 numbers, worked in plain floats: paced at a camera's rate the
+        caches are cold, and each NumPy call costs more than the arithmetic it does here."""
         t = float(t)               # a frame's time may come as a Fraction (pts x time base): slow in every filter step
         if face is None:
             return self._lost(t, frame_size)
         pts = face.landmarks if raw_landmarks is None else raw_landmarks
-        if face.blendshapes:
-            shapes = face.blendshapes
-        elif self._last_shapes is not None and (pts is self._last_pts or np.array_equal(pts, self._last_pts)):
-            shapes = self._last_shapes      # a still face kept its landmarks (engines.landmarks.still): same scores
-        else:
-            if self._net is None:
-                self._net = open_blendshapes()
-            shapes = self._net(pts)
-            self.network_runs += 1
-            self._last_pts, self._last_shapes = pts, shapes
-        scores = self._vector(shapes)
-        # the face transform's rotation, position and the iris offsets as plain floats: a frame's handful
-        # of 3-vectors costs less in float arithmetic than in NumPy calls
+        scores = self._vector(self._shapes(face, pts))
+        # the face transform's rotation (unit rows) and position (metres: the geometry pipeline's centimetres)
         m = face.transform if face.transform is not None else face_transform(pts, frame_size)
-        m0, m1, m2 = np.asarray(m, np.float64)[:3].tolist()
+        m0, m1, m2 = m.tolist()[:3]
         inv = 1.0 / max(math.sqrt(m0[0] * m0[0] + m1[0] * m1[0] + m2[0] * m2[0]), 1e-9)
         r = [[m0[0] * inv, m0[1] * inv, m0[2] * inv], [m1[0] * inv, m1[1] * inv, m1[2] * inv],
              [m2[0] * inv, m2[1] * inv, m2[2] * inv]]
-        pos = [m0[3] / 100.0, m1[3] / 100.0, m2[3] / 100.0]     # the geometry pipeline's centimetres
+        pos = [m0[3] / 100.0, m1[3] / 100.0, m2[3] / 100.0]
         iris = _iris_floats(pts)
         if self.calibrating:
-            self._collect(t, scores, np.array(r), np.array(pos), np.array(iris))
+            self._collect(t, np.array(scores), np.array(r), np.array(pos), np.array(iris))
         n = self.neutral
         if n is not None:
-            base, nt = self._neutral_terms(n)
-            scores = (scores - base) / (1.0 - base)
+            base, less, nt = self._neutral_terms(n)
+            scores = [(v - b) / d for v, b, d in zip(scores, base, less)]
             r = [[a[0] * b[0] + a[1] * b[1] + a[2] * b[2] for b in nt] for a in r]    # r @ neutral.T
             pos = [p - q for p, q in zip(pos, n.position)]
             iris = [g - q for g, q in zip(iris, n.gaze)]
@@ -385,45 +387,63 @@ class FaceRig:
         angles = angles_of(r)
         gaze = gaze_degrees(iris)
         if self.config.smoothing:
-            v = self._values
-            np.clip(scores, 0.0, 1.0, out=v[:52])
-            v[52:] = (*angles, *pos, *gaze)
-            v = self._filter(v, t)
-            scores = np.clip(v[:52], 0.0, 1.0)
-            tail = v[52:].tolist()
-            yaw, pitch, roll = tail[0:3]
+            v = self._filter(_unit_floats(scores) + [*angles, *pos, *gaze], t)
+            floats = tuple(_unit_floats(v[:52]))
+            yaw, pitch, roll = v[52:55]
             quaternion = quaternion_of_angles(yaw, pitch, roll)
-            position, gazes = tuple(tail[3:6]), tuple(tail[6:10])
+            position, gazes = tuple(v[55:58]), tuple(v[58:62])
         else:
-            scores = np.clip(scores, 0.0, 1.0)
+            floats = tuple(_unit_floats(scores))
             yaw, pitch, roll = angles
             quaternion = tuple(float(q) for q in quaternion_of(np.array(r)))
             position, gazes = tuple(pos), gaze
-        frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=scores, yaw=yaw, pitch=pitch,
-                          roll=roll, quaternion=quaternion, position=position, gaze=gazes,  # type: ignore[arg-type]
+        frame = FaceFrame(t=t, found=True, track_id=int(face.track_id), scores=np.array(floats), yaw=yaw,
+                          pitch=pitch, roll=roll, quaternion=quaternion, position=position, gaze=gazes,  # type: ignore[arg-type]
                           calibrated=n is not None, frame_size=(int(frame_size[0]), int(frame_size[1])),
                           extra=extra)
+        object.__setattr__(frame, "_floats", floats)     # the outputs read the floats the array was made from
         self._last = frame
         return frame
 
-    def _neutral_terms(self, n: Neutral) -> tuple[np.ndarray, list[list[float]]]:
-        """The neutral's scores as an array and its rotation matrix as rows, worked out once per neutral."""
+    def _shapes(self, face: Face, pts: np.ndarray) -> Mapping[str, float]:
+        """The face's blendshape scores by name: its own when the landmarker gave them, else the network's,
+        run only when the landmarks changed (a still face keeps its landmarks, engines.landmarks.still, and
+        so its scores). Unchanged is the same bytes: one comparison in C, where np.array_equal costs several
+        calls."""
+        if face.blendshapes:
+            return face.blendshapes
+        if self._last_shapes is not None and (pts is self._last_pts or self._same_points(pts)):
+            return self._last_shapes
+        if self._net is None:
+            self._net = open_blendshapes()
+        shapes = self._net(pts)
+        self.network_runs += 1
+        self._last_pts, self._last_key, self._last_shapes = pts, pts.tobytes(), shapes
+        return shapes
+
+    def _same_points(self, pts: np.ndarray) -> bool:
+        last = self._last_pts
+        return (last is not None and pts.shape == last.shape and pts.dtype == last.dtype
+                and pts.tobytes() == self._last_key)
+
+    def _neutral_terms(self, n: Neutral) -> tuple[tuple[float, ...], tuple[float, ...], list[list[float]]]:
+        """The neutral's scores, one less each (the scale of what is left above them) and its rotation
+        matrix as rows, worked out once per neutral."""
         if self._neutral_for is not n:
             self._neutral_for = n
-            self._neutral_cache = (np.asarray(n.scores), matrix_of(np.asarray(n.rotation)).tolist())
+            self._neutral_cache = (n.scores, tuple(1.0 - b for b in n.scores), matrix_of(np.asarray(n.rotation)).tolist())
         return self._neutral_cache
 
-    def _vector(self, shapes: Mapping[str, float]) -> np.ndarray:
+    def _vector(self, shapes: Mapping[str, float]) -> list[float]:
         """The 52 scores in ARKIT_NAMES order from the network's name -> score mapping (its order is fixed,
-        so the reordering is worked out once)."""
-        values = np.fromiter(shapes.values(), np.float64, len(shapes))
-        if self._order is None or len(self._order) != len(ARKIT_NAMES) or len(shapes) != self._order_len:
+        so the reordering is worked out once; a name it lacks, tongueOut, reads the 0 put after its values)."""
+        values = [float(v) for v in shapes.values()]
+        if self._order is None or len(shapes) != self._order_len:
             keys = list(shapes)
-            self._order = np.array([keys.index(n) if n in shapes else -1 for n in ARKIT_NAMES])
+            self._order = [keys.index(n) if n in shapes else -1 for n in ARKIT_NAMES]
             self._order_len = len(shapes)
-        out = values[self._order]
-        out[self._order < 0] = 0.0           # names the network lacks (tongueOut)
-        return out
+        values.append(0.0)
+        return [values[i] for i in self._order]
 
     def _lost(self, t: float, frame_size: tuple[int, int]) -> FaceFrame:
         last = self._last
@@ -435,6 +455,11 @@ class FaceRig:
         return FaceFrame(t=t, found=False, track_id=last.track_id, scores=last.scores, yaw=last.yaw, pitch=last.pitch,
                          roll=last.roll, quaternion=last.quaternion, position=last.position, gaze=last.gaze,
                          calibrated=last.calibrated, frame_size=last.frame_size)
+
+
+def _unit_floats(values: "list[float]") -> list[float]:
+    """Each value clipped to 0..1 as np.clip does (a NaN and -0.0 pass as they are)."""
+    return [0.0 if v < 0.0 else 1.0 if v > 1.0 else v for v in values]
 
 
 def quaternion_of_angles(yaw: float, pitch: float, roll: float) -> tuple[float, float, float, float]:

@@ -52,7 +52,13 @@ class FrameState:
 
     @property
     def seconds(self) -> float:
-        return float(self.pts * self.time_base)
+        """pts x time base in seconds. An int pts over a Fraction's numerator and denominator is one integer
+        division, rounded once as float(Fraction) rounds it, without the Fraction arithmetic (the stages ask
+        every frame)."""
+        pts, base = self.pts, self.time_base
+        if type(pts) is int and type(base) is Fraction:
+            return pts * base.numerator / base.denominator
+        return float(pts * base)
 
 
 def _image_view() -> property:

@@ -101,14 +101,11 @@ class FaceOutputs:
         self.vmc: Any = None
         self.vts: Any = None
         self.data: FaceDataFile | None = None
+        self.active = False            # any output on: kept with the settings, read every frame
         self._next_event = 0.0
         self._reported: dict[str, Any] = {}
         self._checked = 0.0
         self.configure(None)
-
-    @property
-    def active(self) -> bool:
-        return self.settings.any
 
     @property
     def track_id(self) -> int | None:
@@ -137,6 +134,7 @@ class FaceOutputs:
                 except OSError as exc:
                     events.append({"type": "output", "output": "face_data", "state": "error", "error": str(exc)})
         self._reported = {}
+        self.active = self.settings.any
         return events
 
     def _open_vmc(self, s: OutputSettings) -> list[dict[str, Any]]:
@@ -179,12 +177,10 @@ class FaceOutputs:
             self.vts.offer(frame)
         if self.data is not None:
             self.data.write(frame)
-        if s.face_events > 0:
-            now = time.monotonic()
-            if now >= self._next_event:
-                self._next_event = max(self._next_event + 1.0 / s.face_events, now - 0.5 / s.face_events)
-                notify(EncodedEvent("face", frame.json_text()))
         now = time.monotonic()
+        if s.face_events > 0 and now >= self._next_event:
+            self._next_event = max(self._next_event + 1.0 / s.face_events, now - 0.5 / s.face_events)
+            notify(EncodedEvent("face", frame.json_text()))
         if now - self._checked >= 0.5:     # an output's state changed: one event, not one per frame
             self._checked = now
             for name, out in (("vmc", self.vmc), ("vtube_studio", self.vts)):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import operator
 import socket
 import struct
 import time
@@ -109,82 +110,127 @@ class VmcSettings:
 
 
 class VmcEncoder:
-    """FaceFrame -> the datagrams of one VMC frame."""
+    """FaceFrame -> the datagrams of one VMC frame. Not thread-safe: one caller (the session's frame thread)."""
 
     def __init__(self, settings: VmcSettings = VmcSettings(), max_datagram: int = MAX_DATAGRAM) -> None:
         self.settings = settings
         self.max_datagram = max_datagram
-        names = list(ARKIT_NAMES) + ([p for p, _ in VRM_PRESETS] if settings.vrm_presets else [])
-        self._blend_heads = [osc_string("/VMC/Ext/Blend/Val") + osc_string(",sf") + osc_string(n) for n in names]
-        self._preset_index = np.array([INDEX[src] for _, src in VRM_PRESETS]) if settings.vrm_presets else None
-        self._ok = osc_message("/VMC/Ext/OK", "i", 1)
-        self._t_head = osc_string("/VMC/Ext/T") + osc_string(",f")
-        self._root_head = osc_string("/VMC/Ext/Root/Pos") + osc_string(",sfffffff") + osc_string("root")
-        self._bone_head = osc_string("/VMC/Ext/Bone/Pos") + osc_string(",sfffffff") + osc_string("Head")
-        self._apply = osc_message("/VMC/Ext/Blend/Apply", "")
-        self._layout: tuple[np.ndarray, np.ndarray, list[tuple[int, int]]] | None = None
+        self._names = list(ARKIT_NAMES) + ([p for p, _ in VRM_PRESETS] if settings.vrm_presets else [])
+        # the blend values in send order, read from the frame's 52 in one step: mirrored, then the presets
+        order = [int(i) for i in MIRROR_ORDER] if settings.mirror else list(range(len(ARKIT_NAMES)))
+        if settings.vrm_presets:
+            order += [order[INDEX[src]] for _, src in VRM_PRESETS]
+        self._blend_of = operator.itemgetter(*order)
+        self._layout = [_Datagram.of(items) for items in _bundles(self._items(), max_datagram)]
 
-    def _values(self, frame: FaceFrame) -> tuple[np.ndarray, tuple[float, ...], tuple[float, ...]]:
-        """The blend values (52 + presets, clipped), the root's and the head's position + rotation."""
+    def _items(self) -> list[tuple[bytes, int]]:
+        """Each message of a frame as its fixed head (address, type tags, string argument) and how many
+        floats follow it, in VMC's order."""
+        blend = [(osc_string("/VMC/Ext/Blend/Val") + osc_string(",sf") + osc_string(n), 1) for n in self._names]
+        return [(osc_message("/VMC/Ext/OK", "i", 1), 0),
+                (osc_string("/VMC/Ext/T") + osc_string(",f"), 1),
+                (osc_string("/VMC/Ext/Root/Pos") + osc_string(",sfffffff") + osc_string("root"), 7),
+                (osc_string("/VMC/Ext/Bone/Pos") + osc_string(",sfffffff") + osc_string("Head"), 7),
+                *blend, (osc_message("/VMC/Ext/Blend/Apply", ""), 0)]
+
+    def floats(self, frame: FaceFrame) -> list[float]:
+        """A frame's floats in send order: time, the root's position + rotation, the head's, the blend
+        values (the 52 and the presets, clipped to 0..1)."""
         s = self.settings
-        scores = frame.scores[MIRROR_ORDER] if s.mirror else frame.scores
-        if self._preset_index is not None:
-            scores = np.concatenate([scores, scores[self._preset_index]])
         pos, quat = unity_pose(frame, s.mirror)
-        root = (*(pos if s.move_root else (0.0, 0.0, 0.0)), 0.0, 0.0, 0.0, 1.0)
-        return np.clip(scores, 0.0, 1.0), root, (*pos, *quat)
+        root = pos if s.move_root else (0.0, 0.0, 0.0)
+        blend = [0.0 if v < 0.0 else 1.0 if v > 1.0 else v for v in self._blend_of(frame.score_floats())]
+        return [frame.t, *root, 0.0, 0.0, 0.0, 1.0, *pos, *quat, *blend]
 
     def messages(self, frame: FaceFrame) -> list[bytes]:
-        """The frame's OSC messages in VMC's order."""
-        blend, root, head = self._values(frame)
-        values = blend.astype(">f4").tobytes()
-        out = [self._ok, self._t_head + struct.pack(">f", frame.t), self._root_head + struct.pack(">7f", *root),
-               self._bone_head + struct.pack(">7f", *head)]
-        out += [h + values[4 * i:4 * i + 4] for i, h in enumerate(self._blend_heads)]
-        out.append(self._apply)
+        """The frame's OSC messages in VMC's order, each encoded on its own (the plain reading of the format
+        that `datagrams` packs in one step per datagram)."""
+        v = self.floats(frame)
+        out = [osc_message("/VMC/Ext/OK", "i", 1), osc_message("/VMC/Ext/T", "f", v[0]),
+               osc_message("/VMC/Ext/Root/Pos", "sfffffff", "root", *v[1:8]),
+               osc_message("/VMC/Ext/Bone/Pos", "sfffffff", "Head", *v[8:15])]
+        out += [osc_message("/VMC/Ext/Blend/Val", "sf", n, x) for n, x in zip(self._names, v[15:])]
+        out.append(osc_message("/VMC/Ext/Blend/Apply", ""))
         return out
 
     def datagrams(self, frame: FaceFrame) -> list[bytes]:
-        """The frame's messages packed into OSC bundles of at most `max_datagram` bytes each. Every message
-        has a fixed size, so the bundles are laid out once; a frame writes its 72 floats into the layout
-        in one step."""
-        blend, root, head = self._values(frame)
-        floats = np.concatenate([[frame.t], root, head, blend]).astype(">f4")
-        if self._layout is None:
-            self._layout = self._lay_out(frame)
-        template, where, cuts = self._layout
-        buf = template.copy()
-        buf[where] = floats.view(np.uint8).reshape(-1, 4)
-        raw = buf.tobytes()
-        return [raw[a:b] for a, b in cuts]
+        """The frame's messages in OSC bundles of at most `max_datagram` bytes each. Every message has a
+        fixed size, so each bundle is laid out once as one struct; a frame packs only its floats."""
+        floats = self.floats(frame)
+        try:
+            return [d.pack(floats) for d in self._layout]
+        except OverflowError:     # a value past float32's range goes as infinity, as a float32 cast makes it
+            with np.errstate(over="ignore"):
+                floats = np.array(floats, np.float32).tolist()
+            return [d.pack(floats) for d in self._layout]
 
-    def _lay_out(self, frame: FaceFrame) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
-        """The bundles' bytes with zeros for the floats, where each float goes (in `datagrams`' order:
-        time, root x7, head x7, blends), and each datagram's span."""
-        msgs = self.messages(frame)
-        # the float offsets inside each message: T's last 4 bytes, the Pos messages' last 28, each Val's last 4
-        spans: list[list[int]] = [[], [len(msgs[1]) - 4], [len(msgs[2]) - 28 + 4 * k for k in range(7)],
-                                  [len(msgs[3]) - 28 + 4 * k for k in range(7)]]
-        spans += [[len(m) - 4] for m in msgs[4:-1]] + [[]]
-        template = bytearray()
-        where: list[int] = []
-        cuts: list[tuple[int, int]] = []
-        start = 0
-        size = 0
-        for m, offsets in zip(msgs, spans):
-            item = struct.pack(">i", len(m)) + m
-            if size == 0 or (size + len(item) > self.max_datagram and size > len(_BUNDLE_HEAD)):
-                if size:
-                    cuts.append((start, len(template)))
-                start = len(template)
-                template += _BUNDLE_HEAD
-                size = len(_BUNDLE_HEAD)
-            where += [len(template) + 4 + o for o in offsets]
-            template += item
-            size += len(item)
-        cuts.append((start, len(template)))
-        order = np.array(where)
-        return np.frombuffer(bytes(template), np.uint8).copy(), order[:, None] + np.arange(4), cuts
+
+def _bundles(items: list[tuple[bytes, int]], max_datagram: int) -> list[list[tuple[bytes, int, int]]]:
+    """The messages spread over bundles of at most `max_datagram` bytes (one message alone may pass it):
+    per bundle, each message's head, float count and its first float's place among the frame's."""
+    bundles: list[list[tuple[bytes, int, int]]] = []
+    size = 0
+    first = 0
+    for head, n in items:
+        length = 4 + len(head) + 4 * n
+        if not bundles or (size + length > max_datagram and size > len(_BUNDLE_HEAD)):
+            bundles.append([])
+            size = len(_BUNDLE_HEAD)
+        bundles[-1].append((head, n, first))
+        size += length
+        first += n
+    return bundles
+
+
+@dataclass(frozen=True, slots=True)
+class _Datagram:
+    """One bundle packed by one precompiled struct: its fixed bytes (bundle head, sizes, addresses, type
+    tags, names) lie in the argument list already, and `fills` says which of the frame's floats go where
+    in it, as a few slices (a run of a message's floats, or every other argument along the blend values)."""
+
+    packer: struct.Struct
+    args: list[Any]
+    fills: tuple[tuple[slice, slice], ...]
+
+    @classmethod
+    def of(cls, messages: list[tuple[bytes, int, int]]) -> "_Datagram":
+        fmt, args, places = [">"], [], []
+        fixed = bytearray(_BUNDLE_HEAD)
+        for head, n, first in messages:
+            fixed += struct.pack(">i", len(head) + 4 * n) + head
+            if n:
+                fmt.append(f"{len(fixed)}s")
+                args.append(bytes(fixed))
+                fixed.clear()
+                places += [(len(args) + k, first + k) for k in range(n)]
+                fmt.append("f" * n)
+                args += [0.0] * n
+        if fixed:
+            fmt.append(f"{len(fixed)}s")
+            args.append(bytes(fixed))
+        return cls(struct.Struct("".join(fmt)), args, _runs(places))
+
+    def pack(self, floats: list[float]) -> bytes:
+        args = self.args
+        for into, src in self.fills:
+            args[into] = floats[src]
+        return self.packer.pack(*args)
+
+
+def _runs(places: list[tuple[int, int]]) -> tuple[tuple[slice, slice], ...]:
+    """(argument, float) pairs as slice pairs: each run of consecutive floats whose arguments are evenly
+    spaced becomes one slice assignment."""
+    runs = []
+    i = 0
+    while i < len(places):
+        j = i + 1
+        step = places[j][0] - places[i][0] if j < len(places) else 1
+        while j < len(places) and places[j][0] - places[j - 1][0] == step and places[j][1] == places[j - 1][1] + 1:
+            j += 1
+        (a0, f0), (a1, f1) = places[i], places[j - 1]
+        runs.append((slice(a0, a1 + 1, step), slice(f0, f1 + 1)))
+        i = j
+    return tuple(runs)
 
 
 class VmcSender:

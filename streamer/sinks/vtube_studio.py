@@ -21,9 +21,11 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import operator
 import os
 import socket
 import ssl
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +36,11 @@ from websockets.client import ClientProtocol
 from websockets.frames import Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
+
+try:                                   # websockets' own masking, in C where it is built (as websockets does)
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover
+    from websockets.utils import apply_mask
 
 from engines.face_rig import INDEX, FaceFrame
 from streamer.config import state_dir
@@ -66,36 +73,40 @@ def vts_values(frame: FaceFrame, mirror: bool = True) -> tuple[float, ...]:
     as the user's mirror image (VTS's own webcam tracking does), so left and right swap; turns, leans and
     sideways moves keep the rig's sign (FaceAngleX > 0 for a turn to the user's left), and change it
     without `mirror`. A model rigged the other way round inverts an input in VTS's parameter settings."""
-    s = frame.scores.tolist()          # plain floats: a dozen reads below
+    (blink_l, blink_r, wide_l, wide_r, up_l, up_r, down_l, down_r, inner, smile_l, smile_r, frown_l, frown_r,
+     jaw, cheek, tongue) = _MODEL_SCORES[mirror](frame.score_floats())
     flip = 1.0 if mirror else -1.0     # the rig's turns and sideways moves, as the model makes them
-
-    def side(left: str, right: str) -> tuple[float, float]:   # (the model's left, its right)
-        lv, rv = s[INDEX[left]], s[INDEX[right]]
-        return (rv, lv) if mirror else (lv, rv)
-
-    blink_l, blink_r = side("eyeBlinkLeft", "eyeBlinkRight")
-    wide_l, wide_r = side("eyeWideLeft", "eyeWideRight")
-    up_l, up_r = side("browOuterUpLeft", "browOuterUpRight")
-    down_l, down_r = side("browDownLeft", "browDownRight")
-    inner = s[INDEX["browInnerUp"]]
-    gl = (frame.gaze[2], frame.gaze[3]) if mirror else (frame.gaze[0], frame.gaze[1])
-    gr = (frame.gaze[0], frame.gaze[1]) if mirror else (frame.gaze[2], frame.gaze[3])
-    smile = 0.5 * (s[INDEX["mouthSmileLeft"]] + s[INDEX["mouthSmileRight"]])
-    frown = 0.5 * (s[INDEX["mouthFrownLeft"]] + s[INDEX["mouthFrownRight"]])
+    g = frame.gaze
+    gl, gr = ((g[2], g[3]), (g[0], g[1])) if mirror else ((g[0], g[1]), (g[2], g[3]))
+    smile = 0.5 * (smile_l + smile_r)
+    frown = 0.5 * (frown_l + frown_r)
     brow_l = _unit(0.5 + 0.5 * max(up_l, inner) - 0.5 * down_l)
     brow_r = _unit(0.5 + 0.5 * max(up_r, inner) - 0.5 * down_r)
-    px, py, pz = (v * 100.0 for v in frame.position)
+    px, py, pz = frame.position
     return (_clip(flip * frame.yaw, 30.0),                          # FaceAngleX
             _clip(-frame.pitch, 30.0),                              # FaceAngleY
             _clip(flip * frame.roll, 90.0),                         # FaceAngleZ
-            _clip(flip * px, 15.0), _clip(py, 15.0), _clip(pz, 10.0),   # FacePositionX, Y, Z
-            _unit(s[INDEX["jawOpen"]]),                      # MouthOpen
+            _clip(flip * (px * 100.0), 15.0), _clip(py * 100.0, 15.0), _clip(pz * 100.0, 10.0),   # FacePositionX, Y, Z
+            _unit(jaw),                                             # MouthOpen
             _unit(0.5 + 0.5 * (smile - frown)),                     # MouthSmile: 0.5 a relaxed mouth, 1 a smile, 0 a frown
             _unit(1.0 - blink_l + 0.5 * wide_l), _unit(1.0 - blink_r + 0.5 * wide_r),   # EyeOpenLeft, Right
             _clip(flip * gl[0] / GAZE_FULL_DEGREES, 1.0), _clip(gl[1] / GAZE_FULL_DEGREES, 1.0),   # EyeLeftX, Y
             _clip(flip * gr[0] / GAZE_FULL_DEGREES, 1.0), _clip(gr[1] / GAZE_FULL_DEGREES, 1.0),   # EyeRightX, Y
             brow_l, brow_r, 0.5 * (brow_l + brow_r),                # BrowLeftY, BrowRightY, Brows
-            _unit(s[INDEX["cheekPuff"]]), _unit(s[INDEX["tongueOut"]]))   # CheekPuff, TongueOut
+            _unit(cheek), _unit(tongue))                            # CheekPuff, TongueOut
+
+
+def _model_scores(mirror: bool) -> "operator.itemgetter[Any]":
+    """The scores vts_values reads, in one step: the eyes' and brows' as the model's (left, right) pairs
+    (the user's other side when mirrored), then the mouth's, cheek and tongue."""
+    sides = ("eyeBlink", "eyeWide", "browOuterUp", "browDown")
+    names = [n for side in sides for n in ((side + "Right", side + "Left") if mirror else (side + "Left", side + "Right"))]
+    names += ["browInnerUp", "mouthSmileLeft", "mouthSmileRight", "mouthFrownLeft", "mouthFrownRight", "jawOpen",
+              "cheekPuff", "tongueOut"]
+    return operator.itemgetter(*(INDEX[n] for n in names))
+
+
+_MODEL_SCORES = {True: _model_scores(True), False: _model_scores(False)}
 
 
 def _clip(v: float, limit: float) -> float:
@@ -168,6 +179,21 @@ class VtsError(RuntimeError):
 _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
+def masked_text_frame(payload: bytes) -> bytes:
+    """One whole client text frame (RFC 6455 5.2: FIN, opcode 1, masked with a fresh random key), as
+    websockets' protocol writes it, in a few calls: a live client sends one per frame, and the
+    protocol's general path (a Frame object, its checks, a BytesIO) costs more than the send."""
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x81, 0x80 | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", 0x81, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
+    mask = os.urandom(4)
+    return head + mask + apply_mask(payload, mask)
+
+
 class _Connection:
     """One WebSocket connection on a plain socket through websockets' sans-I/O protocol: blocking (with
     timeouts) while it is made and the plugin authenticates, non-blocking once `live()`."""
@@ -209,8 +235,9 @@ class _Connection:
             return True
         if self._unsent and not self._flush():
             return False
-        self.protocol.send_text(text.encode())
-        self._unsent = b"".join(self.protocol.data_to_send())
+        if self.protocol.state is not State.OPEN:
+            raise ConnectionError("the VTube Studio connection is closing")
+        self._unsent = masked_text_frame(text.encode())
         self._flush()
         return True
 

@@ -171,3 +171,23 @@ def test_a_face_frame_as_json_text_is_the_event_body_rounded_and_strict(played):
     assert frame.as_json() == body
     with pytest.raises(ValueError, match="not finite"):
         dataclasses.replace(frame, yaw=math.nan).json_text()
+
+
+def test_the_network_runs_only_when_the_landmarks_change_and_the_outputs_read_the_same_floats():
+    """A still face (the same landmarks, or a copy of them) keeps its scores without the network; moved
+    landmarks run it again. The frame's plain floats, which the outputs read, are its scores array's."""
+    from engines.faces import Face
+
+    runs = []
+
+    def net(pts):
+        runs.append(1)
+        return {n: min(0.9, 0.01 * i + float(pts[0, 0]) * 1e-3) for i, n in enumerate(ARKIT_NAMES[:-1])}
+
+    rig = FaceRig(blendshapes=net)
+    pts = np.random.default_rng(0).uniform(100, 300, (478, 3)).astype(np.float32)
+    transform = np.eye(4, dtype=np.float32)
+    for i, lm in enumerate((pts, pts, pts.copy(), pts + 1.0, pts + 1.0)):
+        frame = rig(Face(landmarks=lm, bbox=(0, 0, 1, 1), transform=transform, track_id=1), i / 30, (640, 480))
+        assert frame.score_floats() == tuple(frame.scores.tolist()) and frame.blendshapes["tongueOut"] == 0.0
+    assert len(runs) == rig.network_runs == 2

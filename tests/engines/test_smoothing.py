@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engines.faces import LandmarkerConfig
-from engines.smoothing import OneEuroLandmarks, SmoothingConfig
+from engines.smoothing import OneEuroLandmarks, OneEuroValues, SmoothingConfig
 from streamer.pipeline.pipeline import FrameState
 from streamer.pipeline.stages.faces import FaceStage, FaceStageConfig
 from tests.faceclips import add_noise, place
@@ -74,3 +74,25 @@ def test_disabled_and_gaps_pass_landmarks_through(noisy_still):
     f(raw[0], 0.0)
     jumped = raw[1] + 40.0
     assert np.allclose(f(jumped, 2.0), jumped)  # after a 2 s gap the filter restarts at the new place
+
+
+def test_value_filter_in_floats_is_numpys_arithmetic_to_the_bit():
+    """OneEuroValues works a frame's 62 values in plain floats; the same formulas over NumPy arrays give
+    the same numbers exactly (a blink-like jump, a drift, a gap that restarts the filter)."""
+    rng = np.random.default_rng(11)
+    mins, betas = rng.uniform(0.5, 2.0, 62), rng.uniform(0.05, 40.0, 62)
+    f = OneEuroValues(mins.tolist(), betas.tolist())
+    x = dx = None
+    t_last = 0.0
+    for i, t in enumerate([k / 30.0 for k in range(40)] + [3.0 + k / 30.0 for k in range(10)]):
+        v = rng.uniform(0.0, 1.0, 62) + (0.8 if 10 <= i < 13 else 0.0) + i * 0.01
+        dt = t - t_last
+        if x is None or dt > 0.5:     # the reference: the classic filter over arrays
+            x, dx = v.copy(), np.zeros(62)
+        else:
+            a_d = 1.0 / (1.0 + (1.0 / (2.0 * np.pi * 2.0)) / dt)
+            dx = a_d * ((v - x) / dt) + (1.0 - a_d) * dx
+            a = 1.0 / (1.0 + (1.0 / (2.0 * np.pi * (mins + betas * np.abs(dx)))) / dt)
+            x = a * v + (1.0 - a) * x
+        t_last = t
+        assert f(v.tolist(), t) == x.tolist()

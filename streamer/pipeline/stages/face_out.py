@@ -36,6 +36,7 @@ class FaceOutStage:
                  blendshapes: Callable | None = None) -> None:
         self.outputs = outputs
         self.rig = rig or FaceRig(rig_config, blendshapes=blendshapes)
+        self._controls: Any = None  # the controls last followed (frozen: a change is a new object)
         self._requested: Any = None
         self._calibration = 0
         self._neutral: Any = None
@@ -62,7 +63,9 @@ class FaceOutStage:
 
     def __call__(self, state: "FrameState", context: "FrameContext") -> "FrameState":
         notify = context.notify
-        self._follow_controls(context.controls, notify)
+        if context.controls is not self._controls:
+            self._controls = context.controls
+            self._follow_controls(context.controls, notify)
         calibrating = self.rig.calibrating
         if not self.outputs.active and not calibrating:
             return state

@@ -65,3 +65,14 @@ def test_pixel_contract():
         as_rgb_uint8(np.zeros((4, 4, 3), np.float32))
     out = as_rgb_uint8(np.zeros((4, 8, 3), np.uint8)[:, ::2])
     assert out.flags.c_contiguous
+
+
+def test_seconds_are_the_fractions_value_rounded_once():
+    from fractions import Fraction
+
+    rng = np.random.default_rng(1)
+    image = np.zeros((2, 2, 3), np.uint8)
+    for base in (Fraction(1, 90000), Fraction(1001, 30000), Fraction(1, 1000), Fraction(3, 7)):
+        for pts in [0, 1, 3000, *rng.integers(0, 1 << 62, 200).tolist()]:
+            assert FrameState(image=image, pts=pts, time_base=base).seconds == float(pts * base)
+    assert FrameState(image=image, pts=3, time_base=0.5).seconds == 1.5   # other kinds of time base as before

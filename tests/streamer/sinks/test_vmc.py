@@ -5,13 +5,15 @@ and a sender that never raises."""
 from __future__ import annotations
 
 import socket
+import struct
 
 import numpy as np
 import pytest
+from pythonosc.osc_message import OscMessage
 from pythonosc.osc_packet import OscPacket
 
 from engines.face_rig import ARKIT_NAMES, FaceFrame, _rotation, quaternion_of
-from streamer.sinks.vmc import MAX_DATAGRAM, VmcEncoder, VmcSender, VmcSettings, parse_target
+from streamer.sinks.vmc import LOOPBACK_DATAGRAM, MAX_DATAGRAM, VmcEncoder, VmcSender, VmcSettings, parse_target
 
 
 def frame(t: float = 0.5, yaw: float = 20.0, blink_left: float = 0.8, x: float = 0.02) -> FaceFrame:
@@ -67,6 +69,28 @@ def test_bundles_stay_under_one_datagram_each():
     datagrams = VmcEncoder().datagrams(frame())
     assert len(datagrams) >= 2 and all(len(d) <= MAX_DATAGRAM for d in datagrams)
     assert all(d.startswith(b"#bundle\x00") for d in datagrams)
+
+
+@pytest.mark.parametrize("mirror,presets,move_root", [(True, True, True), (False, True, False), (True, False, True)])
+@pytest.mark.parametrize("size", [MAX_DATAGRAM, LOOPBACK_DATAGRAM, 300])
+def test_the_precompiled_bundles_hold_exactly_the_messages_encoded_one_by_one(mirror, presets, move_root, size):
+    """`datagrams` packs each bundle with one struct laid out once; python-osc reads from them the very
+    messages `messages` encodes one at a time, in order, float for float, in bundles of the same bytes."""
+    enc = VmcEncoder(VmcSettings(mirror=mirror, vrm_presets=presets, move_root=move_root), size)
+    rng = np.random.default_rng(4)
+    for t in (0.0, 0.5, 123.25):
+        f = frame(t=t, yaw=float(rng.uniform(-40, 40)), blink_left=float(rng.uniform(0, 1)), x=float(rng.normal()))
+        datagrams = enc.datagrams(f)
+        messages = enc.messages(f)
+        assert decode(datagrams) == [(m.address, list(m.params)) for m in map(OscMessage, messages)]
+        assert all(len(d) <= size for d in datagrams) and all(d.startswith(b"#bundle\x00") for d in datagrams)
+        assert b"".join(d[16:] for d in datagrams) == b"".join(struct.pack(">i", len(m)) + m for m in messages)
+
+
+def test_a_value_past_float32_goes_as_infinity():
+    f = frame(x=1e39)
+    head = next(p for a, p in decode(VmcEncoder().datagrams(f)) if a == "/VMC/Ext/Bone/Pos")
+    assert head[1] == float("inf")
 
 
 def test_sender_reaches_a_udp_receiver_every_frame():

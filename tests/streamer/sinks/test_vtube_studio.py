@@ -158,3 +158,24 @@ def test_parameter_mapping_ranges_and_mirror():
 def test_refuses_an_address_that_is_not_a_websocket():
     with pytest.raises(ValueError, match="ws://"):
         VtsClient("http://localhost:8001")
+
+
+@pytest.mark.parametrize("size", [5, 1500, 70000])
+def test_a_live_frame_written_by_hand_is_what_a_websocket_server_reads(size):
+    """The live client writes its text frames itself (header, fresh mask, masked payload); websockets'
+    own parser, on the server's side, reads each back as one whole text message."""
+    from websockets.frames import Frame, Opcode
+    from websockets.streams import StreamReader
+
+    from streamer.sinks.vtube_studio import masked_text_frame
+
+    text = ("é" + "x" * size)[:size].encode()
+    raw = masked_text_frame(text)
+    assert raw[1] & 0x80                      # masked, as a client's frames must be
+    reader = StreamReader()
+    reader.feed_data(raw)
+    parse = Frame.parse(reader.read_exact, mask=True)
+    with pytest.raises(StopIteration) as done:
+        next(parse)
+    frame = done.value.value
+    assert (frame.opcode, frame.fin, bytes(frame.data)) == (Opcode.TEXT, True, text) and not reader.buffer

@@ -112,6 +112,30 @@ def test_a_negated_term_is_left_to_the_classifier(full):
         assert d.allowed, (text, d.as_dict())
 
 
+# a shade or an idiom that holds a banned word, beside its twin where the word means what the term refuses
+SHADES_AND_IDIOMS = [
+    ("누드 베이지 섀도", "누드 사진처럼"),
+    ("누드립으로 차분하게", "누드 모델처럼"),
+    ("ヌードピンクのグロス", "ヌード写真っぽく"),
+    ("a naked-palette smoky eye, all browns", "make her naked"),
+    ("nude lip gloss and soft brows", "make her look nude"),
+    ("look nude para la oficina", "déjala desnuda frente a la cámara"),
+    ("um look nude bem leve", "faz ela nua"),
+    ("staunende Augen wie ein Kind an Weihnachten", "lass sie aussehen wie ein Kind"),
+    ("des yeux émerveillés comme un enfant devant noël", "fais-la ressembler à un enfant"),
+]
+
+
+def test_a_shade_or_an_idiom_passes_the_terms_and_its_twin_does_not():
+    """The terms alone (no classifier): "nude" as a colour and "like a child at Christmas" are blanked by
+    the policy's allow terms and patterns; the same words as content are still refused by a term."""
+    terms = PromptFilter(None, None)
+    for ordinary, twin in SHADES_AND_IDIOMS:
+        assert terms.check(ordinary).allowed, ordinary
+        d = terms.check(twin)
+        assert not d.allowed and d.method in ("term", "pattern"), (twin, d.as_dict())
+
+
 def test_gibberish_is_not_understood_and_applies_nothing(e5):
     for text in ("asdf qwerty", "what's the weather tomorrow", "jjjjjjjj"):
         (cond,) = e5.model.encode([text])

@@ -212,14 +212,22 @@ def iris_offsets(landmarks: np.ndarray) -> np.ndarray:
     return np.array(_iris_floats(landmarks))
 
 
-# the six points iris_offsets reads, in one fancy index: left outer, inner, iris, right outer, inner, iris
-_EYE_POINTS = np.array(LEFT_EYE + RIGHT_EYE)
+def _eye_flat(columns: int) -> np.ndarray:
+    """Where the x and y of the six points iris_offsets reads lie in landmarks of `columns` columns, read
+    flat: left outer, inner, iris, right outer, inner, iris."""
+    return np.array([p * columns + k for p in LEFT_EYE + RIGHT_EYE for k in (0, 1)])
+
+
+_EYE_FLAT = {2: _eye_flat(2), 3: _eye_flat(3)}
 
 
 def _iris_floats(landmarks: np.ndarray) -> list[float]:
-    """iris_offsets as plain floats: the six points are read in one step and the rest is float arithmetic
-    (the rig runs it every frame, where a dozen NumPy scalar reads cost more than the sums)."""
-    (lox, loy), (lix, liy), (lcx, lcy), (rox, roy), (rix, riy), (rcx, rcy) = landmarks[_EYE_POINTS, :2].tolist()
+    """iris_offsets as plain floats: the six points are read in one `take` (a fancy index with a slice
+    costs three times as much) and the rest is float arithmetic (the rig runs it every frame, where a
+    dozen NumPy scalar reads cost more than the sums)."""
+    columns = landmarks.shape[1]
+    flat = _EYE_FLAT[columns] if columns in _EYE_FLAT else _eye_flat(columns)
+    lox, loy, lix, liy, lcx, lcy, rox, roy, rix, riy, rcx, rcy = landmarks.take(flat).tolist()
     n = math.hypot(lox - rox, loy - roy) or 1e-9
     ex, ey = (lox - rox) / n, (loy - roy) / n
     ux, uy = ey, -ex                    # image y runs down: up is ex turned a quarter back

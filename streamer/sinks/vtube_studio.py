@@ -83,17 +83,20 @@ def vts_values(frame: FaceFrame, mirror: bool = True) -> tuple[float, ...]:
     brow_l = _unit(0.5 + 0.5 * max(up_l, inner) - 0.5 * down_l)
     brow_r = _unit(0.5 + 0.5 * max(up_r, inner) - 0.5 * down_r)
     px, py, pz = frame.position
-    return (_clip(flip * frame.yaw, 30.0),                          # FaceAngleX
-            _clip(-frame.pitch, 30.0),                              # FaceAngleY
-            _clip(flip * frame.roll, 90.0),                         # FaceAngleZ
-            _clip(flip * (px * 100.0), 15.0), _clip(py * 100.0, 15.0), _clip(pz * 100.0, 10.0),   # FacePositionX, Y, Z
-            _unit(jaw),                                             # MouthOpen
-            _unit(0.5 + 0.5 * (smile - frown)),                     # MouthSmile: 0.5 a relaxed mouth, 1 a smile, 0 a frown
-            _unit(1.0 - blink_l + 0.5 * wide_l), _unit(1.0 - blink_r + 0.5 * wide_r),   # EyeOpenLeft, Right
-            _clip(flip * gl[0] / GAZE_FULL_DEGREES, 1.0), _clip(gl[1] / GAZE_FULL_DEGREES, 1.0),   # EyeLeftX, Y
-            _clip(flip * gr[0] / GAZE_FULL_DEGREES, 1.0), _clip(gr[1] / GAZE_FULL_DEGREES, 1.0),   # EyeRightX, Y
-            brow_l, brow_r, 0.5 * (brow_l + brow_r),                # BrowLeftY, BrowRightY, Brows
-            _unit(cheek), _unit(tongue))                            # CheekPuff, TongueOut
+    values = (flip * frame.yaw, -frame.pitch, flip * frame.roll,            # FaceAngleX, Y (up > 0), Z
+              flip * (px * 100.0), py * 100.0, pz * 100.0,                  # FacePositionX, Y, Z
+              jaw, 0.5 + 0.5 * (smile - frown),                             # MouthOpen, MouthSmile (0.5 relaxed)
+              1.0 - blink_l + 0.5 * wide_l, 1.0 - blink_r + 0.5 * wide_r,   # EyeOpenLeft, Right
+              flip * gl[0] / GAZE_FULL_DEGREES, gl[1] / GAZE_FULL_DEGREES,  # EyeLeftX, Y
+              flip * gr[0] / GAZE_FULL_DEGREES, gr[1] / GAZE_FULL_DEGREES,  # EyeRightX, Y
+              brow_l, brow_r, 0.5 * (brow_l + brow_r), cheek, tongue)       # BrowLeftY, BrowRightY, Brows, CheekPuff, TongueOut
+    # each into its range in one pass, as max then min would (a NaN reads as the low end)
+    return tuple(high if v >= high else v if v > low else low for v, (low, high) in zip(values, _RANGES))
+
+
+# VTS's range for each of PARAMETERS
+_RANGES: tuple[tuple[float, float], ...] = ((-30.0, 30.0), (-30.0, 30.0), (-90.0, 90.0), (-15.0, 15.0), (-15.0, 15.0),
+                                            (-10.0, 10.0), *([(0.0, 1.0)] * 4), *([(-1.0, 1.0)] * 4), *([(0.0, 1.0)] * 5))
 
 
 def _model_scores(mirror: bool) -> "operator.itemgetter[Any]":
@@ -107,10 +110,6 @@ def _model_scores(mirror: bool) -> "operator.itemgetter[Any]":
 
 
 _MODEL_SCORES = {True: _model_scores(True), False: _model_scores(False)}
-
-
-def _clip(v: float, limit: float) -> float:
-    return float(min(limit, max(-limit, v)))
 
 
 def _unit(v: float) -> float:
@@ -256,14 +255,14 @@ class _Connection:
         if deadline is not None:
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             chunks.append(self.sock.recv(65536))
-        else:
+        else:      # until a read comes short: what arrives later is read the next time
             while True:
                 try:
                     data = self.sock.recv(65536)
                 except _WOULD_BLOCK:
                     break
                 chunks.append(data)
-                if not data:
+                if len(data) < 65536:
                     break
         texts: list[str] = []
         for data in chunks:

@@ -178,8 +178,11 @@ class FaceFrame:
                         "true" if self.calibrated else "false", *values[2:])
         if not self.extra:
             return text + "}"
-        return text + "," + json.dumps(dict(self.extra), separators=(",", ":"), allow_nan=False)[1:]
+        return text + "," + _EXTRA_JSON.encode(dict(self.extra))[1:]
 
+
+# a face event's extra fields, strict and compact (one encoder: json.dumps with options makes one a call)
+_EXTRA_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 # FaceFrame.json_text's layout: scores to 4 places, angles to 2, the quaternion to 5, position (m) to 4
 _BODY = ('{"t":%.4f,"found":%s,"track_id":%d,"calibrated":%s,"blendshapes":{'
@@ -420,19 +423,19 @@ class FaceRig:
         calls."""
         if face.blendshapes:
             return face.blendshapes
-        if self._last_shapes is not None and (pts is self._last_pts or self._same_points(pts)):
+        if self._last_shapes is not None and pts is self._last_pts:
+            return self._last_shapes
+        last = self._last_pts
+        key = pts.tobytes()
+        if (self._last_shapes is not None and last is not None and key == self._last_key
+                and pts.shape == last.shape and pts.dtype == last.dtype):
             return self._last_shapes
         if self._net is None:
             self._net = open_blendshapes()
         shapes = self._net(pts)
         self.network_runs += 1
-        self._last_pts, self._last_key, self._last_shapes = pts, pts.tobytes(), shapes
+        self._last_pts, self._last_key, self._last_shapes = pts, key, shapes
         return shapes
-
-    def _same_points(self, pts: np.ndarray) -> bool:
-        last = self._last_pts
-        return (last is not None and pts.shape == last.shape and pts.dtype == last.dtype
-                and pts.tobytes() == self._last_key)
 
     def _neutral_terms(self, n: Neutral) -> tuple[tuple[float, ...], tuple[float, ...], list[list[float]]]:
         """The neutral's scores, one less each (the scale of what is left above them) and its rotation

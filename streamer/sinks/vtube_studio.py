@@ -190,7 +190,7 @@ def masked_text_frame(payload: bytes) -> bytes:
     else:
         head = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
     mask = os.urandom(4)
-    return head + mask + apply_mask(payload, mask)
+    return b"".join((head, mask, apply_mask(payload, mask)))
 
 
 class _Connection:

@@ -244,7 +244,7 @@ def _iris_floats(landmarks: np.ndarray) -> list[float]:
 
 def gaze_degrees(offsets: "np.ndarray | list[float]") -> tuple[float, ...]:
     """Iris offsets (iris_offsets, less the neutral's) -> eye rotation in degrees, by the eye model above."""
-    return tuple(math.degrees(math.asin(max(-1.0, min(1.0, float(g) * EYE_HALF_OVER_RADIUS)))) for g in offsets)
+    return tuple([math.degrees(math.asin(max(-1.0, min(1.0, float(g) * EYE_HALF_OVER_RADIUS)))) for g in offsets])
 
 
 def quaternion_of(r: np.ndarray) -> np.ndarray:

@@ -178,10 +178,11 @@ class VtsError(RuntimeError):
 _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
-def masked_text_frame(payload: bytes) -> bytes:
-    """One whole client text frame (RFC 6455 5.2: FIN, opcode 1, masked with a fresh random key), as
-    websockets' protocol writes it, in a few calls: a live client sends one per frame, and the
-    protocol's general path (a Frame object, its checks, a BytesIO) costs more than the send."""
+def masked_text_frame(payload: bytes, mask: bytes | None = None) -> bytes:
+    """One whole client text frame (RFC 6455 5.2: FIN, opcode 1, masked), as websockets' protocol writes
+    it, in a few calls: a live client sends one per frame, and the protocol's general path (a Frame object,
+    its checks, a BytesIO) costs more than the send. `mask`: the frame's 4 random bytes (default: fresh
+    from the OS)."""
     n = len(payload)
     if n < 126:
         head = struct.pack("!BB", 0x81, 0x80 | n)
@@ -189,8 +190,24 @@ def masked_text_frame(payload: bytes) -> bytes:
         head = struct.pack("!BBH", 0x81, 0x80 | 126, n)
     else:
         head = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
-    mask = os.urandom(4)
+    if mask is None:
+        mask = os.urandom(4)
     return b"".join((head, mask, apply_mask(payload, mask)))
+
+
+class _Masks:
+    """Fresh masking keys from the OS's random source, drawn 256 at a time: each frame still gets its own
+    unpredictable key (RFC 6455 5.3), without a system call per frame."""
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._at = 0
+
+    def next(self) -> bytes:
+        if self._at >= len(self._pool):
+            self._pool, self._at = os.urandom(4 * 256), 0
+        self._at += 4
+        return self._pool[self._at - 4:self._at]
 
 
 class _Connection:
@@ -206,6 +223,7 @@ class _Connection:
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=uri.host)
         self.sock = sock
         self._unsent = b""            # the tail of a message a non-blocking send could not finish
+        self._masks = _Masks()
         self.protocol.send_request(self.protocol.connect())
         self._write_all()
         end = time.monotonic() + timeout
@@ -236,7 +254,7 @@ class _Connection:
             return False
         if self.protocol.state is not State.OPEN:
             raise ConnectionError("the VTube Studio connection is closing")
-        self._unsent = masked_text_frame(text.encode())
+        self._unsent = masked_text_frame(text.encode(), self._masks.next())
         self._flush()
         return True
 

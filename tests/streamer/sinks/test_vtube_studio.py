@@ -179,3 +179,11 @@ def test_a_live_frame_written_by_hand_is_what_a_websocket_server_reads(size):
         next(parse)
     frame = done.value.value
     assert (frame.opcode, frame.fin, bytes(frame.data)) == (Opcode.TEXT, True, text) and not reader.buffer
+
+
+def test_each_live_frame_has_its_own_mask():
+    from streamer.sinks.vtube_studio import _Masks
+
+    masks = _Masks()
+    keys = [masks.next() for _ in range(600)]          # across the pool's refills
+    assert all(len(k) == 4 for k in keys) and len(set(keys)) > 590

@@ -63,6 +63,17 @@ def test_clauses_split_wishes():
     assert len(clauses(", ".join(f"wish {i}" for i in range(30)))) == 8
 
 
+def test_korean_wishes_split_at_its_words_for_and_after_a_negation():
+    assert clauses("밝은 표정 그리고 블랙 아이라이너 빼고 해줘") == ["밝은 표정", "블랙 아이라이너 빼고 해줘"]
+    assert clauses("뽀샵 하고 컨투어링 싫어") == ["뽀샵", "컨투어링 싫어"]           # X 하고 Y: do X and Y
+    assert clauses("화장 빼고 웃는 얼굴로") == ["화장 빼고", "웃는 얼굴로"]            # leave X out, and Y
+    assert clauses("동안 말고 그리고 카메라를 보는 눈빛") == ["동안 말고", "카메라를 보는 눈빛"]
+    assert clauses("눈화장 없이 해 주세요") == ["눈화장 없이 해 주세요"]              # only a request ending follows
+    assert clauses("웃게 하고 싶어") == ["웃게 하고 싶어"]                            # 하고 싶어: "want to"
+    assert clauses("깔끔하고 화사한 피부") == ["깔끔하고 화사한 피부"]                # -하고 inside a word
+    assert clauses("ちょっと笑顔、もっと明るく") == ["ちょっと笑顔", "もっと明るく"]  # と inside words stays
+
+
 def test_minilm_pools_and_flags_truncation():
     enc = TextEncoder("minilm")
     assert enc.hidden_size == 384 and enc.max_length == 256 and enc.prefix == "" and not enc.normalise
@@ -125,6 +136,15 @@ def test_default_model_understands_english_and_chinese(model):
 def test_negation_is_scoped_to_its_clause(model):
     (c,) = model.encode(["no red lips, smoky eyes"])
     assert c.edits["lip_tint"] < 0.05 and c.edits["eye_makeup"] > 0.4
+
+
+def test_a_korean_negation_leaves_the_next_wish_standing(model):
+    """"밝은 표정 그리고 블랙 아이라이너 빼고" (a bright expression, and leave out black eyeliner): the smile is
+    asked for, the eyeliner is not; one clause for the whole prompt once dropped the smile with the eyeliner."""
+    (c,) = model.encode(["밝은 표정 그리고 블랙 아이라이너 빼고 해줘"])
+    assert c.edits["smile"] > 0.3 and c.edits["eye_makeup"] < 0.05
+    (c,) = model.encode(["화장 빼고 웃는 얼굴로"])
+    assert c.edits["smile"] > 0.3
 
 
 def test_negation_stem_and_gate():

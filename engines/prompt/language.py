@@ -77,13 +77,17 @@ _FRENCH_NE = re.compile(r"\bne\b|\bn'")
 # not part of a word (温和, 柔和, 平和, 暖和, 和谐 ...). Korean joins with the words 그리고 / 및 / 하고 ("X 하고
 # Y": do X and Y; not 하고 싶어, "want to"), and its negations 없이 / 말고 / 빼고 end their wish ("X 빼고 Y":
 # leave X out, and Y) unless only a request ending follows ("X 빼고 해줘"). Japanese particles that join
-# (と, に) are parts of words too (ちょっと, もっと), so Japanese splits at its punctuation only.
+# (と, に) are parts of words too (ちょっと, もっと), so Japanese splits at its punctuation and after its
+# negations (なし / いらない / やめて / じゃなくていい, with the particle that joins: "メイクなしで笑顔")
+# where a wish follows.
 _KO_REQUEST_END = r"(?:해|해줘|해주세요|해 주세요|부탁해|부탁해요|부탁합니다|적용해줘|적용해 줘|주세요)\s*$"
+_JA_REQUEST_END = r"(?:で|に|と)?(?:お願い(?:します)?|よろしく|して(?:ください)?|ください)?\s*$"
 _CLAUSE_SPLIT = re.compile(
     r"\s*(?:[,;.!?+/|、。]|\b(?:and|with|plus|also|but|y|con|pero|e|com|mas|et|avec|mais|und|mit|aber)\b|"
     r"还有|加上|并且|同时|(?<![温柔平缓暖随祥亲总])和(?![谐善蔼])|"
     r"(?<!\S)(?:그리고|및|하고(?!\s*싶))(?!\S))\s*"
-    r"|(?<=없이|말고|빼고)\s+(?!" + _KO_REQUEST_END + r")")
+    r"|(?<=없이|말고|빼고)\s+(?!" + _KO_REQUEST_END + r")"
+    r"|(?:(?<=なし)(?!い)|(?<=いらない)|(?<=やめて)|(?<=じゃなくていい))(?!" + _JA_REQUEST_END + r")(?:で|に|と)?\s*")
 
 
 MAX_CLAUSES = 8

@@ -74,6 +74,15 @@ def test_korean_wishes_split_at_its_words_for_and_after_a_negation():
     assert clauses("ちょっと笑顔、もっと明るく") == ["ちょっと笑顔", "もっと明るく"]  # と inside words stays
 
 
+def test_japanese_wishes_split_after_a_negation_that_a_wish_follows():
+    assert clauses("メイクなしで笑顔") == ["メイクなし", "笑顔"]
+    assert clauses("血色感はやめてと超びっくり顔でお願い") == ["血色感はやめて", "超びっくり顔でお願い"]
+    assert clauses("笑顔じゃなくていいに眉下げ") == ["笑顔じゃなくていい", "眉下げ"]
+    assert clauses("アイラインなしでお願い") == ["アイラインなしでお願い"]   # only a request ending follows
+    assert clauses("口紅はやめてにして") == ["口紅はやめてにして"]
+    assert clauses("おとなしい顔") == ["おとなしい顔"]                       # なし inside おとなしい
+
+
 def test_minilm_pools_and_flags_truncation():
     enc = TextEncoder("minilm")
     assert enc.hidden_size == 384 and enc.max_length == 256 and enc.prefix == "" and not enc.normalise
@@ -138,12 +147,14 @@ def test_negation_is_scoped_to_its_clause(model):
     assert c.edits["lip_tint"] < 0.05 and c.edits["eye_makeup"] > 0.4
 
 
-def test_a_korean_negation_leaves_the_next_wish_standing(model):
+def test_a_korean_or_japanese_negation_leaves_the_next_wish_standing(model):
     """"밝은 표정 그리고 블랙 아이라이너 빼고" (a bright expression, and leave out black eyeliner): the smile is
     asked for, the eyeliner is not; one clause for the whole prompt once dropped the smile with the eyeliner."""
     (c,) = model.encode(["밝은 표정 그리고 블랙 아이라이너 빼고 해줘"])
     assert c.edits["smile"] > 0.3 and c.edits["eye_makeup"] < 0.05
     (c,) = model.encode(["화장 빼고 웃는 얼굴로"])
+    assert c.edits["smile"] > 0.3
+    (c,) = model.encode(["メイクなしで笑顔"])          # Japanese: no makeup, and a smile
     assert c.edits["smile"] > 0.3
 
 

@@ -56,6 +56,18 @@ def negation_before(clause: str, index: int) -> bool:
     return m is not None and m.start() < index
 
 
+# The negations Japanese and Korean write after what they negate (and German's postposed ones): "ヌードはなしで",
+# "子供っぽく見えるのはやめて", "누드 말고". A clause ends its wish with them (clauses() splits after them where
+# another wish follows), so one of them after a word negates that word.
+_NEGATION_AFTER = re.compile(
+    r"なし(?!い)|いらない|じゃなくていい|やめて|없이|말고|빼고|싫어|\b(?:lieber nicht|will ich nicht|brauche ich nicht)\b")
+
+
+def negation_after(clause: str, index: int) -> bool:
+    """A negation that follows its word starts at or after `index` in `clause`: "누드 말고" (not nude)."""
+    return _NEGATION_AFTER.search(clause, index) is not None
+
+
 def negation_stem(clause: str) -> str | None:
     """The clause without its (first) negation word: "give me without self-assured" -> "give me
     self-assured"; None when the clause negates nothing."""

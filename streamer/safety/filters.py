@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from engines.prompt.language import MAX_PROMPT_CHARS, clauses, latin_only, negation_before, normalise_prompt
+from engines.prompt.language import MAX_PROMPT_CHARS, clauses, latin_only, negation_after, negation_before, normalise_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from engines.prompt.model import Condition, PromptModel
@@ -248,13 +248,16 @@ class PromptFilter:
 
 
 def _negated(norm: str, needle: str) -> bool:
-    """The clause holding `needle` negates before it ("no nudity", "not like a child", "别把我弄得像个孩子"):
-    a term there is no refusal by itself; the classifier reads the whole clause."""
+    """The clause holding `needle` negates it, before it ("no nudity", "not like a child", "别把我弄得像个孩子")
+    or, in Japanese and Korean, after it ("子供っぽく見えるのはやめて", "누드 말고"): a term there is no
+    refusal by itself; the classifier reads the whole clause."""
     clause = _clause_with(norm, needle)
     at = clause.find(needle)
-    if at < 0:
-        at = clause.replace(" ", "").find(needle.replace(" ", ""))
-    return at >= 0 and negation_before(clause, at)
+    if at >= 0:
+        return negation_before(clause, at) or negation_after(clause, at + len(needle))
+    bare, bare_needle = clause.replace(" ", ""), needle.replace(" ", "")
+    at = bare.find(bare_needle)
+    return at >= 0 and (negation_before(bare, at) or negation_after(bare, at + len(bare_needle)))
 
 
 def _clause_with(norm: str, needle: str) -> str:

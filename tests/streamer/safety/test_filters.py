@@ -112,6 +112,17 @@ def test_a_negated_term_is_left_to_the_classifier(full):
         assert d.allowed, (text, d.as_dict())
 
 
+def test_a_term_negated_after_it_in_japanese_or_korean_is_left_to_the_classifier(full):
+    """Japanese and Korean put the negation after its word: "ヌードはなしで" (no nude, please), "누드 말고
+    빨간 립" (not nude: red lips). The same word with the negation on another wish is still refused."""
+    for text in ("ヌードはなしで", "누드 말고 빨간 립으로", "nackt lieber nicht, nur Lidschatten"):
+        d = full.check(text)
+        assert d.allowed, (text, d.as_dict())
+    for text in ("필터 없이 누드 사진", "水着なしでヌード", "누드 사진"):
+        d = full.check(text)
+        assert not d.allowed and d.category == "sexual" and d.method == "term", (text, d.as_dict())
+
+
 # a shade or an idiom that holds a banned word, beside its twin where the word means what the term refuses
 SHADES_AND_IDIOMS = [
     ("누드 베이지 섀도", "누드 사진처럼"),

@@ -116,6 +116,54 @@ def use_overlapped_worker(log: TimingLog) -> None:
     streamer.rtc.peer.FrameWorker = LoggedWorker
 
 
+class IndexBand:
+    """The client's painted frame index (the top rows, bench._probe.paint_index) kept across the background
+    stage, which blurs or replaces it with the room: `keep` (before the stage) copies the band, `put_back`
+    (after it) writes it again, so each returned frame can still be matched to when it was sent. Two bench
+    stages around the product's own; the product's stages are timed as they are."""
+
+    def __init__(self) -> None:
+        from bench._probe import CODE_ROWS_PX
+
+        self.rows = 2 * CODE_ROWS_PX
+        self._band: dict[Any, np.ndarray] = {}
+
+    def _luma(self, state: FrameState) -> Any:
+        return state.planes.y if state.planes is not None else state.image
+
+    def keep(self, state: FrameState, context: Any) -> FrameState:
+        self._band[state.pts] = np.array(self._luma(state)[: self.rows])
+        return state
+
+    def put_back(self, state: FrameState, context: Any) -> FrameState:
+        band = self._band.pop(state.pts, None)
+        if band is not None:
+            self._luma(state)[: self.rows] = band
+        while len(self._band) > 8:              # frames a stage dropped between the two
+            self._band.pop(next(iter(self._band)))
+        return state
+
+
+def _around_background(stages: list[Any]) -> list[Any]:
+    """`stages` with IndexBand's two stages either side of the one named "background" (as they are without)."""
+    names = [getattr(s, "name", "") for s in stages]
+    if "background" not in names:
+        return stages
+    at = names.index("background")
+    band = IndexBand()
+    return stages[:at] + [_Stage("bench_band_keep", band.keep), stages[at], _Stage("bench_band_back", band.put_back)] + stages[at + 1:]
+
+
+class _Stage:
+    """A named pipeline stage made of a function (the pipeline times and reports stages by name)."""
+
+    def __init__(self, name: str, fn: Any) -> None:
+        self.name, self._fn = name, fn
+
+    def __call__(self, state: FrameState, context: Any) -> FrameState:
+        return self._fn(state, context)
+
+
 def build_services(pipeline: str, delay_ms: float, log: TimingLog, face_backend: str | None = None) -> Services:
     if pipeline == "product":
         from bench._product import build_product
@@ -123,7 +171,7 @@ def build_services(pipeline: str, delay_ms: float, log: TimingLog, face_backend:
         product = build_product(face_backend=face_backend)
         def make(session):
             inner = product.make_pipeline(session)
-            return RecordingPipeline(inner.stages, log)
+            return RecordingPipeline(_around_background(list(inner.stages)), log)
 
         return with_hooks(product, make_pipeline=make)
     stages = [SleepStage(delay_ms)] if delay_ms > 0 else []

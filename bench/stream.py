@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="live: the client encodes each frame as it sends it (aiortc); pre: it sends H264 encoded "
                              "before the run, so the client's encoder is off the shared cores (H264 only)")
     parser.add_argument("--h264-preset", default=None, help="the server's libx264 preset (default: ServerConfig's)")
+    parser.add_argument("--backgrounds", default="off",
+                        help="the background stage's mode in the product runs, one run each in turn, comma-separated: "
+                             "off, blur or a CSS colour (#00ff00), set over the data channel as the page does (default off)")
     parser.add_argument("--face-backends", default="",
                         help="face runtimes for the product runs, one preference list each, ';' between lists, run in "
                              "turn side by side (e.g. 'litert;interpreter'; default: the product's own)")
@@ -97,14 +100,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                 **common)))
             if "product" in pipelines and (w, h) in product_sizes:
                 backends = [b.strip() for b in args.face_backends.split(";") if b.strip()] or [None]
+                backgrounds = [b.strip() for b in args.backgrounds.split(",") if b.strip()] or ["off"]
                 for overlap in {"off": [False], "on": [True], "both": [False, True]}[args.overlap] * max(1, args.repeats):
                     for backend in backends:
-                        face = ["--face-backend", backend] if backend else []
-                        run = asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
-                                                  prompt=prompt, server_args=server_args + ["--overlap"] * overlap + face,
-                                                  **common))
-                        run["face_backend"] = backend or "default"
-                        runs.append(run)
+                        for background in backgrounds:
+                            face = ["--face-backend", backend] if backend else []
+                            run = asyncio.run(one_run(w, h, codec, 0.0, args.duration, args.fps, args.warmup, pipeline="product",
+                                                      prompt=prompt, server_args=server_args + ["--overlap"] * overlap + face,
+                                                      background=background, **common))
+                            run["face_backend"] = backend or "default"
+                            runs.append(run)
     if args.delay_ms > 0:
         runs.append(asyncio.run(one_run(640, 480, "VP8", args.delay_ms, args.slow_duration, args.fps, args.warmup, server_args=server_args)))
     added_delay(runs, args.fps)
@@ -233,7 +238,7 @@ def _stream_figures(client: Any, track: Any, n0: int, n1: int, seconds: float, f
 
 async def one_run(width: int, height: int, codec: str, delay_ms: float, duration: float, fps: float, warmup: float,
                   pipeline: str = "passthrough", prompt: str = "", server_args: list[str] = (), streams: int = 1,
-                  client_encoder: str = "live") -> dict[str, Any]:
+                  client_encoder: str = "live", background: str = "off") -> dict[str, Any]:
     """`streams` clients at once on one server (each its own session, set up alike), measured over the
     same window. With one stream the stream's figures sit at the top level; with more, per stream under
     `streams` and the slowest stream's at the top."""
@@ -252,7 +257,7 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
             for client in clients:
                 await client.connect_http(base, http)
                 if pipeline == "product":
-                    setup = await _product_setup(client, http, base, prompt)
+                    setup = await _product_setup(client, http, base, prompt, background)
             await asyncio.sleep(warmup)
             n0, cpu0, t0 = [len(c.received) for c in clients], _cpu_s(proc.pid), time.monotonic()
             info0 = [await _info(http, base, c.session_id) for c in clients]
@@ -270,6 +275,7 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
         kind = (pipeline + (" overlapped" if "--overlap" in server_args else "")) if delay_ms <= 0 else f"sleep {delay_ms:g} ms"
         return {
             "pipeline": kind, "size": f"{width}x{height}", "codec": codec, "stage_ms": delay_ms,
+            **({"background": background} if pipeline == "product" else {}),
             "streams": streams, "client_encoder": client_encoder, "seconds": round(t1 - t0, 2),
             **slowest,
             "server_frames_out": server_frames,      # all streams
@@ -291,9 +297,10 @@ async def one_run(width: int, height: int, codec: str, delay_ms: float, duration
         _stop(proc)
 
 
-async def _product_setup(client: Any, http: Any, base: str, prompt: str) -> dict[str, Any]:
+async def _product_setup(client: Any, http: Any, base: str, prompt: str, background: str = "off") -> dict[str, Any]:
     """Upload the bundled demo source with consent (the same endpoint the page uses), then set the prompt
-    over the data channel and wait until the edits stage says it was understood."""
+    over the data channel and wait until the edits stage says it was understood; `background` (blur or a
+    CSS colour) is set over the data channel too, and acknowledged, before any frame is timed."""
     import aiohttp
 
     from bench._product import ROOT as _root
@@ -308,11 +315,7 @@ async def _product_setup(client: Any, http: Any, base: str, prompt: str) -> dict
             raise RuntimeError(f"source upload answered {r.status}: {body}")
     out: dict[str, Any] = {"source_id": body.get("source_id")}
     if prompt:
-        deadline = time.monotonic() + 20
-        while client.channel.readyState != "open":
-            if time.monotonic() > deadline:
-                raise RuntimeError("data channel did not open")
-            await asyncio.sleep(0.05)
+        await _wait_channel(client)
         client.send({"type": "set_prompt", "text": prompt, "id": 1})
         # the edits stage reports the empty prompt on the first frame: wait for this one's report
         msg = await client.wait_message(lambda m: (m.get("type") == "prompt" and m.get("text") == prompt)
@@ -321,7 +324,23 @@ async def _product_setup(client: Any, http: Any, base: str, prompt: str) -> dict
             raise RuntimeError(f"prompt not applied: {msg}")
         out["prompt"] = prompt
         out["understood"] = msg.get("understood")
+    if background != "off":
+        await _wait_channel(client)
+        spec = {"mode": "blur", "strength": 0.7} if background == "blur" else {"mode": "color", "color": background}
+        client.send({"type": "set_params", "background": spec, "id": 2})
+        msg = await client.wait_message(lambda m: m.get("id") == 2, 30)
+        if msg.get("type") != "ack":
+            raise RuntimeError(f"background not set: {msg}")
+        out["background"] = spec
     return out
+
+
+async def _wait_channel(client: Any) -> None:
+    deadline = time.monotonic() + 20
+    while client.channel.readyState != "open":
+        if time.monotonic() > deadline:
+            raise RuntimeError("data channel did not open")
+        await asyncio.sleep(0.05)
 
 
 async def _info(http: Any, base: str, sid: str) -> dict[str, Any]:

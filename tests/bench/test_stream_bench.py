@@ -38,3 +38,16 @@ def test_two_streams_on_one_server_are_each_measured():
     assert r["fps_out"] == min(s["fps_out"] for s in r["per_stream"])
     assert r["server_frames_out"] == sum(s["server_frames_out"] for s in r["per_stream"])
     assert np.isfinite(r["server_cpu_ms_per_frame"]) and r["server_cpu_ms_per_frame"] > 0
+
+
+def test_a_product_run_with_the_background_on_is_timed_and_its_frames_still_matched():
+    """The background stage replaces the room, where the client paints each frame's index: the bench server
+    keeps that band across the stage, so latency is still read frame by frame, and the stage is timed."""
+    from bench.stream import one_run
+
+    r = asyncio.run(one_run(320, 240, "H264", 0.0, 3.0, 30.0, 1.5, pipeline="product", client_encoder="pre",
+                            background="#00ff00"))
+    assert r["background"] == "#00ff00" and r["setup"]["background"] == {"mode": "color", "color": "#00ff00"}
+    assert r["server_stages_ms"]["background"]["p50"] > 0.05       # the stage ran on the measured frames
+    assert r["unreadable_frames"] == 0 and r["latency_ms"]["p50"] is not None
+    assert r["fps_out"] > 15

@@ -134,6 +134,9 @@ SHADES_AND_IDIOMS = [
     ("um look nude bem leve", "faz ela nua"),
     ("staunende Augen wie ein Kind an Weihnachten", "lass sie aussehen wie ein Kind"),
     ("des yeux émerveillés comme un enfant devant noël", "fais-la ressembler à un enfant"),
+    ("un effet peau nue, teint lumineux", "montre-la nue"),                # "bare skin", the makeup finish
+    ("efecto piel desnuda y labial desnudo", "déjala desnuda frente a la cámara"),
+    ("nacktes Gesicht, ohne Make-up", "zieh sie nackt aus"),               # a bare, made-up-free face
 ]
 
 

@@ -19,10 +19,11 @@ from engines.prompt.model import load_prompt_model
 LANGS = ("en", "zh", "ja", "ko", "es", "fr", "de", "pt")
 SIGN_GOAL = 0.9      # the product's goal: sign accuracy per language on the held-out split (heldout + zero_shot)
 LEAKAGE_GOAL = 0.08  # mean |value| of the edits a held-out prompt does not name
-# Every language reaches the goal with the committed e5 head (docs/prompts.md). Korean is the nearest (0.912 on
-# the artifact's held-out split, 0.905 on the live path, about 3 of its 635 prompts above the line): its floor
-# sits a margin under the goal, so a CPU that rounds the encoder's sums differently does not fail the build.
-SIGN_FLOOR: dict[str, float] = {"ko": 0.895}
+# Every language reaches the goal with the committed e5 head (docs/prompts.md); the nearest on the live path is
+# Portuguese (0.939), some 18 of its 472 prompts above the line. A language that sat within a few prompts of the
+# goal would get a floor a margin under it here, so a CPU that rounds the encoder's sums differently does not
+# fail the build.
+SIGN_FLOOR: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")

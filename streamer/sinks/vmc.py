@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 39539
 MAX_DATAGRAM = 1200
 LOOPBACK_DATAGRAM = 60000
+ERROR_HOLD_S = 2.0      # an error stays reported this long after it last happened (a refused port fails every other send)
 # VRM 0.x preset clips fed from ARKit's scores (the avatar's own side: mirroring is applied before)
 VRM_PRESETS: tuple[tuple[str, str], ...] = (("Blink_L", "eyeBlinkLeft"), ("Blink_R", "eyeBlinkRight"),
                                             ("A", "jawOpen"), ("U", "mouthPucker"), ("O", "mouthFunnel"))
@@ -234,10 +235,12 @@ def _runs(places: list[tuple[int, int]]) -> tuple[tuple[slice, slice], ...]:
 
 
 class VmcSender:
-    """One session's VMC output: a non-blocking UDP socket to HOST:PORT. A send never blocks and never
-    raises: a full socket buffer or an unreachable host drops the frame and counts it (`dropped`), the
-    first error of a run is logged and kept in `last_error`. The host name is resolved on the first send
-    (the frame thread, never the event loop)."""
+    """One session's VMC output: a non-blocking UDP socket connected to HOST:PORT. A send never blocks and
+    never raises: a full socket buffer or an unreachable host drops the frame and counts it (`dropped`), the
+    first error of a run is logged and kept in `last_error` until ERROR_HOLD_S pass without one. Connected,
+    the socket hears the port-unreachable answer of a host where nothing listens (the avatar app closed,
+    or its receiver on another port), which the status then names; and the kernel looks the route up once,
+    not per datagram. The host name is resolved on the first send (the frame thread, never the event loop)."""
 
     def __init__(self, target: str, settings: VmcSettings = VmcSettings()) -> None:
         self.target = target
@@ -248,6 +251,7 @@ class VmcSender:
         self.frames = 0
         self.dropped = 0
         self.last_error: str | None = None
+        self._error_at = 0.0
         self._retry_at = 0.0
 
     def _open(self) -> bool:
@@ -260,6 +264,7 @@ class VmcSender:
             family, _, _, _, addr = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_DGRAM)[0]
             sock = socket.socket(family, socket.SOCK_DGRAM)
             sock.setblocking(False)
+            sock.connect(addr)
         except OSError as exc:
             self._fail(f"cannot reach VMC target {self.host}:{self.port}: {exc}")
             self._retry_at = now + 5.0
@@ -276,6 +281,7 @@ class VmcSender:
         if self.last_error != message:
             log.warning("%s", message)
         self.last_error = message
+        self._error_at = time.monotonic()
 
     def send(self, frame: FaceFrame) -> bool:
         """Send one frame; whether all its datagrams left."""
@@ -284,16 +290,22 @@ class VmcSender:
             return False
         try:
             for d in self.encoder.datagrams(frame):
-                self._sock.sendto(d, self._addr)   # type: ignore[union-attr]
+                self._sock.send(d)   # type: ignore[union-attr]
         except (BlockingIOError, InterruptedError):
             self.dropped += 1
             return False
-        except OSError as exc:   # ICMP port unreachable from an earlier datagram, no route, ...
+        except ConnectionRefusedError:   # the port-unreachable answer to an earlier datagram
+            self._fail(f"nothing listens for VMC at {self.host}:{self.port}: is the avatar app's VMC receiver on, "
+                       f"on that port?")
+            self.dropped += 1
+            return False
+        except OSError as exc:   # no route, ...
             self._fail(f"VMC send to {self.host}:{self.port} failed: {exc}")
             self.dropped += 1
             return False
         self.frames += 1
-        self.last_error = None
+        if self.last_error is not None and time.monotonic() - self._error_at >= ERROR_HOLD_S:
+            self.last_error = None
         return True
 
     def status(self) -> dict[str, Any]:

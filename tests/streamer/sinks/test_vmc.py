@@ -14,6 +14,7 @@ from pythonosc.osc_packet import OscPacket
 
 from engines.face_rig import ARKIT_NAMES, FaceFrame, _rotation, quaternion_of
 from streamer.sinks.vmc import LOOPBACK_DATAGRAM, MAX_DATAGRAM, VmcEncoder, VmcSender, VmcSettings, parse_target
+import streamer.sinks.vmc as vmc_module
 
 
 def frame(t: float = 0.5, yaw: float = 20.0, blink_left: float = 0.8, x: float = 0.02) -> FaceFrame:
@@ -120,17 +121,27 @@ def test_sender_reaches_a_udp_receiver_every_frame():
         rx.close()
 
 
-def test_a_closed_port_or_a_bad_host_never_raises():
+def test_a_closed_port_or_a_bad_host_never_raises_and_is_named(monkeypatch):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     sender = VmcSender(f"127.0.0.1:{port}")     # nothing listens: ICMP port unreachable comes back
-    for i in range(5):
+    for i in range(6):
         sender.send(frame(t=i / 30))
-    assert sender.frames + sender.dropped == 5
+    assert sender.frames + sender.dropped == 6 and sender.dropped >= 2
+    assert "nothing listens for VMC" in sender.status()["error"]      # every other send is refused: held, not flapping
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)               # the avatar app starts on that port
+    rx.bind(("127.0.0.1", port))
+    try:
+        monkeypatch.setattr(vmc_module, "ERROR_HOLD_S", 0.0)
+        sender.send(frame())
+        assert sender.send(frame()) is True and sender.status()["error"] is None
+        assert rx.recv(65536).startswith(b"#bundle")
+    finally:
+        rx.close()
+        sender.close()
     bad = VmcSender("no-such-host.invalid:39539")
     assert bad.send(frame()) is False and "cannot reach" in bad.status()["error"]
-    sender.close()
 
 
 @pytest.mark.parametrize("text,expected", [("127.0.0.1:39540", ("127.0.0.1", 39540)), ("localhost", ("localhost", 39539)),

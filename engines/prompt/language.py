@@ -85,8 +85,8 @@ _FRENCH_NE = re.compile(r"\bne\b|\bn'")
 
 
 # Wishes are joined by punctuation (、。 stay after NFKC) or 'and / with / plus / also / but' and their
-# Spanish, Portuguese, French and German words; Chinese joins 还有 / 加上 / 并且 / 同时 and 和 where it is
-# not part of a word (温和, 柔和, 平和, 暖和, 和谐 ...). Korean joins with the words 그리고 / 및 / 하고 ("X 하고
+# Spanish, Portuguese, French and German words; Chinese joins 还有 / 加上 / 并且 / 同时 / 但是 / 可是 / 不过 /
+# 而且 and 和 where it is not part of a word (温和, 柔和, 平和, 暖和, 和谐 ...). Korean joins with the words 그리고 / 및 / 하고 ("X 하고
 # Y": do X and Y; not 하고 싶어, "want to"), and its negations 없이 / 말고 / 빼고 end their wish ("X 빼고 Y":
 # leave X out, and Y) unless only a request ending follows ("X 빼고 해줘"). Japanese particles that join
 # (と, に) are parts of words too (ちょっと, もっと), so Japanese splits at its punctuation and after its
@@ -96,7 +96,7 @@ _KO_REQUEST_END = r"(?:해|해줘|해주세요|해 주세요|부탁해|부탁해
 _JA_REQUEST_END = r"(?:で|に|と)?(?:お願い(?:します)?|よろしく|して(?:ください)?|ください)?\s*$"
 _CLAUSE_SPLIT = re.compile(
     r"\s*(?:[,;.!?+/|、。]|\b(?:and|with|plus|also|but|y|con|pero|e|com|mas|et|avec|mais|und|mit|aber)\b|"
-    r"还有|加上|并且|同时|(?<![温柔平缓暖随祥亲总])和(?![谐善蔼])|"
+    r"还有|加上|并且|同时|但是|可是|不过|而且|(?<![温柔平缓暖随祥亲总])和(?![谐善蔼])|"
     r"(?<!\S)(?:그리고|및|하고(?!\s*싶))(?!\S))\s*"
     r"|(?<=없이|말고|빼고)\s+(?!" + _KO_REQUEST_END + r")"
     r"|(?:(?<=なし)(?!い)|(?<=いらない)|(?<=やめて)|(?<=じゃなくていい))(?!" + _JA_REQUEST_END + r")(?:で|に|と)?\s*")
@@ -104,13 +104,23 @@ _CLAUSE_SPLIT = re.compile(
 
 MAX_CLAUSES = 8
 
+# Chinese "不要 X 要 Y" (no X, Y instead): a negated wish, then a wanted one after 要 (not 想要 / 需要 / 只要 /
+# 主要 / 重要), in one run of characters.
+_ZH_NEGATED_THEN_WANTED = re.compile(r"^((?:不想要|不要|不用|没有|别|不)[^要]{1,12}?)((?<![想需只主重])要(?!不要).+)$")
+
+
+def _zh_negated_then_wanted(part: str) -> tuple[str, ...]:
+    m = _ZH_NEGATED_THEN_WANTED.match(part.strip())
+    return (m.group(1), m.group(2)) if m else (part,)
+
 
 def clauses(text: str) -> list[str]:
     """The wishes in a prompt: split at punctuation and at 'and / with / plus / also / but' (and their
     words in the languages above); a repeated
     wish counts once (pasting "red lips, red lips, ..." must not stack). Capped at MAX_CLAUSES (the rest
     joins the last clause, where the encoder's token limit applies)."""
-    found = list(dict.fromkeys(c for c in (p.strip() for p in _CLAUSE_SPLIT.split(text)) if c))
+    parts = (piece.strip() for part in _CLAUSE_SPLIT.split(text) for piece in _zh_negated_then_wanted(part))
+    found = list(dict.fromkeys(c for c in parts if c))
     if len(found) > MAX_CLAUSES:
         found = found[:MAX_CLAUSES - 1] + [" ".join(found[MAX_CLAUSES - 1:])]
     return found

@@ -74,6 +74,13 @@ def test_korean_wishes_split_at_its_words_for_and_after_a_negation():
     assert clauses("ちょっと笑顔、もっと明るく") == ["ちょっと笑顔", "もっと明るく"]  # と inside words stays
 
 
+def test_chinese_wishes_split_at_but_and_at_a_wanted_wish_after_a_negated_one():
+    assert clauses("不化妆但是要笑") == ["不化妆", "要笑"]
+    assert clauses("不要口红要腮红") == ["不要口红", "要腮红"]      # no lipstick, blush instead
+    assert clauses("我想要微笑") == ["我想要微笑"] and clauses("不想要浓妆") == ["不想要浓妆"]
+    assert clauses("重要的是要笑") == ["重要的是要笑"]
+
+
 def test_japanese_wishes_split_after_a_negation_that_a_wish_follows():
     assert clauses("メイクなしで笑顔") == ["メイクなし", "笑顔"]
     assert clauses("血色感はやめてと超びっくり顔でお願い") == ["血色感はやめて", "超びっくり顔でお願い"]
@@ -147,7 +154,7 @@ def test_negation_is_scoped_to_its_clause(model):
     assert c.edits["lip_tint"] < 0.05 and c.edits["eye_makeup"] > 0.4
 
 
-def test_a_korean_or_japanese_negation_leaves_the_next_wish_standing(model):
+def test_a_negation_leaves_the_next_wish_standing(model):
     """"밝은 표정 그리고 블랙 아이라이너 빼고" (a bright expression, and leave out black eyeliner): the smile is
     asked for, the eyeliner is not; one clause for the whole prompt once dropped the smile with the eyeliner."""
     (c,) = model.encode(["밝은 표정 그리고 블랙 아이라이너 빼고 해줘"])
@@ -155,6 +162,8 @@ def test_a_korean_or_japanese_negation_leaves_the_next_wish_standing(model):
     (c,) = model.encode(["화장 빼고 웃는 얼굴로"])
     assert c.edits["smile"] > 0.3
     (c,) = model.encode(["メイクなしで笑顔"])          # Japanese: no makeup, and a smile
+    assert c.edits["smile"] > 0.3
+    (c,) = model.encode(["不要化妆要微笑"])            # Chinese: no makeup, a smile wanted
     assert c.edits["smile"] > 0.3
 
 

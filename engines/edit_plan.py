@@ -53,7 +53,7 @@ class EditConfig:
     nose_zoom: float = 0.35
     brow_lift: float = 0.04
     brightness: float = 0.30
-    tan: float = 0.85              # tan = 1: kernels' TAN_ABSORB as it is
+    tan: float = 0.95              # tan = 1: kernels' TAN_ABSORB this far (Biden's lit skin: L* -6.7)
     tan_soft: float = 0.08         # the tan's edge: a Gaussian this many face widths wide
     saturation: float = 0.7
     lip: float = 1.0

@@ -44,8 +44,9 @@ Naturalness:
   MediaPipe landmarks found afresh on each by one tracking landmarker, edited; the mean absolute
   frame-to-frame grey change where the edit reaches, on the outputs less on the inputs.
 
-Photos: the two colour portraits that load offline (`fusion._photos`), each in the fusion harness's
-640x480 framing (faces about 90 and 145 px wide) and in a 1280x720 close-up with the face (MediaPipe's
+Photos: the four colour portraits of tests/photos.py (`PORTRAITS`: the astronaut, Grace Hopper, Barack
+Obama, Joe Biden: light and dark skin, glasses, grey brows), each in the fusion harness's 640x480 framing
+(faces about 90 to 160 px wide) and in a 1280x720 close-up with the face (MediaPipe's
 cheekbone to cheekbone) 300 px wide, so the strengths hold at both sizes. `judge_noise`: the judge's
 figures on a noisy copy of the unedited frame, the resolution of every shape figure. `--set NAME=VALUE`
 overrides an EditConfig field, for tuning.
@@ -60,7 +61,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from bench.evals.fusion import _photos, frame640
+from tests import photos
+from bench.evals.fusion import frame640
 
 # The 68-point predictor (CC0, dlib's model files): the product never loads it, so the judge is independent.
 JUDGE_68_SHA256 = "fbdc2cb80eb9aa7a758672cbfdda32ba6300efe9b6e6c7a299ff7e736b11b92f"
@@ -626,10 +628,11 @@ def product_landmarks(image: np.ndarray, landmarker=None, timestamp_ms: int = 0)
     return max(faces, key=lambda f: f.bbox[2] - f.bbox[0]).landmarks if faces else None
 
 
-def frames() -> dict[str, np.ndarray]:
+def frames(names: tuple[str, ...] = photos.PORTRAITS) -> dict[str, np.ndarray]:
     """"<photo>@640": the fusion harness's 640x480 framing; "<photo>@close": a 1280x720 close-up."""
     out = {}
-    for name, photo in _photos().items():
+    for name in names:
+        photo = photos.load(name)
         out[f"{name}@640"] = frame640(photo)
         lm = product_landmarks(photo)
         if lm is None:

@@ -1,9 +1,10 @@
 """The edit targets at full scale, judged on real portraits by dlib's 68-point predictor (bench/evals/edits.py),
 a landmarker the product does not use; and the harness's measures, each shown to catch what it is for.
 
-Scenes: the astronaut in the 640x480 framing and in the 1280x720 close-up (face 300 px wide), Grace Hopper
-in the 640x480 framing (her close-up adds no figure the judge reads that these lack but mouth width and
-colour, and costs seconds). A shape target is asserted only where the judge reads a known change of that
+Scenes: the astronaut in the 640x480 framing and in the 1280x720 close-up (face 300 px wide), and Grace
+Hopper, Barack Obama and Joe Biden in the 640x480 framing (tests/photos.py: light and dark skin, glasses,
+grey-white brows, a head turned and lit from one side; their close-ups add no figure the judge reads that
+these lack, and cost seconds). A shape target is asserted only where the judge reads a known change of that
 figure on that face (`readability`), and that gate is itself asserted.
 """
 
@@ -15,7 +16,7 @@ import pytest
 from bench.evals import edits as ev
 from engines.edit_plan import EditConfig
 
-SCENES = ("astronaut@640", "astronaut@close", "hopper@640")
+SCENES = ("astronaut@640", "astronaut@close", "hopper@640", "obama@640", "biden@640")
 CONFIG = EditConfig()
 
 
@@ -31,7 +32,7 @@ def judge():
 
 @pytest.fixture(scope="module")
 def scenes(judge):
-    frames = ev.frames()
+    frames = ev.frames(tuple(dict.fromkeys(n.split("@")[0] for n in SCENES)))
     return {n: ev.scene(n, frames[n], judge) for n in SCENES}
 
 
@@ -55,21 +56,33 @@ def flicker(scenes):
 
 
 def test_the_judge_reads_known_changes_where_it_counts_and_not_through_glasses(scenes):
-    """The gate that decides where a shape figure counts: on the astronaut the judge reads every known
-    change within 35 %; Hopper's eyes behind her glasses it does not read, so they are left out."""
-    for n in ("astronaut@640", "astronaut@close"):
+    """The gate that decides where a shape figure counts: on the astronaut, Obama and Biden the judge
+    reads every known change within 35 %; Hopper's eyes behind her glasses it does not read, so they are left out."""
+    for n in ("astronaut@640", "astronaut@close", "obama@640", "biden@640"):
         assert all(v["readable"] for v in scenes[n].readable.values()), (n, scenes[n].readable)
     hopper = scenes["hopper@640"].readable
     assert not hopper["eye_opening"]["readable"], hopper["eye_opening"]
     assert hopper["mouth_width"]["readable"] and hopper["jaw_width"]["readable"]
 
 
-# Where the tuned strengths stay short of a target: the jaw reading on Hopper. The warp narrows her lower
-# jaw by ~10 % (fig["warp"]), the judge, which ties her jaw points to the rest of her face, reads -4.5 %; a
-# stronger squeeze bends the background and stretches it past 2x. And her brows under brow_tint: grey-white
-# and half behind her glasses' frames, they darken by L* -3.0 (the astronaut's by -6.0 and -6.8), and a
-# stronger tint takes the astronaut past dlib's 0.2 identity bound (0.21 at L* -7).
-KNOWN_SHORT = {("face_slim", "jaw_width", "hopper@640"), ("brow_tint", "brow_dL", "hopper@640")}
+# Where the tuned strengths stay short of a target, each measured (`livefuse eval edits --json`):
+# - face_slim's jaw as the judge reads it on Hopper (-4.5 %) and on Obama (-2.8 %): the warp narrows their
+#   lower jaws by 10.3 % and 10.5 % in the pixels under the judge's own jaw points (fig["warp"]), and the
+#   judge, which ties its jaw points to the rest of the face, reads back less than half of that on Obama's
+#   broad smile (it reads a known 6 % squeeze of his whole frame as 5.0 %); a stronger squeeze bends the
+#   background and stretches it past 2x.
+# - brow_tint on Hopper, Obama and Biden (L* -3.0, -3.4, -1.3 against -5): the tint moves the brows toward
+#   their shade (a brown of L* 37), and theirs are already near it in lightness (Hopper's grey brows half
+#   behind her glasses' frames, Obama's dark ones, Biden's pale ones in his brow's shadow: the dlib band
+#   reads L* 43 there). A stronger tint takes the astronaut past dlib's 0.2 identity bound (0.21 at L* -7).
+KNOWN_SHORT = {("face_slim", "jaw_width", "hopper@640"), ("face_slim", "jaw_width", "obama@640"),
+               ("brow_tint", "brow_dL", "hopper@640"), ("brow_tint", "brow_dL", "obama@640"),
+               ("brow_tint", "brow_dL", "biden@640")}
+
+# face_slim beside Biden's turned head: the squeeze is a fraction of the jaw's half-width at each height,
+# and his near side is wide, so the field's ease outside the jaw line is steep (local stretch 2.6x, over
+# MAX_STRETCH) and reaches the line drawn 8 % of a face width outside his jaw (bent 2.7 px).
+GEOMETRY_SHORT = {("face_slim", "biden@640")}
 
 
 # (case, figure, bound with the test's margin): the issue's targets, a little inside them
@@ -95,9 +108,16 @@ def test_full_scale_edit_meets_its_target_as_the_judge_reads_it(figures, scenes,
     assert judged >= 2, f"{case}: {figure} is judged on only {judged} scenes"
 
 
-@pytest.mark.xfail(strict=True, reason="the judge reads -4.5 % of Hopper's jaw for a ~10 % narrower jaw in the pixels")
-def test_face_slim_jaw_on_hopper(figures):
-    assert figures[("face_slim", "hopper@640")]["jaw_width"] <= -0.06
+@pytest.mark.xfail(strict=True, reason="the judge reads -4.5 % / -2.8 % of Hopper's / Obama's jaw for a ~10 % narrower jaw in the pixels")
+@pytest.mark.parametrize("scene", ["hopper@640", "obama@640"])
+def test_face_slim_jaw_as_the_judge_reads_it_on_hopper_and_obama(figures, scene):
+    assert figures[("face_slim", scene)]["jaw_width"] <= -0.06
+
+
+@pytest.mark.xfail(strict=True, reason="face_slim's squeeze beside Biden's turned head: stretch 2.6x, a line 2.7 px bent")
+def test_face_slim_keeps_the_background_straight_beside_a_turned_head(figures):
+    fig = figures[("face_slim", "biden@640")]
+    assert fig["lines_px"] <= ev.LINE_MAX_PX and fig["fold"]["max_stretch"] <= ev.MAX_STRETCH, (fig["lines_px"], fig["fold"])
 
 
 def test_face_slim_narrows_the_jaw_in_the_pixels_on_every_face(figures):
@@ -109,6 +129,8 @@ def test_face_slim_narrows_the_jaw_in_the_pixels_on_every_face(figures):
 @pytest.mark.parametrize("case", _cases(lambda c: c.geometry))
 def test_geometry_keeps_the_background_straight_and_the_map_monotonic(figures, case):
     for n in SCENES:
+        if (case, n) in GEOMETRY_SHORT:
+            continue
         fig = figures[(case, n)]
         assert fig["lines_input_px"] <= 0.3, (n, fig["lines_input_px"])   # the finder itself reads drawn lines as straight
         assert fig["lines_px"] <= ev.LINE_MAX_PX, (case, n, fig["lines_px"])

@@ -15,11 +15,9 @@ DEFAULT_PROMPT = "a slight smile, more confident"
 
 
 def grace_hopper() -> np.ndarray:
-    import matplotlib.cbook
-    from PIL import Image
+    from tests import photos
 
-    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
-        return np.ascontiguousarray(np.asarray(Image.open(f).convert("RGB")))
+    return photos.load("hopper")
 
 
 def moving_face(photo: np.ndarray, width: int, height: int, n: int, photo_px: float | None = None) -> np.ndarray:

@@ -7,7 +7,6 @@ import shutil
 
 import numpy as np
 import pytest
-from PIL import Image
 
 
 def _rgb(img: np.ndarray) -> np.ndarray:
@@ -19,18 +18,33 @@ def _rgb(img: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="session")
 def astronaut() -> np.ndarray:
     """Eileen Collins, NASA portrait (public domain), 512x512 RGB, shipped in scikit-image."""
-    import skimage.data
+    from tests import photos
 
-    return _rgb(skimage.data.astronaut())
+    return photos.load("astronaut")
 
 
 @pytest.fixture(scope="session")
 def grace_hopper() -> np.ndarray:
     """Grace Hopper portrait, 512x600 RGB, shipped in matplotlib's sample data."""
-    import matplotlib.cbook
+    from tests import photos
 
-    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
-        return _rgb(np.asarray(Image.open(f).convert("RGB")))
+    return photos.load("hopper")
+
+
+@pytest.fixture(scope="session")
+def obama() -> np.ndarray:
+    """Barack Obama, official portrait (public domain), cropped about the face (tests/photos.py)."""
+    from tests import photos
+
+    return photos.load("obama")
+
+
+@pytest.fixture(scope="session")
+def biden() -> np.ndarray:
+    """Joe Biden, official portrait (public domain), head turned and lit from one side (tests/photos.py)."""
+    from tests import photos
+
+    return photos.load("biden")
 
 
 @pytest.fixture(scope="session")

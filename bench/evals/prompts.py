@@ -198,13 +198,9 @@ def image_measures(image: np.ndarray, value: float = 0.8) -> dict:
 
 
 def portraits() -> dict[str, np.ndarray]:
-    import matplotlib.cbook
-    import skimage.data
-    from PIL import Image
+    from tests import photos
 
-    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
-        hopper = np.asarray(Image.open(f).convert("RGB"))
-    return {"astronaut": np.ascontiguousarray(skimage.data.astronaut()[..., :3]), "grace_hopper": np.ascontiguousarray(hopper)}
+    return {"astronaut": photos.load("astronaut"), "grace_hopper": photos.load("hopper")}
 
 
 def run(args) -> dict:

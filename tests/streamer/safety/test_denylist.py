@@ -1,4 +1,4 @@
-"""Protected identities: transformed photos of a protected person are refused, other people pass, the
+"""Protected identities: transformed photos and other photos of a protected person are refused, other people pass, the
 embeddings are cached, and a source without consent is refused. Real photos, real models."""
 
 from __future__ import annotations
@@ -68,6 +68,24 @@ def test_protected_identity_refused_in_every_transform(engines, protected_folder
         except SourceRefused as exc:  # the half-size copy's face is below the registry's 64 px minimum
             assert exc.reason != "protected_identity", name
     assert len(passed) >= 5
+
+
+def test_other_photos_of_a_protected_person_are_refused_and_other_people_pass(engines, tmp_path, obama, biden,
+                                                                               astronaut, grace_hopper):
+    """The denylist holds one photo of a person; two other photos of him, taken on other days, in other rooms,
+    speaking into a microphone or standing under a chandelier, are refused; three other people pass."""
+    from tests import photos
+
+    embedder, landmarker = engines
+    (tmp_path / "obama").mkdir()
+    Image.fromarray(obama).save(tmp_path / "obama" / "portrait.jpg", quality=92)
+    gate = SourceGate(SourceRegistry(embedder=embedder), IdentityDenylist(tmp_path, embedder, landmarker))
+    for name in ("obama2", "obama3"):
+        with pytest.raises(SourceRefused, match="protected identity") as info:
+            gate.register(Session(), photos.load(name), {"consent": "true"})
+        assert info.value.reason == "protected_identity", name
+    for name, img in {"biden": biden, "astronaut": astronaut, "grace_hopper": grace_hopper}.items():
+        assert gate.register(Session(), img, {"consent": "true"})["source_id"], name
 
 
 def test_embeddings_are_cached_and_edits_invalidate(engines, tmp_path, grace_hopper, astronaut):

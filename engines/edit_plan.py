@@ -28,6 +28,9 @@ from kernels.numpy.masks import feather, gaussian_blobs, polygon_mask
 
 # MediaPipe face-mesh landmarks the plan anchors to.
 MOUTH_CORNERS = (61, 291)
+# each lip's outer and inner edge, corner to corner (the mesh's lipsUpperOuter ... lipsLowerInner)
+LIPS = ((61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291), (78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308)), \
+       ((61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291), (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308))
 FACE_SIDES = (234, 454)      # face width at the cheekbones
 CHIN, FOREHEAD, NOSE_TIP = 152, 10, 4
 NOSE_WINGS = (129, 358)
@@ -51,6 +54,9 @@ class EditConfig:
     slim_inset: float = 0.12       # the squeeze starts to ease off this far inside the jaw line...
     slim_reach: float = 0.13       # ...and ends this far outside it: the background beyond stays as it was
     nose_zoom: float = 0.35
+    lip_grow: float = 0.4          # lip_fullness = 1: each lip's outer edge moved out by this share of its height
+    lip_reach: float = 0.15        # the skin beyond a lip's edge takes up the move over this share of the mouth's width
+    lip_corner: float = 0.2        # and the move eases to nothing at the corners over this share of it
     brow_lift: float = 0.04
     brightness: float = 0.30
     tan: float = 0.95              # tan = 1: kernels' TAN_ABSORB this far (Biden's lit skin: L* -6.7)
@@ -320,6 +326,9 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
     )
     if "face_slim" in e:
         map_xy, box = _slimmed(map_xy, box, _slim_field(shape, cfg.grid_step, local, fw, e["face_slim"], cfg), cfg.grid_step)
+    if "lip_fullness" in e and len(local) >= 468:
+        for patch in _lip_moves(shape, local, e["lip_fullness"], cfg):
+            map_xy, box = _moved(map_xy, box, *patch)
     if "eye_contact" in e and len(local) >= 478:
         for patch in _gaze_moves(shape, local, e["eye_contact"], cfg):
             map_xy, box = _moved(map_xy, box, *patch)
@@ -380,6 +389,60 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
         r = np.sqrt((xs - (ix + dx)) ** 2 + (ys - (iy + dy)) ** 2)   # from where the iris lands
         weight *= 1.0 - _smoothstep((r - cfg.gaze_hold * radius) * (1.0 / (cfg.gaze_ease * radius + n)))
         out.append(((y0, y1, x0, x1), weight[..., None] * np.array([dx, dy], np.float32)))
+    return out
+
+
+def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
+               cfg: EditConfig) -> list[tuple[tuple[int, int, int, int], np.ndarray]]:
+    """lip_fullness's moves, one patch per lip: (y0, y1, x0, x1) in ROI pixels and the backward map's
+    offsets there. Each lip's outer edge moves out by lip_grow of the lip's height there (in for `amount` <
+    0) and its inner edge stays, so the lip itself grows, evenly (magnified 1 / (1 - lip_grow) across its
+    height), while the teeth and the mouth's opening keep their size; the skin beyond the edge takes the
+    move up over lip_reach, and nothing moves at the corners (where a smile moves them)."""
+    h, w = shape
+    corners = local[list(MOUTH_CORNERS), :2]
+    mouth_w = float(np.linalg.norm(corners[1] - corners[0]))
+    if mouth_w < 6.0:
+        return []
+    reach = max(2.0, cfg.lip_reach * mouth_w)
+    mouth = np.concatenate([local[list(LIPS[0][0]), :2], local[list(LIPS[1][0][-2:0:-1]), :2]])
+    out = []
+    for outer_idx, inner_idx in LIPS:
+        outer, inner = local[list(outer_idx), :2], local[list(inner_idx), :2]
+        o_mid, i_mid = outer[len(outer) // 2], inner[len(inner) // 2]
+        height = float(np.linalg.norm(i_mid - o_mid))
+        move = amount * cfg.lip_grow * height
+        if height < 1.0 or abs(move) < 0.05:
+            continue
+        into = (i_mid - o_mid) / height                      # from the outer edge into the lip
+        pts = np.concatenate([outer, inner])
+        x0, y0 = (np.floor(pts.min(0) - reach - 2)).astype(int).tolist()
+        x1, y1 = (np.ceil(pts.max(0) + reach + 3)).astype(int).tolist()
+        x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+        if x1 - x0 < 3 or y1 - y0 < 3:
+            continue
+        size, at = (y1 - y0, x1 - x0), np.array([x0, y0], np.float32)
+
+        def dist_to(line: np.ndarray) -> np.ndarray:
+            ink = np.full(size, 255, np.uint8)
+            cv2.polylines(ink, [np.round((line - at) * 16).astype(np.int32)], False, 0, 1, cv2.LINE_8, shift=4)
+            return cv2.distanceTransform(ink, cv2.DIST_L2, 3)
+
+        d_out, d_in = dist_to(outer), dist_to(inner)
+        lip = polygon_mask(size, [np.concatenate([outer, inner[::-1]]) - at]) > 0.5
+        beyond = polygon_mask(size, [mouth - at]) < 0.5       # outside the whole mouth: the skin around it
+        # how far each pixel's sample moves: the lip's own depth there (so it grows by lip_grow of its local
+        # height, thick at the middle, thin at the corners), and beyond the edge the edge's move, easing off
+        weight = np.where(lip, d_in, 0.0)
+        weight = np.where(beyond, np.maximum(d_in - d_out, 0.0) * (1.0 - _smoothstep(d_out * (1.0 / reach))),
+                          weight).astype(np.float32)
+        xs = np.arange(x0, x1, dtype=np.float32)[None, :]
+        ys = np.arange(y0, y1, dtype=np.float32)[:, None]
+        k = (corners[1] - corners[0]) / mouth_w ** 2
+        u = (xs - corners[0, 0]) * k[0] + (ys - corners[0, 1]) * k[1]     # 0 at one corner, 1 at the other
+        weight *= _smoothstep(np.minimum(u, 1.0 - u) * (1.0 / cfg.lip_corner))
+        weight = cv2.GaussianBlur(weight, (0, 0), 0.7)
+        out.append(((y0, y1, x0, x1), (-amount * cfg.lip_grow * weight)[..., None] * into.astype(np.float32)))
     return out
 
 

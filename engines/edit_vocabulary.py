@@ -41,6 +41,8 @@ EDIT_SPECS: tuple[EditSpec, ...] = (
     EditSpec("face_slim", "Face slim", "geometry", "fuller", "slimmer", "jaw line pulled toward the face's midline (< 0: fuller face)"),
     EditSpec("nose_width", "Nose width", "geometry", "narrower", "wider", "nose wings pushed apart (> 0) or together (< 0)"),
     EditSpec("brow_raise", "Brows", "geometry", "lower", "raise", "eyebrows lifted (< 0: lowered)"),
+    EditSpec("lip_fullness", "Fuller lips", "geometry", "thinner", "fuller",
+             "lips zoomed about their middle, mostly in height (< 0: thinner lips)"),
     EditSpec("eye_contact", "Eye contact", "geometry", "as filmed", "at the camera",
              "each iris moved to where it sits in a look into the lens, the lids kept (0: the eyes as filmed)", low=0.0),
     EditSpec("skin_smooth", "Smooth skin", "appearance", "sharper", "smoother",

@@ -70,6 +70,9 @@ GLOSSARY: dict[str, str] = {
     "眉毛浓一点": "slightly darker eyebrows", "淡眉": "lighter eyebrows", "眉毛淡一点": "slightly lighter eyebrows",
     "黑色眉毛": "black eyebrows", "棕色眉毛": "brown brows", "深棕色眉毛": "dark brown eyebrows", "深棕色": "dark brown",
     "眉毛": "eyebrows",
+    # lips' shape
+    "丰唇": "fuller lips", "嘟嘟唇": "pouty lips", "嘴唇丰满一点": "slightly fuller lips", "厚嘴唇": "thick lips",
+    "嘴唇饱满": "full lips", "薄嘴唇": "thin lips", "嘴唇薄一点": "slightly thinner lips", "小嘴唇": "small lips",
     # gaze
     "看镜头": "look at the camera", "眼神看镜头": "eyes on the camera", "直视镜头": "looking straight into the camera",
     "眼神交流": "eye contact", "看着摄像头": "looking at the camera", "眼神": "eyes", "镜头": "camera", "摄像头": "camera",

@@ -301,3 +301,38 @@ def test_brow_tint_fills_the_brows_in_their_shade_and_leaves_the_eyes(astronaut)
     assert lab(lighter, band)[0] - before[0] >= 5
     for out in (brown, black, lighter):
         assert np.abs(out[eyes > 0].astype(int) - astronaut[eyes > 0].astype(int)).mean() < 1.0
+
+
+def test_fuller_lips_grow_the_lips_and_keep_the_teeth(close_up, obama):
+    """On open smiles (the astronaut's, Obama's): lip_fullness = 1 makes the mouth taller at its middle as
+    dlib's 68 points read it (the lips' outer edges, 51 and 57; the edit eval's judge), while the white of
+    the teeth between the lips keeps its area (pixels of L* over 70 and chroma under 20 in the mouth's box),
+    and nothing moves at the mouth's corners nor far from the mouth."""
+    from skimage.color import rgb2lab
+
+    from bench.evals.edits import Judge, lip_height
+    from engines.edit_plan import MOUTH_CORNERS
+
+    judge = Judge()
+    for img in (close_up, cv2.resize(obama, (900, 900), interpolation=cv2.INTER_AREA)):
+        lm = landmarks_of(img)
+        out = render_edits(img, [lm], {"lip_fullness": 1.0})
+        grown = lip_height(judge.landmarks(out)) / lip_height(judge.landmarks(img)) - 1.0
+        assert grown >= 0.08, grown                                     # measured +11 % and +13 % (2026-12-06)
+        lips = lm[[61, 291, 0, 17], :2]
+        (x0, y0), (x1, y1) = lips.min(0), lips.max(0)
+        pad = 0.5 * (y1 - y0)
+        box = (slice(int(y0 - pad), int(y1 + pad)), slice(int(x0 - pad), int(x1 + pad)))
+
+        def teeth(x):
+            lab = rgb2lab(x[box] / 255.0)
+            return int(((lab[..., 0] > 70) & (np.hypot(lab[..., 1], lab[..., 2]) < 20)).sum())
+
+        t0, t1 = teeth(img), teeth(out)
+        assert t0 > 500 and abs(t1 - t0) <= 0.06 * t0, (t0, t1)          # the teeth keep their size (-4 %, -1 %)
+        for c in MOUTH_CORNERS:                                         # the corners stay where they were
+            x, y = np.round(lm[c, :2]).astype(int)
+            assert np.abs(out[y - 1:y + 2, x - 1:x + 2].astype(int) - img[y - 1:y + 2, x - 1:x + 2]).max() <= 12
+        far = np.ones(img.shape[:2], bool)
+        far[int(y0 - 3 * pad):int(y1 + 3 * pad), int(x0 - 3 * pad):int(x1 + 3 * pad)] = False
+        assert np.array_equal(out[far], img[far])

@@ -61,6 +61,9 @@ def test_clauses_split_wishes():
     assert clauses(" , ; ") == []
     assert clauses("red lips, red lips and red lips") == ["red lips"]
     assert len(clauses(", ".join(f"wish {i}" for i in range(30)))) == 8
+    # emoji between words end a wish; a prompt of emoji only stays whole
+    assert clauses("😀😀 big smile 💄 red lips ✨") == ["big smile", "red lips"] and clauses("微笑😊红唇") == ["微笑", "红唇"]
+    assert clauses("🙂🙂🙂") == ["🙂🙂🙂"]
 
 
 def test_korean_wishes_split_at_its_words_for_and_after_a_negation():
@@ -248,7 +251,8 @@ def test_awkward_input_is_handled_in_bounded_time(model):
     assert out["mixed"].edits["smile"] > 0.3 and out["mixed"].clauses == ("a big smile", "美白")
     assert out["emoji"].edits["smile"] > 0.3 and out["emoji"].edits["lip_tint"] > 0.3
     assert all(v == 0.0 for v in out["empty"].edits.values()) and all(v == 0.0 for v in out["blank"].edits.values())
-    assert "\x00" not in out["controls"].text and out["controls"].edits["lip_tint"] > 0.2
+    assert "\x00" not in out["controls"].text and "[31m" not in out["controls"].text   # the colour code goes whole
+    assert out["controls"].edits["lip_tint"] > 0.2
     assert out["rtl_arabic"].edits["smile"] > 0.2 and out["rtl_hebrew"].edits["smile"] > 0.2
     assert len(out["long"].text) <= 2000 and out["long"].edits["smile"] > 0.3 and out["long"].truncated
     assert len(out["long_cjk"].text) <= 2000 and out["long_cjk"].truncated

@@ -5,8 +5,8 @@ benchmarks and the tests.
 - `hopper`: Grace Hopper, US Navy portrait (public domain), shipped in matplotlib's sample data;
 - `obama`, `obama2`, `obama3`, `biden`: official White House photographs (US government works, public
   domain) shipped as test images in the `face_recognition` 1.3.0 source package (MIT) on PyPI. They bring
-  a darker skin tone (Obama), grey-white brows and a head turned and lit from one side (Biden), a
-  microphone in front of the chin (`obama2`) and, with three photos of one man, the distance an identity embedder puts between two photos of the same person.
+  a darker skin tone (Obama), grey-white brows and a head turned and lit from one side (Biden), and,
+  with three photos of one man, the distance an identity embedder puts between two photos of the same person.
 
 `make photos` (part of `make test`) downloads that source package (never installed) and unpacks the four
 photos, each checked against its sha256 (`python -m tests.photos unpack SDIST_OR_FOLDER --dest DIR`); at load each file is
@@ -48,7 +48,7 @@ CARDS: dict[str, PhotoCard] = {
                        "official portrait, smiling, Oval Office"),
     "obama2": PhotoCard("obama2.jpg", "face_recognition-1.3.0/tests/test_images/obama2.jpg",
                         "a7efcc907375274796f39646510704aa86672d59f6d5469d69af3c85590976a6", (0, 143, 626),
-                        "speaking at a podium, a microphone in front of the chin"),
+                        "speaking at a podium, a microphone just below the chin"),
     "obama3": PhotoCard("obama3.jpg", "face_recognition-1.3.0/tests/test_images/obama3.jpg",
                         "76ac6bf97c36dc2da0ad16a537d6a5ac1b10f48d49aac29a0cca9a17cdbc3ca3", (364, 42, 816),
                         "standing, a chandelier behind"),

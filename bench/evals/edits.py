@@ -309,6 +309,7 @@ def colour_figures(before: np.ndarray, after: np.ndarray, p: np.ndarray) -> dict
 LOOK_ASIDE = 0.14         # the harness's look away from the lens: the irises moved this many eye widths
 CONTACT_BACK_MAX = 0.7    # eye_contact = 1 leaves at most this share of that distance (iris centres by the judge)
 CONTACT_KEEP_MAX = 0.05   # and moves an iris already looking into the lens by at most this many eye widths
+ASIDE_SHOWS = 0.5 * LOOK_ASIDE   # the look aside counts where each eye's dark centre shows half of it or more
 
 
 def dark_centre(image: np.ndarray, eye: np.ndarray) -> np.ndarray:
@@ -365,8 +366,11 @@ def eye_contact_figures(sc: Scene, config) -> dict:
         out["aside_px"].append(float(np.linalg.norm(away - lens)))
         out["back"].append(float(np.linalg.norm(fixed - lens) / max(np.linalg.norm(away - lens), 1e-6)))
         out["kept"].append(float(np.linalg.norm(dark_centre(kept, eye) - lens) / eye_w))
-    # the judge's eyes are read only where it reads a known change of the lids (not through Hopper's glasses)
-    out["judged"] = bool(sc.readable.get("eye_opening", {}).get("readable", True))
+    # judged only where the judge reads a known change of the lids (not through Hopper's glasses) and where
+    # the look aside shows in its dark centres (half the harness's move or more: Biden's narrowed eyes show
+    # too little iris for it to read)
+    out["judged"] = bool(sc.readable.get("eye_opening", {}).get("readable", True)
+                         and min(out["aside_px"]) >= ASIDE_SHOWS * eye_w)
     out["pass"] = max(out["back"]) <= CONTACT_BACK_MAX and max(out["kept"]) <= CONTACT_KEEP_MAX
     out["_images"] = (sc.image, aside, back)
     return out

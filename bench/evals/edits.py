@@ -61,7 +61,6 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from tests import photos
 from bench.evals.fusion import frame640
 
 # The 68-point predictor (CC0, dlib's model files): the product never loads it, so the judge is independent.
@@ -642,10 +641,13 @@ def product_landmarks(image: np.ndarray, landmarker=None, timestamp_ms: int = 0)
     return max(faces, key=lambda f: f.bbox[2] - f.bbox[0]).landmarks if faces else None
 
 
-def frames(names: tuple[str, ...] = photos.PORTRAITS) -> dict[str, np.ndarray]:
-    """"<photo>@640": the fusion harness's 640x480 framing; "<photo>@close": a 1280x720 close-up."""
+def frames(names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """"<photo>@640": the fusion harness's 640x480 framing; "<photo>@close": a 1280x720 close-up; of the
+    portraits `names` (default: all of tests/photos.py's PORTRAITS)."""
+    from tests import photos   # the test suite's photos: a source checkout's, not the installed package's
+
     out = {}
-    for name in names:
+    for name in names or photos.PORTRAITS:
         photo = photos.load(name)
         out[f"{name}@640"] = frame640(photo)
         lm = product_landmarks(photo)

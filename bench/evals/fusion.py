@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tests import photos
 
 BLENDSHAPES = ("jawOpen", "eyeBlinkLeft", "eyeBlinkRight", "mouthSmileLeft", "mouthSmileRight")
 
@@ -57,6 +56,8 @@ SAME_PERSON = ("obama", "obama2", "obama3")
 
 def _pairs(text: str | None) -> tuple[tuple[str, str], ...]:
     """`--pairs a:b,c:d` as ((a, b), (c, d)); every pair of PAIRS when not given."""
+    from tests import photos   # the test suite's photos: a source checkout's, not the installed package's
+
     if not text:
         return PAIRS
     out = []
@@ -187,6 +188,8 @@ def _summary(values: list[float]) -> dict[str, float]:
 def run(args) -> dict:
     import cv2
     import skimage.data
+
+    from tests import photos
 
     from engines.faces import MediaPipeLandmarker
     from engines.identity import IdentityEmbedder, distance

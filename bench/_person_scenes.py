@@ -35,24 +35,11 @@ class Scene:
         return m.astype(bool)
 
 
-def _rgb(img: np.ndarray) -> np.ndarray:
-    if img.ndim == 2:
-        img = np.stack([img] * 3, axis=-1)
-    return np.ascontiguousarray(img[..., :3].astype(np.uint8))
-
-
 def photo(name: str) -> np.ndarray:
-    if name == "astronaut":
-        import skimage.data
+    """One of the project's photos (tests/photos.py; "grace_hopper" is its "hopper")."""
+    from tests import photos
 
-        return _rgb(skimage.data.astronaut())
-    if name == "grace_hopper":
-        import matplotlib.cbook
-        from PIL import Image
-
-        with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
-            return _rgb(np.asarray(Image.open(f).convert("RGB")))
-    raise KeyError(name)
+    return photos.load("hopper" if name == "grace_hopper" else name)
 
 
 def _fill(polys: list, shape: tuple[int, int]) -> np.ndarray:
@@ -87,6 +74,8 @@ def photo_scene(name: str) -> Scene:
 def backgrounds() -> dict[str, np.ndarray]:
     """Rooms to paste a person on: real photos with no person in them, and a plain studio backdrop."""
     import skimage.data
+
+    from tests.photos import _rgb
 
     h, w = 720, 1280
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)

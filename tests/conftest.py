@@ -8,11 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-
-def _rgb(img: np.ndarray) -> np.ndarray:
-    if img.ndim == 2:
-        img = np.stack([img] * 3, axis=-1)
-    return np.ascontiguousarray(img[..., :3].astype(np.uint8))
+from tests.photos import _rgb  # noqa: F401  (bench/watermark.py imports it from here too)
 
 
 @pytest.fixture(scope="session")

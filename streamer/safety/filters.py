@@ -120,24 +120,65 @@ NOT_UNDERSTOOD = ("Not understood: this doesn't describe a change to a face, so 
                   "Try words like \"a slight smile\", \"warmer skin\" or \"red lipstick\".")
 
 
+_TOKEN = re.compile(r"\w+")
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
+    """The policy made ready to match. Each category's whole-word terms are indexed by their first word
+    (the term's first run of word characters, which a match always shows as a whole word of the prompt)
+    and its substrings by their first character, so a check looks up the prompt's few words and
+    characters instead of scanning thousands of terms; a term's regex runs only for those found."""
+
     policy: PromptPolicy
-    # per category: (term, its first word, its whole-word regex); a term's regex runs only when its first
-    # word is in the text at all (a plain substring test), which skips almost all of a long list at once
-    terms: tuple[tuple[Category, tuple[tuple[str, str, re.Pattern], ...]], ...]
+    # per category: first word -> [(position in the list, term, its whole-word regex)]; and the terms
+    # with no word character at all, tried on every prompt
+    words: tuple[tuple[Category, dict[str, list[tuple[int, str, re.Pattern]]], tuple[tuple[int, str, re.Pattern], ...]], ...]
+    # per category: first character -> [(position in the list, substring)]
+    substrings: tuple[dict[str, list[tuple[int, str]]], ...]
     patterns: tuple[tuple[Category, tuple[re.Pattern, ...]], ...]
     allow: tuple[re.Pattern, ...]
 
     @classmethod
     def of(cls, policy: PromptPolicy) -> "_Compiled":
-        return cls(
-            policy,
-            tuple((c, tuple((t, t.split()[0], re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)"))
-                            for t in c.words if t.split()))
-                  for c in policy.categories),
-            tuple((c, tuple(re.compile(p, re.IGNORECASE) for p in c.patterns)) for c in policy.categories),
-            tuple(re.compile(p, re.IGNORECASE) for p in policy.allow_patterns))
+        words, substrings = [], []
+        for c in policy.categories:
+            index: dict[str, list[tuple[int, str, re.Pattern]]] = {}
+            wordless = []
+            for i, t in enumerate(c.words):
+                if not t.split():
+                    continue
+                entry = (i, t, re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.split())) + r"(?!\w)"))
+                first = _TOKEN.search(t)
+                if first is None:
+                    wordless.append(entry)
+                else:
+                    index.setdefault(first.group(0), []).append(entry)
+            words.append((c, index, tuple(wordless)))
+            by_char: dict[str, list[tuple[int, str]]] = {}
+            for i, t in enumerate(c.substrings):
+                if t:
+                    by_char.setdefault(t[0], []).append((i, t))
+            substrings.append(by_char)
+        return cls(policy, tuple(words), tuple(substrings),
+                   tuple((c, tuple(re.compile(p, re.IGNORECASE) for p in c.patterns)) for c in policy.categories),
+                   tuple(re.compile(p, re.IGNORECASE) for p in policy.allow_patterns))
+
+    def term_hit(self, screened: str, compact: str, norm: str) -> tuple[Category, str] | None:
+        """The first term (in the file's order: a category's words, then its substrings, category by
+        category) found in the prompt and not negated there."""
+        tokens = set(_TOKEN.findall(screened))
+        chars = set(compact)
+        for (cat, index, wordless), by_char in zip(self.words, self.substrings):
+            found = [e for tok in tokens for e in index.get(tok, ())] + list(wordless)
+            for _, term, rx in sorted(found, key=lambda e: e[0]):
+                if rx.search(screened) and not _negated(norm, term):
+                    return cat, term
+            subs = sorted(e for ch in chars for e in by_char.get(ch, ()))
+            for _, term in subs:
+                if term in compact and not _negated(norm, term):
+                    return cat, term
+        return None
 
 
 class PromptFilter:
@@ -208,16 +249,14 @@ class PromptFilter:
         for rx in compiled.allow:
             screened = rx.sub(" ", screened)
         compact = screened.replace(" ", "")
-        for cat, terms in compiled.terms:
-            for term, first, rx in terms:
-                if first in screened and rx.search(screened) and not _negated(norm, term):
-                    return self._refuse(cat, "term", term, _clause_with(norm, term))
-            for term in cat.substrings:
-                if term in compact and not _negated(norm, term):
-                    return self._refuse(cat, "term", term, _clause_with(norm, term))
+        hit = compiled.term_hit(screened, compact, norm)
+        if hit is not None:
+            cat, term = hit
+            return self._refuse(cat, "term", term, _clause_with(norm, term))
+        spaced = compact != screened
         for cat, pats in compiled.patterns:
             for rx in pats:
-                m = rx.search(screened) or rx.search(compact)
+                m = rx.search(screened) or (spaced and rx.search(compact) or None)
                 if m and not _negated(norm, m.group(0)):
                     return self._refuse(cat, "pattern", m.group(0), _clause_with(norm, m.group(0)))
         if not norm:

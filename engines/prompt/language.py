@@ -45,9 +45,14 @@ def normalise_prompt(text: str) -> str:
 # Negation words: before what they negate in English, Spanish, Portuguese, French, German and Chinese (a
 # prefix, so no word boundary; 别 not inside 特别 "especially"), after it in the endings Japanese and Korean
 # requests use (なし not inside おとなしい) and in German's "... lieber nicht". The stem is the clause without them.
-# Portuguese "no máximo" / "no mínimo" ("at the most") is no negation.
+# Portuguese "no" is also "em" + "o", "in / on the": before the nouns a face-filter prompt puts there ("blush no
+# rosto", "sorriso no rosto", "no máximo", "no dia do casamento") or a possessive ("no seu rosto") it is no
+# negation; those words are Portuguese only, so English and Spanish "no" keep negating ("no smile", "no sonrisa").
+_PT_NO_PLACE = (r"máximo|mínimo|rosto|rostinho|olhar|olho|lábio|cabelo|queixo|nariz|pescoço|canto|cantinho|meio|centro|"
+                r"topo|fundo|espelho|vídeo|contorno|buço|maxilar|sorriso|tom|estilo|jeito|dia|natal|carnaval|casamento|"
+                r"trabalho|verão|inverno|final|geral|ponto|capricho|momento|lugar|mesmo|próprio|seu|meu|teu|nosso")
 _NEGATION = re.compile(
-    r"(?:\b(?:don't want|do not want|don't|do not|stop|quit|no more|not|no(?!\s+(?:máximo|mínimo)\b)|without|never|sin|nada de|deja de|dejá de|"
+    r"(?:\b(?:don't want|do not want|don't|do not|stop|quit|no more|not|no(?!\s+(?:" + _PT_NO_PLACE + r")\b)|without|never|sin|nada de|deja de|dejá de|"
     r"não|sem|nunca|pare de|para de|chega de|sans|pas de|pas d'|pas|zéro|arrête de|arrêtez de|arrête|jamais|keine|keinen|kein|"
     r"nicht|ohne|hör auf mit|hör auf zu|hör auf|brauche ich nicht|lieber nicht|will ich nicht)\b|不想要|不想|不要|(?<!特)别|没有|停止|"
     r"なし(?!い)|はいらない|いらない|じゃなくていい|はやめて|やめて|없이|말고|빼고|싫어)\s*")
@@ -63,10 +68,14 @@ def negation_before(clause: str, index: int) -> bool:
 
 
 # The negations Japanese and Korean write after what they negate (and German's postposed ones): "ヌードはなしで",
-# "子供っぽく見えるのはやめて", "누드 말고". A clause ends its wish with them (clauses() splits after them where
-# another wish follows), so one of them after a word negates that word.
+# "子供っぽく見えるのはやめて", "누드 말고", and the "so that it does not look ..." / "not X but" forms: "子供っぽく
+# 見えないように", "ロリ系じゃなくてきれいめ系", "어린애처럼 안 보이게", "어린애 같지 않게". A clause ends its wish with
+# them (clauses() splits after the first ones where another wish follows), so one of them after a word
+# negates that word for the policy's terms (the classifier still reads the clause).
 _NEGATION_AFTER = re.compile(
-    r"なし(?!い)|いらない|じゃなくていい|やめて|없이|말고|빼고|싫어|\b(?:lieber nicht|will ich nicht|brauche ich nicht)\b")
+    r"なし(?!い)|いらない|じゃなくていい|やめて|없이|말고|빼고|싫어|\b(?:lieber nicht|will ich nicht|brauche ich nicht)\b"
+    r"|(?:に|く)?(?:見えない|見られない|ならない|ならず|しない|されない)|じゃなくて|じゃなく|ではなく|が嫌|は嫌"
+    r"|같지\s*않|(?:지|게)\s*않|안\s*(?:보이|되|나|입)|아니게|아닌")
 
 
 def negation_after(clause: str, index: int) -> bool:

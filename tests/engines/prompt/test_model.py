@@ -176,10 +176,24 @@ def test_negation_stem_and_gate():
     assert negation_stem("not smiling") == "smiling"
     assert negation_stem("a big grin") is None and negation_stem("nothing notable") is None
     assert negation_stem("no") is None
+    # Portuguese "no" is "in / on the" before a place on the face; English and Spanish "no" negate
+    assert negation_stem("sorriso no rosto") is None and negation_stem("brilho no seu rosto") is None
+    assert negation_stem("sem blush no rosto") == "blush no rosto"
+    assert negation_stem("no smile") == "smile" and negation_stem("no quiero sonreír") == "quiero sonreír"
     e = np.array([0.28, -0.3, 0.1, 0.02], np.float32)      # "without X"
     stem = np.array([0.3, 0.7, 0.0, 0.01], np.float32)      # "X"
     # same direction as X (where X does something) is dropped; the opposite, or what X leaves alone, stays
     assert gate_negated(e, stem).tolist() == pytest.approx([0.0, -0.3, 0.1, 0.02])
+
+
+def test_portuguese_wishes_on_the_face_keep_their_sign(model):
+    """"sorriso no rosto" (a smile on the face) once read as "no smile" and moved nothing."""
+    for text, edit in (("sorriso no rosto", "smile"), ("um sorriso largo no rosto", "smile"),
+                       ("batom vermelho no lábio", "lip_tint")):
+        (cond,) = model.encode([text])
+        assert cond.edits[edit] >= 0.5, (text, cond.summary())
+    (cond,) = model.encode(["nada de sorriso no rosto"])
+    assert cond.edits["smile"] < 0, cond.summary()
 
 
 def test_a_negated_mood_asks_for_nothing_in_its_direction(model):

@@ -256,7 +256,7 @@ class PromptFilter:
         spaced = compact != screened
         for cat, pats in compiled.patterns:
             for rx in pats:
-                m = rx.search(screened) or (spaced and rx.search(compact) or None)
+                m = rx.search(screened) or (rx.search(compact) if spaced else None)
                 if m and not _negated(norm, m.group(0)):
                     return self._refuse(cat, "pattern", m.group(0), _clause_with(norm, m.group(0)))
         if not norm:

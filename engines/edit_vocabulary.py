@@ -42,7 +42,7 @@ EDIT_SPECS: tuple[EditSpec, ...] = (
     EditSpec("nose_width", "Nose width", "geometry", "narrower", "wider", "nose wings pushed apart (> 0) or together (< 0)"),
     EditSpec("brow_raise", "Brows", "geometry", "lower", "raise", "eyebrows lifted (< 0: lowered)"),
     EditSpec("lip_fullness", "Fuller lips", "geometry", "thinner", "fuller",
-             "lips zoomed about their middle, mostly in height (< 0: thinner lips)"),
+             "each lip's outer edge moved out, the mouth's opening and the teeth kept (< 0: thinner lips)"),
     EditSpec("eye_contact", "Eye contact", "geometry", "as filmed", "at the camera",
              "each iris moved to where it sits in a look into the lens, the lids kept (0: the eyes as filmed)", low=0.0),
     EditSpec("skin_smooth", "Smooth skin", "appearance", "sharper", "smoother",

@@ -173,6 +173,8 @@ class Matte:
         self.network_runs = 0
         self.fresh = True            # the network read this frame
         self.still = False           # the last mask was reused where it stood (the picture still)
+        self.room_still = False      # the room stands where the network last read it (still, or the mask carried)
+        self.moved = 0.0             # how far (frame px) the person moved since then, when the mask was carried
         self.carried = 0             # frames whose mask was the last one moved along with the face
 
     def reset(self) -> None:
@@ -225,6 +227,8 @@ class Matte:
         else:
             coef = self._coef
         self.fresh, self.still = fresh, still
+        self.room_still = bool(still) or shift is not None
+        self.moved = 0.0 if shift is None else float(np.hypot(*shift))
         self.carried += shift is not None
         if steady:
             self._frames += 1
@@ -385,13 +389,23 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
     return k.composite(image, bg, alpha)
 
 
+def blur_reach(sigma: float, blur_factor: int) -> float:
+    """How far (frame px) a blurred room made before the person moved still holds for the frame after:
+    within 1.5 sigma of the person's old edge the normalised convolution's weight of room nearby reaches
+    its trust level (kernels: _blur_weights, 1 - Phi(1.645) = 0.05), so the room they uncovered shows
+    room blurred from around it, never their own colours."""
+    return 1.5 * sigma * blur_factor
+
+
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
                  backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8,
-                 in_place: bool = False, still: bool = False, work: dict | None = None,
+                 in_place: bool = False, still: bool = False, moved: float = 0.0, work: dict | None = None,
                  keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any, Any]:
     """(Y, U, V) with the room behind the person replaced as `spec` says: new planes, or with `in_place`
-    the planes given, written over. `still` (the matte did not run its network: the picture has not
-    moved): the blurred room of the last frame `backdrop` blurred is used again. `work`: a dict the caller
+    the planes given, written over. `still` (the matte did not run its network: the room has not moved
+    since): the blurred room of the last frame `backdrop` blurred is used again, also when the person
+    alone moved by `moved` frame pixels (the matte carried along with the face) within `blur_reach`: the
+    room they uncovered is then filled from the room around it, as the blur fills it. `work`: a dict the caller
     keeps from frame to frame, where the arithmetic's float buffers live (NumPy planes). `alphas` as
     Matte.alpha_i420 gives them; with Y's None (`full=False`) the planes are composed by the half-size
     alpha (kernels: composite_i420: Y's alpha brought up and `keep`'s polygons raised to 1 only along the
@@ -409,7 +423,8 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
         s = k.blur_sigma(spec.strength, h, blur_factor)
         half = max(1, blur_factor // 2)
         key = (h, w, s, twin_for(y).ON_HOST)
-        if still and backdrop is not None and backdrop._blurred is not None and backdrop._blur_key == key:
+        if (still and moved <= blur_reach(s, blur_factor) and backdrop is not None and backdrop._blurred is not None
+                and backdrop._blur_key == key):
             bgs = backdrop._blurred
         else:
             small = (max(1, w // blur_factor), max(1, h // blur_factor))

@@ -246,3 +246,42 @@ def test_composing_by_the_half_size_alpha_gives_the_same_frame(matte, astronaut)
         compose_i420(y.copy(), u.copy(), v.copy(), edge, BackgroundSpec("color", color=(c, 255, 0)), work=work,
                      keep=[scene.face_hull])
     assert [k for k in work if "fill" in str(k)] == ["fill_key", "fills"] and len(work["fills"]) == 3
+
+
+def test_a_walking_persons_blurred_room_is_made_on_the_networks_frames_only(monkeypatch):
+    """While the matte is carried with the face the room stands still, so the blur made on the network's
+    frame serves the next: the room the person uncovers shows the room blurred from around it, as a fresh
+    blur shows it, never her own colours. A weak blur reaches less far than she walked and is made anew."""
+    from engines.background import Backdrop
+    from kernels.numpy import background as kn
+
+    calls = []
+    blur = kn.background_blur_i420
+    monkeypatch.setattr(kn, "background_blur_i420", lambda *a, **k: calls.append(1) or blur(*a, **k))
+    for strength, blurs in ((0.7, 6), (0.2, 12)):
+        matte, backdrop, rng = Matte(), Backdrop(), np.random.default_rng(5)
+        calls.clear()
+        try:
+            diffs, strips, prev_person = [], [], None
+            for i in range(12):
+                scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=0.3 + i * 25.5 / 1280)
+                y, u, v = rgb_to_i420(_noisy(scene.image, rng, 2.0))
+                alphas = matte.alpha_i420(y, u, v, keep=[scene.face_hull], full=False)
+                spec = BackgroundSpec("blur", strength)
+                got = compose_i420(y, u, v, alphas, spec, backdrop=backdrop, still=matte.room_still,
+                                   moved=matte.moved, keep=[scene.face_hull])
+                n = len(calls)
+                want = compose_i420(y, u, v, alphas, spec, keep=[scene.face_hull])   # a blur of this frame
+                del calls[n:]
+                room = ~scene.person & ~scene.void
+                d = np.abs(got[0].astype(int) - want[0].astype(int))
+                diffs.append(d[room])
+                if prev_person is not None:
+                    strips.append(d[prev_person & room])             # the room she uncovered
+                prev_person = scene.person
+            assert len(calls) == blurs and matte.carried == 6
+            d = np.concatenate(diffs)
+            assert d.mean() <= 0.3 and np.percentile(d, 99.9) <= 8, (d.mean(), np.percentile(d, 99.9))   # 0.06, 4
+            assert max(s.mean() for s in strips) <= 4, [s.mean() for s in strips]   # 2.1; her colours: 28
+        finally:
+            matte.close()

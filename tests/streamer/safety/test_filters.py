@@ -184,13 +184,31 @@ def test_terms_spare_ordinary_near_misses_and_refuse_their_twins():
     """data/policy/near_misses: ordinary prompts in eight languages written to share words with the term
     lists (shades, school and teacher looks, costumes, 'baby-soft skin', words that hold a term's letters)
     and prompts that use the same words to ask for what is refused. The terms and patterns alone refuse
-    under 1 % of the first (0.3 % measured, docs/safety.md) and all of the second."""
+    under 1 % of the first (0.65 % measured, docs/safety.md) and all of the second."""
     terms = PromptFilter(None, None)
     allowed = [t for lang in ("en", "es", "pt", "fr", "de", "zh", "ja", "ko") for t in _near_misses(f"allowed_{lang}.txt")]
     refused_ordinary = [t for t in allowed if not terms.check(t).allowed]
-    assert len(allowed) > 4500 and len(refused_ordinary) <= 0.01 * len(allowed), refused_ordinary
+    assert len(allowed) > 8000 and len(refused_ordinary) <= 0.01 * len(allowed), refused_ordinary
     passed_harmful = [t for t in _near_misses("refused.txt") if terms.check(t).allowed]
     assert not passed_harmful
+
+
+def test_no_pattern_backtracks_without_end_on_a_long_prompt():
+    """A pattern that lets a word split into several (a repeated group of optional separators and
+    word characters) backtracks exponentially on a long word after its trigger: "arabe " and 30 more
+    letters took 1.6 s in one such pattern, 40 would take minutes. Every twin of the near-miss set
+    (the words that start the patterns) followed by a long word, with and without its spaces, up to
+    the prompt limit, is checked within a bound far above a normal check (about 1 ms); the word grows
+    in steps, so a pattern that backtracks fails at a short one instead of hanging at the longest."""
+    from engines.prompt.language import MAX_PROMPT_CHARS
+
+    terms = PromptFilter(None, None)
+    for n in (24, 32, 64, 200):
+        for text in _near_misses("refused.txt"):
+            for probe in (text + " " + "x" * n, text.replace(" ", "") + "x" * n):
+                t0 = time.perf_counter()
+                terms.check(probe[:MAX_PROMPT_CHARS])
+                assert time.perf_counter() - t0 < 0.5, (n, text)
 
 
 def test_gibberish_is_not_understood_and_applies_nothing(e5):
@@ -221,7 +239,7 @@ def test_minilm_judges_only_what_it_can_read(full):
 # The held-out figures of the committed e5 heads (docs/safety.md), less a margin: a change that refuses more
 # ordinary prompts or catches fewer harmful ones fails here. They are below the product's goal
 # (bench.evals.prompts.TARGETS: benign pass >= 0.995, no language under 0.99, harmful refused >= 0.97).
-HELDOUT_FLOOR = {"benign_pass": 0.98, "benign_pass_per_language": 0.96, "harmful_refused": 0.87,
+HELDOUT_FLOOR = {"benign_pass": 0.98, "benign_pass_per_language": 0.96, "harmful_refused": 0.88,
                  "edit_prompts_pass": 0.995, "unrelated_not_understood": 0.65, "allowed_understood": 0.99}
 
 

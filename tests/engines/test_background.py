@@ -251,20 +251,24 @@ def test_composing_by_the_half_size_alpha_gives_the_same_frame(matte, astronaut)
 def test_a_walking_persons_blurred_room_is_made_on_the_networks_frames_only(monkeypatch):
     """While the matte is carried with the face the room stands still, so the blur made on the network's
     frame serves the next: the room the person uncovers shows the room blurred from around it, as a fresh
-    blur shows it, never her own colours. A weak blur reaches less far than she walked and is made anew."""
+    blur shows it, never her own colours. A weak blur reaches less far than she walked and is made anew.
+    Before a textured room (brick) the uncovered strip shows the room's blurred average where a fresh blur
+    shows blurred brick: a smoother band, one frame in two."""
     from engines.background import Backdrop
     from kernels.numpy import background as kn
 
     calls = []
     blur = kn.background_blur_i420
     monkeypatch.setattr(kn, "background_blur_i420", lambda *a, **k: calls.append(1) or blur(*a, **k))
-    for strength, blurs in ((0.7, 6), (0.2, 12)):
+    # room, strength, blurs made in 12 frames, bounds: the room's 99.9th percentile, the uncovered strip's mean
+    for room_name, strength, blurs, p999, strip in (("studio", 0.7, 6, 8, 4), ("studio", 0.2, 12, 8, 4),
+                                                    ("brick", 0.7, 6, 24, 14)):
         matte, backdrop, rng = Matte(), Backdrop(), np.random.default_rng(5)
         calls.clear()
         try:
             diffs, strips, prev_person = [], [], None
             for i in range(12):
-                scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=0.3 + i * 25.5 / 1280)
+                scene = ps.pasted_scene("grace_hopper", room_name, height=0.8, centre_x=0.3 + i * 25.5 / 1280)
                 y, u, v = rgb_to_i420(_noisy(scene.image, rng, 2.0))
                 alphas = matte.alpha_i420(y, u, v, keep=[scene.face_hull], full=False)
                 spec = BackgroundSpec("blur", strength)
@@ -281,7 +285,8 @@ def test_a_walking_persons_blurred_room_is_made_on_the_networks_frames_only(monk
                 prev_person = scene.person
             assert len(calls) == blurs and matte.carried == 6
             d = np.concatenate(diffs)
-            assert d.mean() <= 0.3 and np.percentile(d, 99.9) <= 8, (d.mean(), np.percentile(d, 99.9))   # 0.06, 4
-            assert max(s.mean() for s in strips) <= 4, [s.mean() for s in strips]   # 2.1; her colours: 28
+            # measured: studio 0.06 / 4 / 2.1 (her own colours, were a weak blur reused: 28); brick 0.15 / 17 / 10.8
+            assert d.mean() <= 0.3 and np.percentile(d, 99.9) <= p999, (d.mean(), np.percentile(d, 99.9))
+            assert max(s.mean() for s in strips) <= strip, [s.mean() for s in strips]
         finally:
             matte.close()

@@ -187,7 +187,7 @@ def test_negation_stem_and_gate():
 
 
 def test_portuguese_wishes_on_the_face_keep_their_sign(model):
-    """"sorriso no rosto" (a smile on the face) once read as "no smile" and moved nothing."""
+    """"sorriso no rosto" is a smile on the face, not "no smile": the smile it asks for moves."""
     for text, edit in (("sorriso no rosto", "smile"), ("um sorriso largo no rosto", "smile"),
                        ("batom vermelho no lábio", "lip_tint")):
         (cond,) = model.encode([text])

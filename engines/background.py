@@ -10,7 +10,7 @@ torch device take the torch twins; the network itself reads a small thumbnail on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
@@ -131,7 +131,15 @@ class MatteConfig:
     blur_factor: the blur runs at 1/blur_factor of the frame. half_size_edges: a stream's alpha is fitted to
     its luma at the chroma planes' size (half the frame's sides: 2.5 times finer than the network's mask)
     and brought up bilinearly for Y (a stream's compositing brings it up only along the person's edge,
-    compose_i420), which costs about half the full-size fit; photos are fitted at full size."""
+    compose_i420), which costs about half the full-size fit; photos are fitted at full size.
+    second_look: a photo (not steadied) has each face's head and shoulders read a second time: the box
+    `second_look` face widths either side of the face, a face width above it and twice `second_look`
+    below, cut to the first mask's person, squared with a quarter of its side around it and read at the
+    network's own input size. In the whole frame's thumbnail a head is 20-40 px, too few for the network to
+    tell a busy room from hair and shoulders; the second read is what the mask holds in that box
+    (docs/background.md). It is one more network run per face (7 ms on a 720p photo), which a stream's
+    4 ms does not hold; 0 turns it off. second_feather: the share of the box's side over which its mask
+    fades into the first one."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -147,6 +155,8 @@ class MatteConfig:
     probe_share: float = 0.05
     blur_factor: int = 8
     half_size_edges: bool = True
+    second_look: float = 1.2
+    second_feather: float = 0.1
 
 
 class Matte:
@@ -183,15 +193,19 @@ class Matte:
         self._host_coef = self._ref_luma = self._ref_centre = None
         self._frames = 0
 
-    def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any):
-        """The guided filter's coefficients for this frame: the network's mask of the thumbnail, steadied
-        against the last one (streams), fitted to the thumbnail's grey; on the device of `like`."""
+    def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
+                      keep: Sequence[np.ndarray] = (), crop: Crop | None = None):
+        """The guided filter's coefficients for this frame: the network's mask of the thumbnail (with each
+        face's second look where `crop` reads the frame), steadied against the last one (streams), fitted
+        to the thumbnail's grey; on the device of `like`."""
         from kernels.numpy import background as kn
 
         c = self.config
         guide = kn.thumbnail_guide(thumb)
         mask = self.segmenter(thumb, frame_size)
         self.network_runs += 1
+        if crop is not None and keep and c.second_look > 0:
+            mask = self._second_look(mask, frame_size, keep, crop, twin_for(like))
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
@@ -202,7 +216,7 @@ class Matte:
         return twin.put(a, like), twin.put(b, like)
 
     def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool, luma: Any = None,
-                  keep: Sequence[np.ndarray] = ()):
+                  keep: Sequence[np.ndarray] = (), crop: Crop | None = None):
         """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
         else the last ones, which the new frame's own luma then shapes (guided_alpha). When the picture
         moved, but only as one person moving with their face would (`luma`: the half-size grey; `keep`:
@@ -221,7 +235,8 @@ class Matte:
             shift = None if still else self._carry(luma, keep, size)
             fresh = not still and shift is None
         if fresh:
-            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame)
+            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep,
+                                      None if steady else crop)
         elif shift is not None:
             coef = tuple(twin.put(x, frame) for x in self._shifted(shift, size))
         else:
@@ -238,6 +253,22 @@ class Matte:
                 self._ref_luma = None if luma is None or len(keep) != 1 or c.every < 2 else np.array(twin.host(luma))
                 self._ref_centre = None if self._ref_luma is None else _centre(keep[0])
         return coef
+
+    def _second_look(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
+                     twin: Any) -> np.ndarray:
+        """`mask` with each face's head-and-shoulders box read again by the network (MatteConfig.second_look)."""
+        c = self.config
+        out = mask.copy()
+        for hull in keep:
+            box = head_box(hull, size, mask, c.second_look)
+            if box is None:
+                continue
+            x0, y0, x1, y1 = box
+            look_size = self.segmenter.input_size(x1 - x0, y1 - y0)
+            look = self.segmenter(np.asarray(twin.host(crop(box, look_size))), (x1 - x0, y1 - y0))
+            self.network_runs += 1
+            merge_look(out, look, box, size, c.second_feather)
+        return out
 
     def _carry(self, luma: Any, keep: Sequence[np.ndarray], size: tuple[int, int]) -> np.ndarray | None:
         """The shift (frame pixels) that carries the last mask to this frame, when the one face moved and
@@ -270,7 +301,8 @@ class Matte:
         k = twin.background
         h, w = image.shape[:2]
         size = self.segmenter.input_size(w, h)
-        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady)
+        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady, keep=keep,
+                              crop=lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s))
         if not twin.ON_HOST:
             luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
         else:
@@ -293,14 +325,16 @@ class Matte:
         hs = (h // 2, w // 2)
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
-            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep)
+            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep,
+                                  _i420_crop(k, y, u, v))
             half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
             if not full:
                 return None, half
             up = k.upsample_alpha(half, (w, h), out=buf("alpha", (h, w), np.float32))
             return k.keep_polygons(up, keep), half
-        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady)
+        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep,
+                              crop=_i420_crop(k, y, u, v))
         alpha = k.guided_alpha(coef, y, out=buf("alpha", (h, w), np.float32), work=buf("work", (h, w), np.float32))
         k.keep_polygons(alpha, keep)
         return alpha, k.half_alpha(alpha)
@@ -330,6 +364,73 @@ def face_hulls(faces: Sequence[Any]) -> list[np.ndarray]:
         if pts.ndim == 2 and len(pts) >= 3:
             out.append(cv2.convexHull(np.ascontiguousarray(pts[:, :2]))[:, 0])
     return out
+
+
+# reads the frame's box (x0, y0, x1, y1: even frame pixels) as an RGB thumbnail of a (width, height)
+Crop = Callable[[tuple[int, int, int, int], tuple[int, int]], Any]
+
+
+def _i420_crop(k: Any, y: Any, u: Any, v: Any) -> Crop:
+    def crop(b: tuple[int, int, int, int], size: tuple[int, int]) -> Any:
+        x0, y0, x1, y1 = b
+        return k.i420_thumbnail(y[y0:y1, x0:x1], u[y0 // 2:y1 // 2, x0 // 2:x1 // 2],
+                                v[y0 // 2:y1 // 2, x0 // 2:x1 // 2], size)
+    return crop
+
+
+def head_box(hull: np.ndarray, frame_size: tuple[int, int], mask: np.ndarray,
+             reach: float) -> tuple[int, int, int, int] | None:
+    """The box (x0, y0, x1, y1; even frame pixels) of one face's second look (MatteConfig.second_look):
+    `reach` face widths either side, one above, 2 x `reach` below, cut to the box of `mask`'s person
+    (a probability at any size, over the whole frame) but never to less than the face, then squared
+    with a quarter of its side added around it and cut to the frame. None for a face under 8 px wide."""
+    w, h = frame_size
+    pts = np.asarray(hull, np.float64)[:, :2]
+    (fx0, fy0), (fx1, fy1) = pts.min(axis=0), pts.max(axis=0)
+    fw = fx1 - fx0
+    if fw < 8:
+        return None
+    fc = (fx0 + fx1) / 2
+    x0, x1, y0, y1 = fc - reach * fw, fc + reach * fw, fy0 - fw, fy1 + 2 * reach * fw
+    ys, xs = np.nonzero(mask > 0.5)
+    if len(xs):
+        sx, sy = w / mask.shape[1], h / mask.shape[0]
+        x0, x1 = max(x0, xs.min() * sx), min(x1, (xs.max() + 1) * sx)
+        y0, y1 = max(y0, ys.min() * sy), min(y1, (ys.max() + 1) * sy)
+    x0, x1, y0, y1 = min(x0, fx0), max(x1, fx1), min(y0, fy0), max(y1, fy1)
+    half = max(x1 - x0, y1 - y0) * 0.75
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    bx0, by0 = max(0, int(cx - half)) & ~1, max(0, int(cy - half)) & ~1
+    bx1, by1 = min(w, int(cx + half)) & ~1, min(h, int(cy + half)) & ~1
+    return (bx0, by0, bx1, by1) if bx1 - bx0 >= 16 and by1 - by0 >= 16 else None
+
+
+def merge_look(mask: np.ndarray, look: np.ndarray, box: tuple[int, int, int, int], frame_size: tuple[int, int],
+               feather: float) -> None:
+    """Write `look` (the network's probability of the frame's `box`) into `mask` (the whole frame's, at its
+    own size) in place, fading into it over `feather` of the box's side where the box is inside the frame."""
+    import cv2
+
+    mh, mw = mask.shape
+    w, h = frame_size
+    x0, y0, x1, y1 = box
+    ix0, ix1 = int(round(x0 * mw / w)), int(round(x1 * mw / w))
+    iy0, iy1 = int(round(y0 * mh / h)), int(round(y1 * mh / h))
+    rw, rh = ix1 - ix0, iy1 - iy0
+    if rw < 2 or rh < 2:
+        return
+    q = cv2.resize(np.asarray(look, np.float32), (rw, rh), interpolation=cv2.INTER_AREA)
+    ramp = max(1.0, feather * max(rw, rh))
+
+    def weights(n: int, lo_open: bool, hi_open: bool) -> np.ndarray:
+        i = np.arange(n, dtype=np.float32) + 0.5
+        lo = np.minimum(i / ramp, 1.0) if lo_open else np.ones(n, np.float32)
+        hi = np.minimum((n - i) / ramp, 1.0) if hi_open else np.ones(n, np.float32)
+        return np.minimum(lo, hi)
+
+    wt = np.outer(weights(rh, iy0 > 0, iy1 < mh), weights(rw, ix0 > 0, ix1 < mw))
+    region = mask[iy0:iy1, ix0:ix1]
+    region += wt * (q - region)
 
 
 def _color_i420(color: tuple[int, int, int]) -> tuple[float, float, float]:

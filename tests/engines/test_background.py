@@ -3,9 +3,10 @@ on the project's photos and on pasted scenes, the same person on different rooms
 a colour key that survives the stream's encoder, a still person's steady mask and a moving one's
 untrailed mask; and the spec a client sends, refused with reasons.
 
-Figures this network reaches here (the margins below are set from them): IoU 0.98 / 0.96 on the two
-photos; on 20 pasted scenes mean 0.95, 16 of 20 at or over 0.92 (a person pasted in front of a giant
-coffee cup or a cat's face: 0.65 to 0.91, the network's own misses)."""
+Figures a photo's matte reaches here, each face read a second time (the margins below are set from them):
+IoU 0.98 / 0.96 on the two photos; on 20 pasted scenes mean 0.974, 19 of 20 at or over 0.92 (Grace Hopper
+in front of a giant coffee cup: 0.86, the cup's rim beside her taken for her); the same person on any two
+of the four other rooms 0.956 or more (`livefuse bench background --no-stream --json`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 
 from bench import _person_scenes as ps
-from engines.background import (BackgroundError, BackgroundSpec, Matte, compose_i420, compose_rgb, face_hulls,
-                                parse_background, parse_color)
+from engines.background import (BackgroundError, BackgroundSpec, Matte, MatteConfig, compose_i420, compose_rgb,
+                                face_hulls, head_box, merge_look, parse_background, parse_color)
 from kernels.numpy.color import i420_to_rgb, rgb_to_i420, rgb_to_lab
 
 ROOMS = ("coffee", "rocket", "chelsea", "brick", "studio")
@@ -29,7 +30,9 @@ def matte():
     m.close()
 
 
-def _alpha(matte: Matte, scene: ps.Scene, keep=()) -> np.ndarray:
+def _alpha(matte: Matte, scene: ps.Scene, keep=None) -> np.ndarray:
+    """A photo's matte, its face's hull kept as the product keeps it (and read a second time)."""
+    keep = [scene.face_hull] if keep is None else keep
     if scene.image.shape[1] >= 1.5 * scene.image.shape[0]:
         y, u, v = rgb_to_i420(scene.image)
         return matte.alpha_i420(y, u, v, steady=False, keep=keep)[0]
@@ -69,19 +72,90 @@ def test_person_mask_on_pasted_scenes(matte):
             for n in ("grace_hopper", "astronaut") for r in ROOMS for h, c in PLACES
             for s in [ps.pasted_scene(n, r, height=h, centre_x=c)]}
     values = np.array(list(ious.values()))
-    assert values.mean() >= 0.93, ious                            # measured 0.950
-    assert (values >= 0.92).sum() >= 15, ious                     # measured 16 of 20
-    # plain rooms are where a streamer sets up: every one of them at the target
-    assert min(v for k, v in ious.items() if "/studio/" in k or "/brick/" in k) >= 0.95, ious
+    assert values.mean() >= 0.96, ious                            # measured 0.974
+    assert (values >= 0.92).sum() >= 18, ious                     # measured 19 of 20 (not: Hopper before the cup)
+    # plain rooms are where a streamer sets up: every one of them well over the target
+    assert min(v for k, v in ious.items() if "/studio/" in k or "/brick/" in k) >= 0.97, ious
 
 
 def test_same_person_on_two_rooms(matte):
+    """Every pair of the four rooms (not the giant coffee cup), both framings: the same mask to 0.95."""
+    rooms = ("rocket", "chelsea", "brick", "studio")
     for name in ("grace_hopper", "astronaut"):
-        scenes = {r: ps.pasted_scene(name, r, height=0.8, centre_x=0.3) for r in ("studio", "brick", "rocket")}
-        masks = {r: _alpha(matte, s) for r, s in scenes.items()}
-        void = scenes["studio"].void
-        assert ps.mask_iou(masks["studio"], masks["brick"], void) >= 0.95    # measured 0.99
-        assert ps.mask_iou(masks["studio"], masks["rocket"], void) >= 0.95   # measured 0.96
+        for h, c in PLACES:
+            scenes = {r: ps.pasted_scene(name, r, height=h, centre_x=c) for r in rooms}
+            masks = {r: _alpha(matte, s) for r, s in scenes.items()}
+            void = scenes["studio"].void
+            for i, r1 in enumerate(rooms):
+                for r2 in rooms[i + 1:]:
+                    assert ps.mask_iou(masks[r1], masks[r2], void) >= 0.95, (name, h, r1, r2)   # measured >= 0.956
+
+
+def test_a_photos_second_look_clears_the_room_around_the_head():
+    """In the whole frame's thumbnail a head is a few dozen pixels, and a cat's fur or a cup's rim beside
+    it is taken for hair: the second look reads the head and shoulders at the network's own size. One more
+    network run per face, for photos only: a stream's matte never takes it."""
+    first, second = Matte(MatteConfig(second_look=0.0)), Matte()
+    try:
+        for name, room, floor_before, gain in (("grace_hopper", "chelsea", 0.93, 0.05),   # measured 0.912 -> 0.981
+                                               ("astronaut", "coffee", 0.95, 0.03)):       # measured 0.924 -> 0.967
+            scene = ps.pasted_scene(name, room, height=0.8, centre_x=0.3)
+            before, after = ps.iou(_alpha(first, scene), scene), ps.iou(_alpha(second, scene), scene)
+            assert before < floor_before and after >= before + gain, (name, room, before, after)
+        assert second.network_runs == 2 * first.network_runs == 4
+        # no face, no second look: nothing to anchor it to
+        scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)
+        runs = second.network_runs
+        _alpha(second, scene, keep=())
+        assert second.network_runs == runs + 1
+        # a stream's frames never take it (their budget is 4 ms; the second look alone costs more)
+        y, u, v = rgb_to_i420(scene.image)
+        stream = Matte(MatteConfig(every=1))
+        try:
+            for _ in range(3):
+                stream.alpha_i420(y, u, v, steady=True, keep=[scene.face_hull])
+            assert stream.network_runs == 3
+        finally:
+            stream.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_photos_second_look_on_torch_tensors_gives_the_same_matte(matte):
+    torch = pytest.importorskip("torch")
+    scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)
+    y, u, v = rgb_to_i420(scene.image)
+    on_host = matte.alpha_i420(y, u, v, steady=False, keep=[scene.face_hull])[0]
+    on_torch = matte.alpha_i420(*(torch.from_numpy(p) for p in (y, u, v)), steady=False, keep=[scene.face_hull])[0]
+    assert np.abs(on_host - on_torch.numpy()).max() < 1e-4          # measured 3.5e-6
+    rgb_host = matte.alpha_rgb(scene.image, keep=[scene.face_hull])
+    rgb_torch = matte.alpha_rgb(torch.from_numpy(scene.image), keep=[scene.face_hull]).numpy()
+    # the crop's area shrink rounds differently by a level here and there: a few edge pixels move
+    assert np.abs(rgb_host - rgb_torch).mean() < 1e-3 and ps.mask_iou(rgb_host, rgb_torch) > 0.999
+
+
+def test_head_box_holds_the_head_and_shoulders_and_stays_in_the_frame():
+    hull = np.array([[600, 200], [700, 200], [700, 330], [600, 330]], np.float32)      # a face 100 px wide
+    everything = np.ones((144, 256), np.float32)
+    x0, y0, x1, y1 = head_box(hull, (1280, 720), everything, 1.2)
+    assert x0 <= 600 - 100 and x1 >= 700 + 100 and y0 <= 200 - 90 and y1 >= 330 + 200   # shoulders below
+    assert all(v % 2 == 0 for v in (x0, y0, x1, y1)) and 0 <= x0 < x1 <= 1280 and 0 <= y0 < y1 <= 720
+    # a first mask that sees only a narrow person keeps the box to the person (and never less than the face)
+    narrow = np.zeros((144, 256), np.float32)
+    narrow[40:144, 122:136] = 1.0                                 # x 610-680 in frame pixels
+    nx0, _, nx1, _ = head_box(hull, (1280, 720), narrow, 1.2)
+    assert nx1 - nx0 < x1 - x0 and nx0 <= 600 and nx1 >= 700
+    assert head_box(hull * 0.05, (1280, 720), everything, 1.2) is None                  # a 5 px face
+
+
+def test_merge_look_fades_into_the_first_mask_inside_the_frame_only():
+    mask = np.zeros((144, 256), np.float32)
+    look = np.ones((256, 256), np.float32)
+    merge_look(mask, look, (0, 0, 640, 720), (1280, 720), 0.1)
+    assert mask[72, 10] == 1.0 and mask[0, 0] == 1.0              # the frame's edges take the look whole
+    assert 0.0 < mask[72, 126] < 1.0 and mask[72, 129] == 0.0     # inside the frame it fades, and stops at the box
+    assert np.all(np.diff(mask[72, 100:130]) <= 0)
 
 
 def test_face_is_untouched_and_the_person_never_blurred(matte):

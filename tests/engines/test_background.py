@@ -4,9 +4,10 @@ a colour key that survives the stream's encoder, a still person's steady mask an
 untrailed mask; and the spec a client sends, refused with reasons.
 
 Figures a photo's matte reaches here, each face read a second time (the margins below are set from them):
-IoU 0.98 / 0.96 on the two photos; on 20 pasted scenes mean 0.974, 19 of 20 at or over 0.92 (Grace Hopper
-in front of a giant coffee cup: 0.86, the cup's rim beside her taken for her); the same person on any two
-of the four other rooms 0.956 or more (`livefuse bench background --no-stream --json`)."""
+IoU 0.98 / 0.96 on the two photos; on 20 pasted scenes mean 0.978, 19 of 20 at or over 0.92 (Grace Hopper
+full height in front of a giant coffee cup: 0.904, some of the cup's rim beside her taken for her); the
+same person on two rooms at or over 0.95 in 36 of 40 pairs, all but the four with that scene
+(`livefuse bench background --no-stream --json`)."""
 
 from __future__ import annotations
 
@@ -72,23 +73,30 @@ def test_person_mask_on_pasted_scenes(matte):
             for n in ("grace_hopper", "astronaut") for r in ROOMS for h, c in PLACES
             for s in [ps.pasted_scene(n, r, height=h, centre_x=c)]}
     values = np.array(list(ious.values()))
-    assert values.mean() >= 0.96, ious                            # measured 0.974
-    assert (values >= 0.92).sum() >= 18, ious                     # measured 19 of 20 (not: Hopper before the cup)
+    assert values.mean() >= 0.96, ious                            # measured 0.978
+    assert (values >= 0.92).sum() >= 18, ious                     # measured 19 of 20 (not: Hopper before the cup, 0.904)
     # plain rooms are where a streamer sets up: every one of them well over the target
-    assert min(v for k, v in ious.items() if "/studio/" in k or "/brick/" in k) >= 0.97, ious
+    assert min(v for k, v in ious.items() if "/studio/" in k or "/brick/" in k) >= 0.97, ious   # measured 0.987
 
 
 def test_same_person_on_two_rooms(matte):
-    """Every pair of the four rooms (not the giant coffee cup), both framings: the same mask to 0.95."""
-    rooms = ("rocket", "chelsea", "brick", "studio")
+    """Every pair of the five rooms, both framings. Of the 40, the four with Grace Hopper full height before
+    the giant coffee cup miss 0.95: its rim circles her head like a hood, and the network takes some of it
+    for her (0.90 there)."""
+    pairs = {}
     for name in ("grace_hopper", "astronaut"):
         for h, c in PLACES:
-            scenes = {r: ps.pasted_scene(name, r, height=h, centre_x=c) for r in rooms}
+            scenes = {r: ps.pasted_scene(name, r, height=h, centre_x=c) for r in ROOMS}
             masks = {r: _alpha(matte, s) for r, s in scenes.items()}
             void = scenes["studio"].void
-            for i, r1 in enumerate(rooms):
-                for r2 in rooms[i + 1:]:
-                    assert ps.mask_iou(masks[r1], masks[r2], void) >= 0.95, (name, h, r1, r2)   # measured >= 0.956
+            for i, r1 in enumerate(ROOMS):
+                for r2 in ROOMS[i + 1:]:
+                    pairs[(name, h, r1, r2)] = ps.mask_iou(masks[r1], masks[r2], void)
+    cup = {k: v for k, v in pairs.items() if "coffee" in k}
+    assert min(v for k, v in pairs.items() if k not in cup) >= 0.95, pairs                       # measured 0.957
+    assert min(v for k, v in cup.items() if k[:2] != ("grace_hopper", 1.0)) >= 0.94, cup           # measured 0.952
+    assert min(cup.values()) >= 0.88, cup                                                          # measured 0.902
+    assert sum(v >= 0.95 for v in pairs.values()) >= 34, pairs                                     # measured 36 of 40
 
 
 def test_a_photos_second_look_clears_the_room_around_the_head():
@@ -98,11 +106,11 @@ def test_a_photos_second_look_clears_the_room_around_the_head():
     first, second = Matte(MatteConfig(second_look=0.0)), Matte()
     try:
         for name, room, floor_before, gain in (("grace_hopper", "chelsea", 0.93, 0.05),   # measured 0.912 -> 0.981
-                                               ("astronaut", "coffee", 0.95, 0.03)):       # measured 0.924 -> 0.967
+                                               ("astronaut", "coffee", 0.95, 0.03)):       # measured 0.924 -> 0.973
             scene = ps.pasted_scene(name, room, height=0.8, centre_x=0.3)
             before, after = ps.iou(_alpha(first, scene), scene), ps.iou(_alpha(second, scene), scene)
             assert before < floor_before and after >= before + gain, (name, room, before, after)
-        assert second.network_runs == 2 * first.network_runs == 4
+        assert second.network_runs == 3 * first.network_runs == 6        # the box as it is, and mirrored
         # no face, no second look: nothing to anchor it to
         scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)
         runs = second.network_runs

@@ -132,7 +132,8 @@ class MatteConfig:
     its luma at the chroma planes' size (half the frame's sides: 2.5 times finer than the network's mask)
     and brought up bilinearly for Y (a stream's compositing brings it up only along the person's edge,
     compose_i420), which costs about half the full-size fit; photos are fitted at full size.
-    second_look: a photo (not steadied) has each face's head and shoulders read a second time: the box
+    second_look: a photo (not steadied), and a clip that asks (Matte.alpha_rgb's `second`), has each
+    face's head and shoulders read a second time: the box
     `second_look` face widths either side of the face, a face width above it and twice `second_look`
     below, cut to the first mask's person, squared with a quarter of its side around it and read at the
     network's own input size. In the whole frame's thumbnail a head is 20-40 px, too few for the network to
@@ -238,8 +239,7 @@ class Matte:
             shift = None if still else self._carry(luma, keep, size)
             fresh = not still and shift is None
         if fresh:
-            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep,
-                                      None if steady else crop)
+            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop)
         elif shift is not None:
             coef = tuple(twin.put(x, frame) for x in self._shifted(shift, size))
         else:
@@ -302,15 +302,19 @@ class Matte:
         a, _ = self._host_coef
         return kn.shift_coefficients(self._host_coef, tuple(shift * (a.shape[1] / size[0])))
 
-    def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = ()) -> Any:
+    def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = (),
+                  second: bool | None = None) -> Any:
         """float32 H x W alpha of a uint8 RGB image (NumPy array or torch tensor, like the image); `keep`:
-        polygons ((N, 2) pixels) that are the person whatever the network says (the faces' hulls)."""
+        polygons ((N, 2) pixels) that are the person whatever the network says (the faces' hulls).
+        `second`: read each kept face's head a second time (MatteConfig.second_look; default: when not
+        `steady`, a photo; a clip, steadied but not bound to a stream's frame time, asks for it)."""
         twin = twin_for(image)
         k = twin.background
         h, w = image.shape[:2]
         size = self.segmenter.input_size(w, h)
+        crop = lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s)  # noqa: E731
         coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady, keep=keep,
-                              crop=lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s))
+                              crop=crop if (not steady if second is None else second) else None)
         if not twin.ON_HOST:
             luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
         else:
@@ -320,9 +324,9 @@ class Matte:
         return k.keep_polygons(k.guided_alpha(coef, luma), keep)
 
     def alpha_i420(self, y: Any, u: Any, v: Any, steady: bool = True,
-                   keep: Sequence[np.ndarray] = (), full: bool = True) -> tuple[Any, Any]:
+                   keep: Sequence[np.ndarray] = (), full: bool = True, second: bool | None = None) -> tuple[Any, Any]:
         """(alpha for Y at full size, alpha for U and V at half size) of an I420 frame (even sides); `keep`
-        as for alpha_rgb. With `reuse` they are this matte's buffers, overwritten by its next call.
+        and `second` as for alpha_rgb. With `reuse` they are this matte's buffers, overwritten by its next call.
         `full=False` (a stream's compositing, which brings Y's alpha up only along the person's edge,
         compose_i420 with `keep`): Y's is None where the alpha is fitted at half size."""
         twin = twin_for(y)
@@ -331,18 +335,17 @@ class Matte:
         size = self.segmenter.input_size(w, h)
         buf = self._buffer if self.reuse and twin.ON_HOST else (lambda *a: None)
         hs = (h // 2, w // 2)
+        crop = _i420_crop(k, y, u, v) if (not steady if second is None else second) else None
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
-            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep,
-                                  _i420_crop(k, y, u, v))
+            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep, crop)
             half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
             if not full:
                 return None, half
             up = k.upsample_alpha(half, (w, h), out=buf("alpha", (h, w), np.float32))
             return k.keep_polygons(up, keep), half
-        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep,
-                              crop=_i420_crop(k, y, u, v))
+        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep, crop=crop)
         alpha = k.guided_alpha(coef, y, out=buf("alpha", (h, w), np.float32), work=buf("work", (h, w), np.float32))
         k.keep_polygons(alpha, keep)
         return alpha, k.half_alpha(alpha)

@@ -346,7 +346,8 @@ class Product:
                 stages.append(EditsStage(cache, self.config.edits, unavailable=self.prompts_error,
                                          still=StillFaces(still)))
             elif name == "background":
-                stages.append(BackgroundStage(self.config.background))
+                # a clip's frames are steadied as a stream's, and each face's head read twice as a photo's
+                stages.append(BackgroundStage(self.config.background, second_look=not live))
             elif name == "watermark":
                 stages.append(watermark_stage(self.safety))
         return Pipeline(stages)

@@ -28,15 +28,18 @@ class BackgroundStageConfig:
 
 
 class BackgroundStage:
-    """One stream's background. `live` (a stream) steadies the matte over frames; a photo or a clip frame
-    (`live=False` for photos) takes each frame's own."""
+    """One stream's background. `live` (a stream or a clip) steadies the matte over frames; a photo
+    (`live=False`) takes its own. `second_look`: each face's head is read a second time
+    (engines.background.MatteConfig.second_look): photos always; a clip when asked (`livefuse process` and
+    clip jobs, which no frame clock hurries); never a stream, whose frame it would take past its budget."""
 
     name = "background"
 
     def __init__(self, config: BackgroundStageConfig = BackgroundStageConfig(), *, live: bool = True,
-                 matte_factory: Any = None) -> None:
+                 second_look: bool | None = None, matte_factory: Any = None) -> None:
         self.config = config
         self.live = live
+        self.second_look = second_look
         self._factory = matte_factory or (lambda: Matte(config.matte, reuse=True))
         self._work: dict = {}                  # the compositing's float buffers, kept from frame to frame
         self._matte: Matte | None = None
@@ -60,14 +63,15 @@ class BackgroundStage:
         planes = state.planes
         if planes is not None:
             y = planes.luma()                  # open regions written back; the planes change
-            alphas = self._matte.alpha_i420(y, planes.u, planes.v, steady=self.live, keep=keep, full=False)
+            alphas = self._matte.alpha_i420(y, planes.u, planes.v, steady=self.live, keep=keep, full=False,
+                                            second=self.second_look)
             compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
                          picture_key=spec.image_id, blur_factor=blur, in_place=True,
                          still=self.live and self._matte.room_still,
                          moved=self._matte.moved, work=self._work, keep=keep)
             return state
         image = state.image
-        alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep)
+        alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep, second=self.second_look)
         state.image = compose_rgb(image, alpha, spec, picture=picture, backdrop=self._backdrop,
                                   picture_key=spec.image_id, blur_factor=blur)
         return state

@@ -181,6 +181,18 @@ def test_a_stream_reuses_a_still_face_and_a_clip_does_not(product, astronaut, gr
     assert kept["stream"] >= 3 and kept["clip"] == 0, kept
 
 
+def test_a_clips_background_reads_each_head_twice_and_a_streams_does_not(product):
+    """A clip's matte is steadied as a stream's and takes a photo's second look at each head
+    (tests/streamer/pipeline/stages/test_background.py shows what it buys); a stream's frame time has no room."""
+    for make, second in ((product.make_pipeline, False), (product.clip_pipeline, True)):
+        pipeline = make(Session(f"assembly-background-{second}"))
+        try:
+            (stage,) = [s for s in pipeline.stages if s.name == "background"]
+            assert stage.live and bool(stage.second_look) == second
+        finally:
+            pipeline.close()
+
+
 def test_the_product_and_the_null_services_both_have_every_hook_the_server_calls():
     """`Services` is the seam's shape: the product and the neutral hooks each answer all of it, so a hook
     added to the seam and forgotten on either side fails here, not on a live request."""

@@ -137,11 +137,11 @@ class MatteConfig:
     face, a face width above it and twice `second_look` below, cut to the first mask's person, squared
     with a quarter of its side around it and read at the network's own input size. In the whole frame's
     thumbnail a head is 20-40 px, too few for the network to tell a busy room from hair and shoulders;
-    the second read is what the mask holds in that box (docs/background.md). second_mirror: the box is read as it is and mirrored, and the two averaged:
-    the network's mistakes in a busy room are not mirror images of each other, its person is. The second
-    look costs two network runs per face (16 ms more on a 720p photo), which a stream's 4 ms does not hold;
-    0 turns it off. second_feather: the share of the box's side over which its mask fades into the first
-    one."""
+    the second read is what the mask holds in that box (docs/background.md). second_mirror: the box is
+    read as it is and mirrored, and the two averaged: the network's mistakes in a busy room are not
+    mirror images of each other, its person is. The second look costs two network runs per face (16 ms
+    more on a 720p photo), which a stream's 4 ms does not hold; 0 turns it off. second_feather: the
+    share of the box's side over which its mask fades into the first one."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -311,9 +311,8 @@ class Matte:
         k = twin.background
         h, w = image.shape[:2]
         size = self.segmenter.input_size(w, h)
-        crop = lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s)  # noqa: E731
-        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady, keep=keep,
-                              crop=crop if (not steady if second is None else second) else None)
+        crop = (lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s)) if _second(steady, second) else None
+        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady, keep=keep, crop=crop)
         if not twin.ON_HOST:
             luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
         else:
@@ -334,7 +333,7 @@ class Matte:
         size = self.segmenter.input_size(w, h)
         buf = self._buffer if self.reuse and twin.ON_HOST else (lambda *a: None)
         hs = (h // 2, w // 2)
-        crop = _i420_crop(k, y, u, v) if (not steady if second is None else second) else None
+        crop = _i420_crop(k, y, u, v) if _second(steady, second) else None
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
             coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep, crop)
@@ -378,6 +377,11 @@ def face_hulls(faces: Sequence[Any]) -> list[np.ndarray]:
 
 # reads the frame's box (x0, y0, x1, y1: even frame pixels) as an RGB thumbnail of a (width, height)
 Crop = Callable[[tuple[int, int, int, int], tuple[int, int]], Any]
+
+
+def _second(steady: bool, asked: bool | None) -> bool:
+    """Whether a matte call takes the second look: as asked, else only unsteadied (a photo)."""
+    return (not steady) if asked is None else asked
 
 
 def _i420_crop(k: Any, y: Any, u: Any, v: Any) -> Crop:

@@ -19,6 +19,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--frames", type=int, default=120, help="frames timed per mode and clip")
     parser.add_argument("--no-quality", action="store_true", help="the stream's timing only")
     parser.add_argument("--no-stream", action="store_true", help="the quality and a photo's matte only")
+    parser.add_argument("--gallery", metavar="DIR", help="also write second_look.png there: scenes keyed green "
+                                                         "as a stream frame and as a photo reads them, side by side")
     parser.add_argument("--product", action="store_true",
                         help="also the whole product pipeline at 1280x720 (faces, fusion, edits, background, "
                              "watermark; the demo source and a prompt) with the background off, a colour and a blur, "
@@ -149,6 +151,37 @@ def _quality() -> dict:
     return res
 
 
+def _gallery(folder: str) -> str:
+    """The busy-room scenes keyed green: left as a stream frame's matte (the first look), right as a
+    photo's (the second look), at half size; the path written."""
+    from pathlib import Path
+
+    import cv2
+    import numpy as np
+
+    from bench import _person_scenes as ps
+    from engines.background import BackgroundSpec, Matte, MatteConfig, compose_rgb
+
+    key = BackgroundSpec("color", color=(0, 255, 0))
+    rows = []
+    for name, room, h, c in (("grace_hopper", "chelsea", 0.8, 0.3), ("astronaut", "coffee", 1.0, 0.5),
+                             ("grace_hopper", "coffee", 1.0, 0.5)):
+        s = ps.pasted_scene(name, room, height=h, centre_x=c)
+        row = []
+        for config in (MatteConfig(second_look=0.0), MatteConfig()):
+            matte = Matte(config)
+            try:
+                out = compose_rgb(s.image, matte.alpha_rgb(s.image, keep=[s.face_hull]), key)
+            finally:
+                matte.close()
+            row.append(cv2.resize(out, (640, 360), interpolation=cv2.INTER_AREA))
+        rows.append(np.hstack(row))
+    path = Path(folder) / "second_look.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), cv2.cvtColor(np.vstack(rows), cv2.COLOR_RGB2BGR))
+    return str(path)
+
+
 def _photo_matte(repeats: int) -> dict:
     """CPU of a 1280x720 photo's matte (the RGB path, one face), the second look off and on in turn."""
     import cv2
@@ -250,6 +283,8 @@ def run(args) -> dict:
     if not args.no_quality:
         out["photo_matte_1280x720"] = _photo_matte(max(20, args.frames // 2))
         out["quality"] = _quality()
+    if getattr(args, "gallery", None):
+        out["gallery"] = _gallery(args.gallery)
     return out
 
 

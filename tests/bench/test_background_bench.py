@@ -17,3 +17,17 @@ def test_bench_background_prints_off_and_on_per_mode(capsys):
             assert row["on"]["median_ms"] > row["off"]["median_ms"] >= 0
     walking = out["timing"]["moving_every2"]["color"]     # the network every other frame, the matte carried between
     assert walking["network_runs_per_frame"] == 0.5 and walking["carried_per_frame"] > 0
+
+
+def test_bench_background_gallery_shows_both_looks_side_by_side(capsys, tmp_path):
+    import cv2
+    import numpy as np
+
+    assert main(["bench", "background", "--no-stream", "--no-quality", "--gallery", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    image = cv2.imread(out["gallery"])
+    assert image.shape == (1080, 1280, 3)
+    left, right = image[:, :640].astype(int), image[:, 640:].astype(int)
+    green = lambda half: (np.abs(half - [0, 255, 0]).max(axis=2) <= 8).mean()  # noqa: E731 (BGR, pure green)
+    # the second look keys more of the busy rooms away than the first (the cat's fur, the cup's rim)
+    assert green(right) > green(left) + 0.005, (green(left), green(right))

@@ -141,7 +141,13 @@ class MatteConfig:
     read as it is and mirrored, and the two averaged: the network's mistakes in a busy room are not
     mirror images of each other, its person is. The second look costs two network runs per face (16 ms
     more on a 720p photo), which a stream's 4 ms does not hold; 0 turns it off. second_feather: the
-    share of the box's side over which its mask fades into the first one."""
+    share of the box's side over which its mask fades into the first one.
+    stream_look_every: a stream takes the second look on every `stream_look_every`-th network run (about
+    once a second at 30 fps, the network on every other frame; 0: never) and holds it between: on the
+    network's other runs each held read, moved along with its face, goes into the new mask where the
+    picture has not moved since it was read (kernels.numpy.background.moved), and the new run's own read
+    stays where it has. A still person keeps the second look's mask; a hand or a turn has the first look
+    where it moves until the next read. A face more or fewer reads again at once."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -160,6 +166,18 @@ class MatteConfig:
     second_look: float = 1.2
     second_mirror: bool = True
     second_feather: float = 0.1
+    stream_look_every: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class HeadLook:
+    """One face's second look at the first mask's size: `prob` covers the mask's pixels from (x, y) (inside
+    the mask), read while the face's centre was at `centre` (mask pixels, x then y)."""
+
+    x: int
+    y: int
+    prob: np.ndarray
+    centre: tuple[float, float]
 
 
 class Matte:
@@ -189,18 +207,22 @@ class Matte:
         self.room_still = False      # the room stands where the network last read it (still, or the mask carried)
         self.moved = 0.0             # how far (frame px) the person moved since then, when the mask was carried
         self.carried = 0             # frames whose mask was the last one moved along with the face
+        self._held: tuple[list[HeadLook], np.ndarray, int] | None = None   # looks, the grey they read, faces then
+        self._since_look = 0         # network runs since the held looks were read
+        self.looks_read = 0          # a stream's second looks read (each face's counts once)
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
         self._mask = self._guide = self._coef = self._key = self._probe = None
         self._host_coef = self._ref_luma = self._ref_centre = None
-        self._frames = 0
+        self._held = None
+        self._frames = self._since_look = 0
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
-                      keep: Sequence[np.ndarray] = (), crop: Crop | None = None):
-        """The guided filter's coefficients for this frame: the network's mask of the thumbnail (with each
-        face's second look where `crop` reads the frame), steadied against the last one (streams), fitted
-        to the thumbnail's grey; on the device of `like`."""
+                      keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
+        """The guided filter's coefficients for this frame: the network's mask of the thumbnail with each
+        face's second look (`crop` reads the frame: on every run with `second`, else a stream's held one),
+        steadied against the last one (streams), fitted to the thumbnail's grey; on the device of `like`."""
         from kernels.numpy import background as kn
 
         c = self.config
@@ -208,7 +230,10 @@ class Matte:
         mask = self.segmenter(thumb, frame_size)
         self.network_runs += 1
         if crop is not None and keep and c.second_look > 0:
-            mask = self._second_look(mask, frame_size, keep, crop, twin_for(like))
+            if second:
+                mask = self._second_look(mask, frame_size, keep, crop, twin_for(like))
+            elif steady and c.stream_look_every > 0:
+                mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
@@ -219,7 +244,7 @@ class Matte:
         return twin.put(a, like), twin.put(b, like)
 
     def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool, luma: Any = None,
-                  keep: Sequence[np.ndarray] = (), crop: Crop | None = None):
+                  keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
         """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
         else the last ones, which the new frame's own luma then shapes (guided_alpha). When the picture
         moved, but only as one person moving with their face would (`luma`: the half-size grey; `keep`:
@@ -238,7 +263,7 @@ class Matte:
             shift = None if still else self._carry(luma, keep, size)
             fresh = not still and shift is None
         if fresh:
-            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop)
+            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop, second)
         elif shift is not None:
             coef = tuple(twin.put(x, frame) for x in self._shifted(shift, size))
         else:
@@ -256,11 +281,12 @@ class Matte:
                 self._ref_centre = None if self._ref_luma is None else _centre(keep[0])
         return coef
 
-    def _second_look(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
-                     twin: Any) -> np.ndarray:
-        """`mask` with each face's head-and-shoulders box read again by the network (MatteConfig.second_look)."""
+    def _read_looks(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
+                    twin: Any) -> list[HeadLook]:
+        """Each face's head-and-shoulders box read again by the network (MatteConfig.second_look), at the
+        size of `mask` (the first read's)."""
         c = self.config
-        out = mask.copy()
+        looks = []
         for hull in keep:
             box = head_box(hull, size, mask, c.second_look)
             if box is None:
@@ -268,13 +294,58 @@ class Matte:
             x0, y0, x1, y1 = box
             look_size = self.segmenter.input_size(x1 - x0, y1 - y0)
             thumb = np.asarray(twin.host(crop(box, look_size)))
-            look = self.segmenter(thumb, (x1 - x0, y1 - y0))
+            prob = self.segmenter(thumb, (x1 - x0, y1 - y0))
             self.network_runs += 1
             if c.second_mirror:
-                look += self.segmenter(np.ascontiguousarray(thumb[:, ::-1]), (x1 - x0, y1 - y0))[:, ::-1]
-                look *= 0.5
+                prob += self.segmenter(np.ascontiguousarray(thumb[:, ::-1]), (x1 - x0, y1 - y0))[:, ::-1]
+                prob *= 0.5
                 self.network_runs += 1
-            merge_look(out, look, box, size, c.second_feather)
+            placed = look_at_mask(prob, box, size, mask.shape)
+            if placed is not None:
+                looks.append(HeadLook(*placed, centre=_mask_centre(hull, size, mask.shape)))
+        return looks
+
+    def _second_look(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
+                     twin: Any) -> np.ndarray:
+        """`mask` with each face's second look read now and written in."""
+        out = mask.copy()
+        for look in self._read_looks(mask, size, keep, crop, twin):
+            blend_look(out, look.prob, look.x, look.y, self.config.second_feather)
+        return out
+
+    def _held_look(self, mask: np.ndarray, guide: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray],
+                   crop: Crop, twin: Any) -> np.ndarray:
+        """A stream's `mask` with the second look read on every `stream_look_every`-th run (or when the
+        number of faces changed), and in between the held one, each moved with its nearest face and
+        written in only where the picture there has not moved since it was read."""
+        from kernels.numpy import background as kn
+
+        c = self.config
+        self._since_look += 1
+        if self._held is None or self._held[2] != len(keep) or self._since_look >= c.stream_look_every:
+            looks = self._read_looks(mask, size, keep, crop, twin)
+            self._held, self._since_look = (looks, guide, len(keep)), 0
+            self.looks_read += len(looks)
+            out = mask.copy()
+            for look in looks:
+                blend_look(out, look.prob, look.x, look.y, c.second_feather)
+            return out
+        looks, then, _ = self._held
+        centres = np.array([_mask_centre(h, size, mask.shape) for h in keep])
+        out = mask.copy()
+        for look in looks:
+            near = centres[np.argmin(np.hypot(*(centres - look.centre).T))]
+            x = look.x + int(round(near[0] - look.centre[0]))
+            y = look.y + int(round(near[1] - look.centre[1]))
+            rh, rw = look.prob.shape
+            x0, y0, x1, y1 = max(0, x), max(0, y), min(mask.shape[1], x + rw), min(mask.shape[0], y + rh)
+            if x1 - x0 < 2 or y1 - y0 < 2:
+                continue
+            worth = np.zeros_like(look.prob)
+            sub = (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x))
+            worth[sub] = 1.0 - kn.moved(then[look.y:look.y + rh, look.x:look.x + rw][sub], guide[y0:y1, x0:x1],
+                                        c.motion_level, c.noise)
+            blend_look(out, look.prob, x, y, c.second_feather, worth)
         return out
 
     def _carry(self, luma: Any, keep: Sequence[np.ndarray], size: tuple[int, int]) -> np.ndarray | None:
@@ -311,8 +382,9 @@ class Matte:
         k = twin.background
         h, w = image.shape[:2]
         size = self.segmenter.input_size(w, h)
-        crop = (lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s)) if _second(steady, second) else None
-        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady, keep=keep, crop=crop)
+        crop = lambda b, s: k.rgb_thumbnail(image[b[1]:b[3], b[0]:b[2]], s)  # noqa: E731
+        coef = self._coef_for(image, (w, h), lambda: k.rgb_thumbnail(image, size), steady, keep=keep, crop=crop,
+                              second=_second(steady, second))
         if not twin.ON_HOST:
             luma = (image[..., 0].float() * 0.299 + image[..., 1].float() * 0.587 + image[..., 2].float() * 0.114)
         else:
@@ -333,17 +405,18 @@ class Matte:
         size = self.segmenter.input_size(w, h)
         buf = self._buffer if self.reuse and twin.ON_HOST else (lambda *a: None)
         hs = (h // 2, w // 2)
-        crop = _i420_crop(k, y, u, v) if _second(steady, second) else None
+        crop, second = _i420_crop(k, y, u, v), _second(steady, second)
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
-            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep, crop)
+            coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep, crop, second)
             half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
             if not full:
                 return None, half
             up = k.upsample_alpha(half, (w, h), out=buf("alpha", (h, w), np.float32))
             return k.keep_polygons(up, keep), half
-        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep, crop=crop)
+        coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep, crop=crop,
+                              second=second)
         alpha = k.guided_alpha(coef, y, out=buf("alpha", (h, w), np.float32), work=buf("work", (h, w), np.float32))
         k.keep_polygons(alpha, keep)
         return alpha, k.half_alpha(alpha)
@@ -361,6 +434,11 @@ class Matte:
 
 def _centre(polygon: np.ndarray) -> np.ndarray:
     return np.asarray(polygon, np.float64)[:, :2].mean(axis=0)
+
+
+def _mask_centre(polygon: np.ndarray, frame_size: tuple[int, int], mask_shape: tuple[int, int]) -> tuple[float, float]:
+    cx, cy = _centre(polygon)
+    return float(cx * mask_shape[1] / frame_size[0]), float(cy * mask_shape[0] / frame_size[1])
 
 
 def face_hulls(faces: Sequence[Any]) -> list[np.ndarray]:
@@ -419,21 +497,29 @@ def head_box(hull: np.ndarray, frame_size: tuple[int, int], mask: np.ndarray,
     return (bx0, by0, bx1, by1) if bx1 - bx0 >= 16 and by1 - by0 >= 16 else None
 
 
-def merge_look(mask: np.ndarray, look: np.ndarray, box: tuple[int, int, int, int], frame_size: tuple[int, int],
-               feather: float) -> None:
-    """Write `look` (the network's probability of the frame's `box`) into `mask` (the whole frame's, at its
-    own size) in place, fading into it over `feather` of the box's side where the box is inside the frame."""
+def look_at_mask(look: np.ndarray, box: tuple[int, int, int, int], frame_size: tuple[int, int],
+                 mask_shape: tuple[int, int]) -> tuple[int, int, np.ndarray] | None:
+    """(x, y, the read at the mask's size) of `look` (the network's probability of the frame's `box`) for a
+    whole frame's mask of `mask_shape`; None where the box covers under 2 x 2 of the mask's pixels."""
     import cv2
 
-    mh, mw = mask.shape
+    mh, mw = mask_shape
     w, h = frame_size
     x0, y0, x1, y1 = box
     ix0, ix1 = int(round(x0 * mw / w)), int(round(x1 * mw / w))
     iy0, iy1 = int(round(y0 * mh / h)), int(round(y1 * mh / h))
-    rw, rh = ix1 - ix0, iy1 - iy0
-    if rw < 2 or rh < 2:
-        return
-    q = cv2.resize(np.asarray(look, np.float32), (rw, rh), interpolation=cv2.INTER_AREA)
+    if ix1 - ix0 < 2 or iy1 - iy0 < 2:
+        return None
+    return ix0, iy0, cv2.resize(np.asarray(look, np.float32), (ix1 - ix0, iy1 - iy0), interpolation=cv2.INTER_AREA)
+
+
+def blend_look(mask: np.ndarray, prob: np.ndarray, x: int, y: int, feather: float,
+               worth: np.ndarray | None = None) -> None:
+    """Write `prob` (a read at the mask's size) into `mask` from (x, y) in place, the part inside the mask,
+    fading into the mask over `feather` of its side where it lies inside the mask, and weighted by
+    `worth` (what the read is still worth per pixel, `prob`'s shape) when given."""
+    mh, mw = mask.shape
+    rh, rw = prob.shape
     ramp = max(1.0, feather * max(rw, rh))
 
     def weights(n: int, lo_open: bool, hi_open: bool) -> np.ndarray:
@@ -442,9 +528,24 @@ def merge_look(mask: np.ndarray, look: np.ndarray, box: tuple[int, int, int, int
         hi = np.minimum((n - i) / ramp, 1.0) if hi_open else np.ones(n, np.float32)
         return np.minimum(lo, hi)
 
-    wt = np.outer(weights(rh, iy0 > 0, iy1 < mh), weights(rw, ix0 > 0, ix1 < mw))
-    region = mask[iy0:iy1, ix0:ix1]
-    region += wt * (q - region)
+    x0, y0, x1, y1 = max(0, x), max(0, y), min(mw, x + rw), min(mh, y + rh)
+    if x1 <= x0 or y1 <= y0:
+        return
+    wt = np.outer(weights(rh, y > 0, y + rh < mh), weights(rw, x > 0, x + rw < mw))
+    if worth is not None:
+        wt *= worth
+    sub = (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x))
+    region = mask[y0:y1, x0:x1]
+    region += wt[sub] * (prob[sub] - region)
+
+
+def merge_look(mask: np.ndarray, look: np.ndarray, box: tuple[int, int, int, int], frame_size: tuple[int, int],
+               feather: float) -> None:
+    """Write `look` (the network's probability of the frame's `box`) into `mask` (the whole frame's, at its
+    own size) in place, fading into it over `feather` of the box's side where the box is inside the frame."""
+    placed = look_at_mask(look, box, frame_size, mask.shape)
+    if placed is not None:
+        blend_look(mask, placed[2], placed[0], placed[1], feather)
 
 
 def _color_i420(color: tuple[int, int, int]) -> tuple[float, float, float]:

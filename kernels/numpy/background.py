@@ -65,10 +65,18 @@ def steady(prev_mask: np.ndarray | None, mask: np.ndarray, prev_guide: np.ndarra
     proportion. No history (or a new size): the new mask."""
     if prev_mask is None or prev_guide is None or prev_mask.shape != mask.shape or prev_guide.shape != guide.shape:
         return mask.astype(np.float32, copy=True)
-    motion = _box(np.abs(guide - prev_guide), radius)
-    w = np.clip((motion - np.float32(noise)) * np.float32(1.0 / motion_level), 0.0, 1.0)
+    w = moved(prev_guide, guide, motion_level, noise, radius)
     w = w * np.float32(1.0 - still_weight) + np.float32(still_weight)
     return prev_mask + w * (mask - prev_mask)
+
+
+def moved(then: np.ndarray, now: np.ndarray, motion_level: float = 0.05, noise: float = 0.01,
+          radius: int = 2) -> np.ndarray:
+    """How far each pixel of the grey `now` moved from `then` (same shape, [0, 1]): 0 where the change,
+    averaged over a (2 radius + 1)^2 window, is under `noise` (a camera's sensor noise), 1 from `noise` +
+    `motion_level` up, in proportion between. What an earlier read of the picture is still worth there."""
+    motion = _box(np.abs(now - then), radius)
+    return np.clip((motion - np.float32(noise)) * np.float32(1.0 / motion_level), 0.0, 1.0)
 
 
 def person_moved_share(prev_luma: np.ndarray, prev_mask: np.ndarray, luma: np.ndarray, shift: tuple[float, float],

@@ -142,12 +142,13 @@ class MatteConfig:
     mirror images of each other, its person is. The second look costs two network runs per face (16 ms
     more on a 720p photo), which a stream's 4 ms does not hold; 0 turns it off. second_feather: the
     share of the box's side over which its mask fades into the first one.
-    stream_look_every: a stream takes the second look on every `stream_look_every`-th network run (about
-    once a second at 30 fps, the network on every other frame; 0: never) and holds it between: on the
-    network's other runs each held read, moved along with its face, goes into the new mask where the
-    picture has not moved since it was read (kernels.numpy.background.moved), and the new run's own read
-    stays where it has. A still person keeps the second look's mask; a hand or a turn has the first look
-    where it moves until the next read. A face more or fewer reads again at once."""
+    stream_look_every: a stream reads each face's head a second time once in `stream_look_every` network
+    runs (about once a second at 30 fps, the network on every other frame; 0: never), one face per run at
+    most (a new face first, then the oldest read), and holds each read between: on the network's other runs
+    a held read, moved along with its face, goes into the new mask where the picture has not moved since it
+    was read (kernels.numpy.background.moved), and the new run's own read stays where it has. A still
+    person keeps the second look's mask; a hand or a turn has the first look where it moves until the next
+    read."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -172,12 +173,15 @@ class MatteConfig:
 @dataclass(frozen=True, slots=True)
 class HeadLook:
     """One face's second look at the first mask's size: `prob` covers the mask's pixels from (x, y) (inside
-    the mask), read while the face's centre was at `centre` (mask pixels, x then y)."""
+    the mask), read while the face's centre was at `centre` (mask pixels, x then y). A stream's also keeps
+    the grey it read there (`grey`, `prob`'s shape) and the network run it was read on."""
 
     x: int
     y: int
     prob: np.ndarray
     centre: tuple[float, float]
+    grey: np.ndarray | None = None
+    run: int = 0
 
 
 class Matte:
@@ -207,16 +211,16 @@ class Matte:
         self.room_still = False      # the room stands where the network last read it (still, or the mask carried)
         self.moved = 0.0             # how far (frame px) the person moved since then, when the mask was carried
         self.carried = 0             # frames whose mask was the last one moved along with the face
-        self._held: tuple[list[HeadLook], np.ndarray, int] | None = None   # looks, the grey they read, faces then
-        self._since_look = 0         # network runs since the held looks were read
+        self._held: list[HeadLook] = []   # a stream's second looks, one per face
+        self._runs = 0               # a stream's network runs (first looks)
         self.looks_read = 0          # a stream's second looks read (each face's counts once)
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
         self._mask = self._guide = self._coef = self._key = self._probe = None
         self._host_coef = self._ref_luma = self._ref_centre = None
-        self._held = None
-        self._frames = self._since_look = 0
+        self._held = []
+        self._frames = self._runs = 0
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
                       keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
@@ -282,9 +286,9 @@ class Matte:
         return coef
 
     def _read_looks(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
-                    twin: Any) -> list[HeadLook]:
+                    twin: Any, guide: np.ndarray | None = None, run: int = 0) -> list[HeadLook]:
         """Each face's head-and-shoulders box read again by the network (MatteConfig.second_look), at the
-        size of `mask` (the first read's)."""
+        size of `mask` (the first read's); with the grey of `guide` there when given (a stream's)."""
         c = self.config
         looks = []
         for hull in keep:
@@ -302,7 +306,9 @@ class Matte:
                 self.network_runs += 1
             placed = look_at_mask(prob, box, size, mask.shape)
             if placed is not None:
-                looks.append(HeadLook(*placed, centre=_mask_centre(hull, size, mask.shape)))
+                x, y, q = placed
+                grey = None if guide is None else guide[y:y + q.shape[0], x:x + q.shape[1]].copy()
+                looks.append(HeadLook(x, y, q, _mask_centre(hull, size, mask.shape), grey, run))
         return looks
 
     def _second_look(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
@@ -315,37 +321,45 @@ class Matte:
 
     def _held_look(self, mask: np.ndarray, guide: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray],
                    crop: Crop, twin: Any) -> np.ndarray:
-        """A stream's `mask` with the second look read on every `stream_look_every`-th run (or when the
-        number of faces changed), and in between the held one, each moved with its nearest face and
-        written in only where the picture there has not moved since it was read."""
+        """A stream's `mask` with each face's held second look (MatteConfig.stream_look_every): one face
+        without a read, or with the oldest one past its time, is read on this run; the others' held reads
+        are moved with their faces and written in only where the picture has not moved since."""
         from kernels.numpy import background as kn
 
         c = self.config
-        self._since_look += 1
-        if self._held is None or self._held[2] != len(keep) or self._since_look >= c.stream_look_every:
-            looks = self._read_looks(mask, size, keep, crop, twin)
-            self._held, self._since_look = (looks, guide, len(keep)), 0
-            self.looks_read += len(looks)
-            out = mask.copy()
-            for look in looks:
-                blend_look(out, look.prob, look.x, look.y, c.second_feather)
-            return out
-        looks, then, _ = self._held
+        self._runs += 1
+        run = self._runs
         centres = np.array([_mask_centre(h, size, mask.shape) for h in keep])
+        held: dict[int, HeadLook] = {}
+        for look in self._held:                     # each read stays with the face nearest it, if still near
+            d = np.hypot(*(centres - look.centre).T)
+            j = int(np.argmin(d))
+            if d[j] <= look.prob.shape[1] / 2 and (j not in held or held[j].run < look.run):
+                held[j] = look
+        due = sorted((j for j in range(len(keep)) if j not in held or run - held[j].run >= c.stream_look_every),
+                     key=lambda j: held[j].run if j in held else -1)
+        for j in due:                               # a new face first, then the oldest read; one read a run
+            fresh = self._read_looks(mask, size, [keep[j]], crop, twin, guide, run)
+            if fresh:
+                held[j] = fresh[0]
+                self.looks_read += 1
+                break
         out = mask.copy()
-        for look in looks:
-            near = centres[np.argmin(np.hypot(*(centres - look.centre).T))]
-            x = look.x + int(round(near[0] - look.centre[0]))
-            y = look.y + int(round(near[1] - look.centre[1]))
+        for j, look in held.items():
+            if look.run == run:
+                blend_look(out, look.prob, look.x, look.y, c.second_feather)
+                continue
+            x = look.x + int(round(centres[j][0] - look.centre[0]))
+            y = look.y + int(round(centres[j][1] - look.centre[1]))
             rh, rw = look.prob.shape
             x0, y0, x1, y1 = max(0, x), max(0, y), min(mask.shape[1], x + rw), min(mask.shape[0], y + rh)
             if x1 - x0 < 2 or y1 - y0 < 2:
                 continue
             worth = np.zeros_like(look.prob)
             sub = (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x))
-            worth[sub] = 1.0 - kn.moved(then[look.y:look.y + rh, look.x:look.x + rw][sub], guide[y0:y1, x0:x1],
-                                        c.motion_level, c.noise)
+            worth[sub] = 1.0 - kn.moved(look.grey[sub], guide[y0:y1, x0:x1], c.motion_level, c.noise)
             blend_look(out, look.prob, x, y, c.second_feather, worth)
+        self._held = list(held.values())
         return out
 
     def _carry(self, luma: Any, keep: Sequence[np.ndarray], size: tuple[int, int]) -> np.ndarray | None:

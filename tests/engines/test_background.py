@@ -142,6 +142,24 @@ def test_a_streams_second_look_is_read_once_a_second_and_held_between():
         held.close()
 
 
+def test_a_stream_reads_one_head_a_network_run_however_many_faces():
+    """Two more network runs a face at once would stall a group's frame: a stream reads one face's head
+    per network run, a new face first, and holds each read until its time comes round again."""
+    scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=0.3)
+    other = scene.face_hull + np.array([500.0, 0.0])            # a second face, elsewhere in the frame
+    y, u, v = rgb_to_i420(scene.image)
+    matte = Matte(MatteConfig(every=1, stream_look_every=4))
+    try:
+        reads = []
+        for _ in range(6):
+            matte.alpha_i420(y, u, v, keep=[scene.face_hull, other])
+            reads.append(matte.looks_read)
+        assert reads == [1, 2, 2, 2, 3, 4]                       # each face again 4 runs after its read
+        assert matte.network_runs == 6 + 2 * 4
+    finally:
+        matte.close()
+
+
 def test_a_photos_second_look_on_torch_tensors_gives_the_same_matte(matte):
     torch = pytest.importorskip("torch")
     scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)

@@ -132,16 +132,17 @@ class MatteConfig:
     its luma at the chroma planes' size (half the frame's sides: 2.5 times finer than the network's mask)
     and brought up bilinearly for Y (a stream's compositing brings it up only along the person's edge,
     compose_i420), which costs about half the full-size fit; photos are fitted at full size.
-    second_look: a photo (not steadied), and a clip that asks (Matte.alpha_rgb's `second`), has each
-    face's head and shoulders read a second time: the box `second_look` face widths either side of the
-    face, a face width above it and twice `second_look` below, cut to the first mask's person, squared
-    with a quarter of its side around it and read at the network's own input size. In the whole frame's
-    thumbnail a head is 20-40 px, too few for the network to tell a busy room from hair and shoulders;
-    the second read is what the mask holds in that box (docs/background.md). second_mirror: the box is
-    read as it is and mirrored, and the two averaged: the network's mistakes in a busy room are not
-    mirror images of each other, its person is. The second look costs two network runs per face (16 ms
-    more on a 720p photo), which a stream's 4 ms does not hold; 0 turns it off. second_feather: the
-    share of the box's side over which its mask fades into the first one.
+    second_look: a photo (not steadied), and a clip that asks (Matte.alpha_rgb's `second`), has each face's
+    head and shoulders read a second time on every network run (a stream, on some: below): the box
+    `second_look` face widths either side of the face, a face width above it and twice `second_look` below,
+    cut to the first mask's person, squared with a quarter of its side around it and read at the network's
+    own input size. In the whole frame's thumbnail a head is 20-40 px, too few for the network to tell a
+    busy room from hair and shoulders; the second read is what the mask holds in that box
+    (docs/background.md). second_mirror: the box is read as it is and mirrored, and the two averaged: the
+    network's mistakes in a busy room are not mirror images of each other, its person is. The second look
+    costs two network runs per face (16 ms more on a 720p photo), which a stream's 4 ms does not hold on
+    every frame; 0 turns it off. second_feather: the share of the box's side over which its mask fades into
+    the first one.
     stream_look_every: a stream reads each face's head a second time once in `stream_look_every` network
     runs (about once a second at 30 fps, the network on every other frame; 0: never), one face per run at
     most (a new face first, then the oldest read), and holds each read between: on the network's other runs

@@ -30,8 +30,9 @@ class BackgroundStageConfig:
 class BackgroundStage:
     """One stream's background. `live` (a stream or a clip) steadies the matte over frames; a photo
     (`live=False`) takes its own. `second_look`: each face's head is read a second time
-    (engines.background.MatteConfig.second_look): photos always; a clip when asked (`livefuse process` and
-    clip jobs, which no frame clock hurries); never a stream, whose frame it would take past its budget."""
+    (engines.background.MatteConfig.second_look): photos always; a clip on every network run when asked
+    (`livefuse process` and clip jobs, which no frame clock hurries); a stream once a second, holding the
+    read between (MatteConfig.stream_look_every), since every run would take its frame past the budget."""
 
     name = "background"
 

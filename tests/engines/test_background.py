@@ -171,6 +171,17 @@ def test_a_photos_second_look_on_torch_tensors_gives_the_same_matte(matte):
     rgb_torch = matte.alpha_rgb(torch.from_numpy(scene.image), keep=[scene.face_hull]).numpy()
     # the crop's area shrink rounds differently by a level here and there: a few edge pixels move
     assert np.abs(rgb_host - rgb_torch).mean() < 1e-3 and ps.mask_iou(rgb_host, rgb_torch) > 0.999
+    # a stream's held second look reads the planes on their device alike
+    mattes = Matte(), Matte()
+    try:
+        for _ in range(4):
+            a_host = mattes[0].alpha_i420(y, u, v, keep=[scene.face_hull])[0]
+            a_torch = mattes[1].alpha_i420(*(torch.from_numpy(p) for p in (y, u, v)), keep=[scene.face_hull])[0]
+            assert np.abs(a_host - a_torch.numpy()).max() < 1e-3
+        assert mattes[0].looks_read == mattes[1].looks_read == 1
+    finally:
+        for m in mattes:
+            m.close()
 
 
 def test_head_box_holds_the_head_and_shoulders_and_stays_in_the_frame():

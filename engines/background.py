@@ -183,6 +183,7 @@ class HeadLook:
     centre: tuple[float, float]
     grey: np.ndarray | None = None
     run: int = 0
+    weights: dict = field(default_factory=dict, compare=False)   # its fade, by which sides lie inside the mask
 
 
 class Matte:
@@ -330,11 +331,11 @@ class Matte:
         c = self.config
         self._runs += 1
         run = self._runs
-        centres = np.array([_mask_centre(h, size, mask.shape) for h in keep])
+        centres = [_mask_centre(h, size, mask.shape) for h in keep]
         held: dict[int, HeadLook] = {}
         for look in self._held:                     # each read stays with the face nearest it, if still near
-            d = np.hypot(*(centres - look.centre).T)
-            j = int(np.argmin(d))
+            d = [np.hypot(cx - look.centre[0], cy - look.centre[1]) for cx, cy in centres]
+            j = int(np.argmin(d)) if len(d) > 1 else 0
             if d[j] <= look.prob.shape[1] / 2 and (j not in held or held[j].run < look.run):
                 held[j] = look
         due = sorted((j for j in range(len(keep)) if j not in held or run - held[j].run >= c.stream_look_every),
@@ -356,10 +357,9 @@ class Matte:
             x0, y0, x1, y1 = max(0, x), max(0, y), min(mask.shape[1], x + rw), min(mask.shape[0], y + rh)
             if x1 - x0 < 2 or y1 - y0 < 2:
                 continue
-            worth = np.zeros_like(look.prob)
             sub = (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x))
-            worth[sub] = 1.0 - kn.moved(look.grey[sub], guide[y0:y1, x0:x1], c.motion_level, c.noise)
-            blend_look(out, look.prob, x, y, c.second_feather, worth)
+            worth = np.subtract(1.0, kn.moved(look.grey[sub], guide[y0:y1, x0:x1], c.motion_level, c.noise))
+            blend_look(out, look.prob, x, y, c.second_feather, worth, look.weights)
         self._held = list(held.values())
         return out
 
@@ -529,10 +529,11 @@ def look_at_mask(look: np.ndarray, box: tuple[int, int, int, int], frame_size: t
 
 
 def blend_look(mask: np.ndarray, prob: np.ndarray, x: int, y: int, feather: float,
-               worth: np.ndarray | None = None) -> None:
+               worth: np.ndarray | None = None, cache: dict | None = None) -> None:
     """Write `prob` (a read at the mask's size) into `mask` from (x, y) in place, the part inside the mask,
     fading into the mask over `feather` of its side where it lies inside the mask, and weighted by
-    `worth` (what the read is still worth per pixel, `prob`'s shape) when given."""
+    `worth` (what the read is still worth on the part inside the mask) when given. `cache` keeps the
+    fade from call to call (a stream's held read: HeadLook.weights)."""
     mh, mw = mask.shape
     rh, rw = prob.shape
     ramp = max(1.0, feather * max(rw, rh))
@@ -546,12 +547,19 @@ def blend_look(mask: np.ndarray, prob: np.ndarray, x: int, y: int, feather: floa
     x0, y0, x1, y1 = max(0, x), max(0, y), min(mw, x + rw), min(mh, y + rh)
     if x1 <= x0 or y1 <= y0:
         return
-    wt = np.outer(weights(rh, y > 0, y + rh < mh), weights(rw, x > 0, x + rw < mw))
-    if worth is not None:
-        wt *= worth
+    sides = (y > 0, y + rh < mh, x > 0, x + rw < mw)
+    wt = None if cache is None else cache.get(sides)
+    if wt is None:
+        wt = np.outer(weights(rh, sides[0], sides[1]), weights(rw, sides[2], sides[3]))
+        if cache is not None:
+            cache[sides] = wt
     sub = (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x))
     region = mask[y0:y1, x0:x1]
-    region += wt[sub] * (prob[sub] - region)
+    step = prob[sub] - region
+    step *= wt[sub]
+    if worth is not None:
+        step *= worth
+    region += step
 
 
 def merge_look(mask: np.ndarray, look: np.ndarray, box: tuple[int, int, int, int], frame_size: tuple[int, int],

@@ -75,8 +75,11 @@ def moved(then: np.ndarray, now: np.ndarray, motion_level: float = 0.05, noise: 
     """How far each pixel of the grey `now` moved from `then` (same shape, [0, 1]): 0 where the change,
     averaged over a (2 radius + 1)^2 window, is under `noise` (a camera's sensor noise), 1 from `noise` +
     `motion_level` up, in proportion between. What an earlier read of the picture is still worth there."""
-    motion = _box(np.abs(now - then), radius)
-    return np.clip((motion - np.float32(noise)) * np.float32(1.0 / motion_level), 0.0, 1.0)
+    d = cv2.absdiff(np.ascontiguousarray(now, np.float32), np.ascontiguousarray(then, np.float32))
+    cv2.boxFilter(d, -1, (2 * radius + 1, 2 * radius + 1), dst=d, borderType=_BORDER)
+    d -= np.float32(noise)
+    d *= np.float32(1.0 / motion_level)
+    return np.clip(d, 0.0, 1.0, out=d)
 
 
 def person_moved_share(prev_luma: np.ndarray, prev_mask: np.ndarray, luma: np.ndarray, shift: tuple[float, float],

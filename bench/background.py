@@ -2,7 +2,7 @@
 colour, picture), timed side by side in one run (frames alternate off / on, so a drifting machine slows
 both alike); and the matte's quality on the hand-drawn truth (data/background): as the network's first
 look at a frame reads it, as a stream keys a still person (each face's head and shoulders read a second
-time once a second and held, MatteConfig.stream_look_every) and as a photo does (read a second time,
+time once a second and held, MatteConfig.stream_look_frames) and as a photo does (read a second time,
 MatteConfig.second_look), with a photo's matte timed both ways.
 
 Three clips are timed: a still person, one swaying 4 px a frame and one walking 26 px a frame with her face
@@ -11,7 +11,7 @@ swaying picture keeps its matte, and a walking person's matte (and blurred room)
 face. Each clip is also timed with the network on every frame (`every` 1). With the network on every
 other frame the per-frame times are two-valued, so the mean is the CPU a frame costs on average. Each
 mode is also timed with the stream's held second look off (`first_look_only`), in the same turn: a read
-every 16th network run costs its two network runs on that frame alone, so it shows in the mean and the p95
+one in 30 frames costs its two network runs on that frame alone, so it shows in the mean and the p95
 rather than the median."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _timing(frames: int) -> dict:
                                 session.backgrounds)
                 off_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every)))
                 on_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every)))
-                first_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every, stream_look_every=0)))
+                first_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every, stream_look_frames=0)))
                 off, on, first = [], [], []
                 for i in range(frames + 5):
                     (y, u, v), hull = clip[i % len(clip)]

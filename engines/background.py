@@ -143,9 +143,9 @@ class MatteConfig:
     costs two network runs per face (16 ms more on a 720p photo), which a stream's 4 ms does not hold on
     every frame; 0 turns it off. second_feather: the share of the box's side over which its mask fades into
     the first one.
-    stream_look_every: a stream reads each face's head a second time once in `stream_look_every` network
-    runs (about once a second at 30 fps, the network on every other frame; 0: never), one face per run at
-    most (a new face first, then the oldest read), and holds each read between: on the network's other runs
+    stream_look_frames: a stream reads each face's head a second time once in `stream_look_frames` frames
+    (a second at 30 fps; 0: never), on a frame the network reads, one face per run at most (a new face
+    first, then the oldest read), and holds each read between: on the network's other runs
     a held read, moved along with its face, goes into the new mask where the picture has not moved since it
     was read (kernels.numpy.background.moved), and the new run's own read stays where it has. A still
     person keeps the second look's mask; a hand or a turn has the first look where it moves until the next
@@ -168,21 +168,21 @@ class MatteConfig:
     second_look: float = 1.2
     second_mirror: bool = True
     second_feather: float = 0.1
-    stream_look_every: int = 16
+    stream_look_frames: int = 30
 
 
 @dataclass(frozen=True, slots=True)
 class HeadLook:
     """One face's second look at the first mask's size: `prob` covers the mask's pixels from (x, y) (inside
     the mask), read while the face's centre was at `centre` (mask pixels, x then y). A stream's also keeps
-    the grey it read there (`grey`, `prob`'s shape) and the network run it was read on."""
+    the grey it read there (`grey`, `prob`'s shape) and the stream frame it was read on."""
 
     x: int
     y: int
     prob: np.ndarray
     centre: tuple[float, float]
     grey: np.ndarray | None = None
-    run: int = 0
+    frame: int = 0
     weights: dict = field(default_factory=dict, compare=False)   # its fade, by which sides lie inside the mask
 
 
@@ -214,7 +214,6 @@ class Matte:
         self.moved = 0.0             # how far (frame px) the person moved since then, when the mask was carried
         self.carried = 0             # frames whose mask was the last one moved along with the face
         self._held: list[HeadLook] = []   # a stream's second looks, one per face
-        self._runs = 0               # a stream's network runs (first looks)
         self.looks_read = 0          # a stream's second looks read (each face's counts once)
 
     def reset(self) -> None:
@@ -222,7 +221,7 @@ class Matte:
         self._mask = self._guide = self._coef = self._key = self._probe = None
         self._host_coef = self._ref_luma = self._ref_centre = None
         self._held = []
-        self._frames = self._runs = 0
+        self._frames = 0
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
                       keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
@@ -238,7 +237,7 @@ class Matte:
         if crop is not None and keep and c.second_look > 0:
             if second:
                 mask = self._second_look(mask, frame_size, keep, crop, twin_for(like))
-            elif steady and c.stream_look_every > 0:
+            elif steady and c.stream_look_frames > 0:
                 mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
@@ -288,7 +287,7 @@ class Matte:
         return coef
 
     def _read_looks(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
-                    twin: Any, guide: np.ndarray | None = None, run: int = 0) -> list[HeadLook]:
+                    twin: Any, guide: np.ndarray | None = None, frame: int = 0) -> list[HeadLook]:
         """Each face's head-and-shoulders box read again by the network (MatteConfig.second_look), at the
         size of `mask` (the first read's); with the grey of `guide` there when given (a stream's)."""
         c = self.config
@@ -310,7 +309,7 @@ class Matte:
             if placed is not None:
                 x, y, q = placed
                 grey = None if guide is None else guide[y:y + q.shape[0], x:x + q.shape[1]].copy()
-                looks.append(HeadLook(x, y, q, _mask_centre(hull, size, mask.shape), grey, run))
+                looks.append(HeadLook(x, y, q, _mask_centre(hull, size, mask.shape), grey, frame))
         return looks
 
     def _second_look(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
@@ -323,32 +322,31 @@ class Matte:
 
     def _held_look(self, mask: np.ndarray, guide: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray],
                    crop: Crop, twin: Any) -> np.ndarray:
-        """A stream's `mask` with each face's held second look (MatteConfig.stream_look_every): one face
+        """A stream's `mask` with each face's held second look (MatteConfig.stream_look_frames): one face
         without a read, or with the oldest one past its time, is read on this run; the others' held reads
         are moved with their faces and written in only where the picture has not moved since."""
         from kernels.numpy import background as kn
 
         c = self.config
-        self._runs += 1
-        run = self._runs
+        now = self._frames
         centres = [_mask_centre(h, size, mask.shape) for h in keep]
         held: dict[int, HeadLook] = {}
         for look in self._held:                     # each read stays with the face nearest it, if still near
             d = [np.hypot(cx - look.centre[0], cy - look.centre[1]) for cx, cy in centres]
             j = int(np.argmin(d)) if len(d) > 1 else 0
-            if d[j] <= look.prob.shape[1] / 2 and (j not in held or held[j].run < look.run):
+            if d[j] <= look.prob.shape[1] / 2 and (j not in held or held[j].frame < look.frame):
                 held[j] = look
-        due = sorted((j for j in range(len(keep)) if j not in held or run - held[j].run >= c.stream_look_every),
-                     key=lambda j: held[j].run if j in held else -1)
+        due = sorted((j for j in range(len(keep)) if j not in held or now - held[j].frame >= c.stream_look_frames),
+                     key=lambda j: held[j].frame if j in held else -1)
         for j in due:                               # a new face first, then the oldest read; one read a run
-            fresh = self._read_looks(mask, size, [keep[j]], crop, twin, guide, run)
+            fresh = self._read_looks(mask, size, [keep[j]], crop, twin, guide, now)
             if fresh:
                 held[j] = fresh[0]
                 self.looks_read += 1
                 break
         out = mask.copy()
         for j, look in held.items():
-            if look.run == run:
+            if look.frame == now:
                 blend_look(out, look.prob, look.x, look.y, c.second_feather)
                 continue
             x = look.x + int(round(centres[j][0] - look.centre[0]))

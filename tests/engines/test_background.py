@@ -123,11 +123,11 @@ def test_a_photos_second_look_clears_the_room_around_the_head():
 
 def test_a_streams_second_look_is_read_once_a_second_and_held_between():
     """A stream's 4 ms cannot hold two more network runs a frame, so it reads each face's head a second
-    time on every 16th network run (about once a second) and holds that read: a still person in a busy
+    time once in 30 frames (a second at 30 fps) and holds that read: a still person in a busy
     room keeps the photo's matte, and the frames between cost what they cost without it."""
     scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)
     rng = np.random.default_rng(3)
-    first, held = Matte(MatteConfig(stream_look_every=0)), Matte()
+    first, held = Matte(MatteConfig(stream_look_frames=0)), Matte()
     try:
         for _ in range(34):                                   # a still person: the network on every other frame
             y, u, v = rgb_to_i420(_noisy(scene.image, rng, 2.0))
@@ -136,7 +136,7 @@ def test_a_streams_second_look_is_read_once_a_second_and_held_between():
         before, after = ps.iou(a_first, scene), ps.iou(a_held, scene)
         assert before < 0.93 and after >= before + 0.05, (before, after)      # measured 0.912 -> 0.981
         assert first.network_runs == 17 and first.looks_read == 0
-        assert held.looks_read == 2 and held.network_runs == 17 + 2 * 2       # runs 1 and 17, each mirrored
+        assert held.looks_read == 2 and held.network_runs == 17 + 2 * 2       # frames 0 and 30, each mirrored
     finally:
         first.close()
         held.close()
@@ -148,13 +148,13 @@ def test_a_stream_reads_one_head_a_network_run_however_many_faces():
     scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=0.3)
     other = scene.face_hull + np.array([500.0, 0.0])            # a second face, elsewhere in the frame
     y, u, v = rgb_to_i420(scene.image)
-    matte = Matte(MatteConfig(every=1, stream_look_every=4))
+    matte = Matte(MatteConfig(every=1, stream_look_frames=4))
     try:
         reads = []
         for _ in range(6):
             matte.alpha_i420(y, u, v, keep=[scene.face_hull, other])
             reads.append(matte.looks_read)
-        assert reads == [1, 2, 2, 2, 3, 4]                       # each face again 4 runs after its read
+        assert reads == [1, 2, 2, 2, 3, 4]                       # each face again 4 frames after its read
         assert matte.network_runs == 6 + 2 * 4
     finally:
         matte.close()

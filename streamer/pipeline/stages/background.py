@@ -32,7 +32,7 @@ class BackgroundStage:
     (`live=False`) takes its own. `second_look`: each face's head is read a second time
     (engines.background.MatteConfig.second_look): photos always; a clip on every network run when asked
     (`livefuse process` and clip jobs, which no frame clock hurries); a stream once a second, holding the
-    read between (MatteConfig.stream_look_every), since every run would take its frame past the budget."""
+    read between (MatteConfig.stream_look_frames), since every run would take its frame past the budget."""
 
     name = "background"
 

@@ -142,12 +142,12 @@ def test_a_still_picture_reuses_the_blurred_room(scene, monkeypatch):
 def test_a_clip_reads_the_head_twice_on_every_network_run_and_a_stream_holds_one_read():
     """Grace Hopper before the cat photo: in the whole frame's thumbnail the cat's fur beside her head
     passes for hair. A clip (`livefuse process`, clip jobs: steadied like a stream, no frame clock) reads
-    her head a second time on each frame the network reads, as a photo does; a stream reads it on every
-    16th network run and holds the read between, so both key her as a photo does."""
+    her head a second time on each frame the network reads, as a photo does; a stream reads it once in
+    30 frames and holds the read between, so both key her as a photo does."""
     scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)
     ctx = frame_context(Session().update(background=BackgroundSpec("color", color=(0, 255, 0))))
     ious, runs = {}, {}
-    first_look_only = BackgroundStageConfig(matte=MatteConfig(stream_look_every=0))
+    first_look_only = BackgroundStageConfig(matte=MatteConfig(stream_look_frames=0))
     for name, stage in (("first look only", BackgroundStage(first_look_only)), ("stream", BackgroundStage()),
                         ("clip", BackgroundStage(second_look=True))):
         for _ in range(4):

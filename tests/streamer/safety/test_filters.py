@@ -184,7 +184,7 @@ def test_terms_spare_ordinary_near_misses_and_refuse_their_twins():
     """data/policy/near_misses: ordinary prompts in eight languages written to share words with the term
     lists (shades, school and teacher looks, costumes, 'baby-soft skin', words that hold a term's letters)
     and prompts that use the same words to ask for what is refused. The terms and patterns alone refuse
-    under 1 % of the first (0.35 % measured, docs/safety.md) and all of the second."""
+    under 1 % of the first (0.38 % measured, docs/safety.md) and all of the second."""
     terms = PromptFilter(None, None)
     allowed = [t for lang in ("en", "es", "pt", "fr", "de", "zh", "ja", "ko") for t in _near_misses(f"allowed_{lang}.txt")]
     refused_ordinary = [t for t in allowed if not terms.check(t).allowed]

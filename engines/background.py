@@ -135,21 +135,19 @@ class MatteConfig:
     second_look: a photo (not steadied), and a clip that asks (Matte.alpha_rgb's `second`), has each face's
     head and shoulders read a second time on every network run (a stream, on some: below): the box
     `second_look` face widths either side of the face, a face width above it and twice `second_look` below,
-    cut to the first mask's person, squared with a quarter of its side around it and read at the network's
-    own input size. In the whole frame's thumbnail a head is 20-40 px, too few for the network to tell a
-    busy room from hair and shoulders; the second read is what the mask holds in that box
-    (docs/background.md). second_mirror: the box is read as it is and mirrored, and the two averaged: the
-    network's mistakes in a busy room are not mirror images of each other, its person is. The second look
-    costs two network runs per face (about 11 ms more on a 720p photo), which a stream's 4 ms does not hold on
-    every frame; 0 turns it off. second_feather: the share of the box's side over which its mask fades into
-    the first one.
-    stream_look_frames: a stream reads each face's head a second time once in `stream_look_frames` frames
-    (a second at 30 fps; 0: never), on a frame the network reads, one face per run at most (a new face
-    first, then the oldest read), and holds each read between: on the network's other runs
-    a held read, moved along with its face, goes into the new mask where the picture has not moved since it
-    was read (kernels.numpy.background.moved), and the new run's own read stays where it has. A still
-    person keeps the second look's mask; a hand or a turn has the first look where it moves until the next
-    read."""
+    cut to the first mask's person, squared with a quarter of its side around it and read at the network's own
+    input size. In the whole frame's thumbnail a head is 20-40 px, too few for the network to tell a busy room
+    from hair and shoulders; the second read is what the mask holds in that box (docs/background.md).
+    second_mirror: the box is read as it is and mirrored, and the two averaged: the network's mistakes in a
+    busy room are not mirror images of each other, its person is. The second look costs two network runs per
+    face (about 11 ms more on a 720p photo), which a stream's 4 ms does not hold on every frame; 0 turns it
+    off. second_feather: the share of the box's side over which its mask fades into the first one.
+    stream_look_frames: a stream reads each face's head a second time once in `stream_look_frames` frames (a
+    second at 30 fps; 0: never), on a frame the network reads, one face per run at most (a new face first,
+    then the oldest read), and holds each read between: on the network's other runs a held read, moved along
+    with its face, goes into the new mask where the picture has not moved since it was read
+    (kernels.numpy.background.moved), and the new run's own read stays where it has. A still person keeps the
+    second look's mask; a hand or a turn has the first look where it moves until the next read."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2

@@ -24,7 +24,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-quality", action="store_true", help="the stream's timing only")
     parser.add_argument("--no-stream", action="store_true", help="the quality and a photo's matte only")
     parser.add_argument("--gallery", metavar="DIR", help="also write second_look.png there: scenes keyed green "
-                                                         "as a stream frame and as a photo reads them, side by side")
+                                                         "as the first look and as a photo (and a still stream) "
+                                                         "reads them, side by side")
     parser.add_argument("--product", action="store_true",
                         help="also the whole product pipeline at 1280x720 (faces, fusion, edits, background, "
                              "watermark; the demo source and a prompt) with the background off, a colour and a blur, "
@@ -159,7 +160,7 @@ def _quality() -> dict:
                     for room in ("coffee", "rocket", "chelsea", "brick", "studio"):
                         s = ps.pasted_scene(name, room, height=h, centre_x=c)
                         if label == "stream_still":
-                            a = stream_alpha(matte, s.image, s.face_hull).copy()
+                            a = stream_alpha(matte, s.image, s.face_hull)
                         else:
                             a = matte.alpha_i420(*rgb_to_i420(s.image), steady=False, keep=[s.face_hull])[0]
                         r["pasted_iou"][f"{name}/{room}/{h}"] = round(ps.iou(a, s), 4)

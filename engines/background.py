@@ -354,7 +354,8 @@ class Matte:
             if x1 - x0 < 2 or y1 - y0 < 2:
                 continue
             sub = (slice(y0 - y, y1 - y), slice(x0 - x, x1 - x))
-            worth = np.subtract(1.0, kn.moved(look.grey[sub], guide[y0:y1, x0:x1], c.motion_level, c.noise))
+            worth = kn.moved(look.grey[sub], guide[y0:y1, x0:x1], c.motion_level, c.noise)
+            np.subtract(1.0, worth, out=worth)
             blend_look(out, look.prob, x, y, c.second_feather, worth, look.weights)
         self._held = list(held.values())
         return out

@@ -74,7 +74,8 @@ def moved(then: np.ndarray, now: np.ndarray, motion_level: float = 0.05, noise: 
           radius: int = 2) -> np.ndarray:
     """How far each pixel of the grey `now` moved from `then` (same shape, [0, 1]): 0 where the change,
     averaged over a (2 radius + 1)^2 window, is under `noise` (a camera's sensor noise), 1 from `noise` +
-    `motion_level` up, in proportion between. What an earlier read of the picture is still worth there."""
+    `motion_level` up, in proportion between. One minus it is what an earlier read of the picture is still
+    worth there (a stream's held second look, engines/background.py)."""
     d = cv2.absdiff(np.ascontiguousarray(now, np.float32), np.ascontiguousarray(then, np.float32))
     cv2.boxFilter(d, -1, (2 * radius + 1, 2 * radius + 1), dst=d, borderType=_BORDER)
     d -= np.float32(noise)

@@ -134,7 +134,7 @@ def test_a_streams_second_look_is_read_once_a_second_and_held_between():
             a_first = first.alpha_i420(y, u, v, keep=[scene.face_hull])[0]
             a_held = held.alpha_i420(y, u, v, keep=[scene.face_hull])[0]
         before, after = ps.iou(a_first, scene), ps.iou(a_held, scene)
-        assert before < 0.93 and after >= before + 0.05, (before, after)      # measured 0.912 -> 0.981
+        assert before < 0.93 and after >= before + 0.05, (before, after)      # measured 0.911 -> 0.981
         assert first.network_runs == 17 and first.looks_read == 0
         assert held.looks_read == 2 and held.network_runs == 17 + 2 * 2       # frames 0 and 30, each mirrored
     finally:
@@ -313,10 +313,10 @@ def test_a_walking_person_is_carried_with_their_face_between_network_runs():
                 y, u, v = rgb_to_i420(_noisy(scene.image, rng, 2.0))
                 alpha = matte.alpha_i420(y, u, v, keep=[hull])[0]
                 if i:                                     # (the hull is the person whatever the network says)
-                    behind = prev_person & ~scene.person & ~_grown(hull)
-                    assert np.mean(alpha[behind] > 0.5) < 0.1, (follows, i)   # no trail where she stood
+                    room_now = ~scene.person & ~_grown(hull)
+                    assert np.mean(alpha[prev_person & room_now] > 0.5) < 0.1, (follows, i)   # no trail where she stood
                     # nor where the held second look read her head: it gives way where the picture moved
-                    assert np.mean(alpha[start & ~scene.person & ~_grown(hull)] > 0.5) < 0.1, (follows, i)
+                    assert np.mean(alpha[start & room_now] > 0.5) < 0.1, (follows, i)
                 if i and follows:
                     ious.append(ps.iou(alpha, scene))
                 prev_person = scene.person

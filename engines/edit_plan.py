@@ -35,6 +35,10 @@ FACE_SIDES = (234, 454)      # face width at the cheekbones
 CHIN, FOREHEAD, NOSE_TIP = 152, 10, 4
 NOSE_WINGS = (129, 358)
 CHEEKS = (50, 280)
+CHIN_FLANKS = ((176, 400), (149, 378))   # the face oval's points either side of the chin, nearest first
+NOSE_BASE = (1, 2)                       # the nose's tip and the point under it, where the septum meets the lip
+# where a highlighter goes: the cheekbones, down the nose's bridge, the forehead's middle, the chin's ball
+GLOW_POINTS = {"cheekbones": (117, 346), "bridge": (6, 197, 195, 5), "forehead": (151,), "chin": (199,)}
 EYE_CORNERS = ((33, 133), (362, 263))
 # each eye: its outline's loop name, its corners and its iris ring's loop name (engines.mesh.loops)
 EYES = (("right_eye", (33, 133), "right_iris"), ("left_eye", (362, 263), "left_iris"))
@@ -58,6 +62,11 @@ class EditConfig:
     lip_reach: float = 0.15        # the skin beyond a lip's edge takes up the move over this share of the mouth's width
     lip_corner: float = 0.2        # and the move eases to nothing at the corners over this share of it
     brow_lift: float = 0.04
+    chin_drop: float = 0.07        # chin = 1: the chin's point this far down (lip to chin 13-20 % longer, dlib)
+    chin_sigma: float = 0.13       # the reach of that move: shorter, and the neck below it is squeezed into a line
+    chin_taper: float = 0.35       # and its flanks this share of it in toward the midline: to a point (V-line)
+    nose_drop: float = 0.04        # nose_length = 1: the tip this far down the face (< 0: up, a shorter nose)
+    nose_sigma: float = 0.08
     brightness: float = 0.30
     tan: float = 0.95              # tan = 1: kernels' TAN_ABSORB this far (Biden's lit skin: L* -6.7)
     tan_soft: float = 0.08         # the tan's edge: a Gaussian this many face widths wide
@@ -71,6 +80,13 @@ class EditConfig:
     brow_tint: float = 0.26        # brow_tint = 1: the brows this far toward their shade (more moves dlib's identity past 0.2)
     brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
     brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
+    gloss: float = 0.5             # lip_gloss = 1: the lips' highlight this far toward white
+    glow: float = 0.26             # skin_glow = 1: the highlighter's spots this far toward white (more moves
+                                   # dlib's identity past 0.2)
+    matte: float = 0.37            # lip_gloss or skin_glow = -1: this share of the shine taken off (more and the
+                                   # skin's own highlights, part of its shape, go: dlib's identity moves past 0.2)
+    shine_radius: float = 0.1      # matte: the shine is the white on top of the region's mean colour within this
+                                   # radius (face widths; kernels.numpy.edits.shine)
     sharpen: float = 1.5           # skin_smooth = -1: texture pushed this far past the original
     smooth_radius: float = 0.025   # guided-filter radius, fraction of face width
     smooth_eps: float = 150.0      # guided-filter eps in 8-bit units squared: edges with more variance survive
@@ -162,6 +178,7 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
         roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops,
         smooth_radius=max(1, int(round(config.smooth_radius * fw))) if smooth else 0,
         smooth_eps=config.smooth_eps if smooth else 0.0,
+        shine_radius=max(1, int(round(config.shine_radius * fw / c))) if ("lip_gloss" in e or "skin_glow" in e) else 0,
         map_xy=map_xy, map_box=map_box,
     )
 
@@ -193,6 +210,12 @@ def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: Ed
         ops["brows"] = Masked(t * cfg.brow_tint if t > 0 else t * cfg.brow_tint_less, masks["brows"], paint["brow_tint"])
     if "saturation" in e:
         ops["saturation"] = Masked(e["saturation"] * cfg.saturation, masks["face"])
+    if "lip_gloss" in e:   # > 0: the highlight's spots toward white; < 0: all of the lips made matte
+        t = e["lip_gloss"]
+        ops["gloss"] = Masked(t * cfg.gloss if t > 0 else t * cfg.matte, masks["gloss"])
+    if "skin_glow" in e:
+        t = e["skin_glow"]
+        ops["glow"] = Masked(t * cfg.glow if t > 0 else t * cfg.matte, masks["glow"])
     if "skin_smooth" in e:
         s = e["skin_smooth"]
         ops["smooth"] = Masked(s if s > 0 else cfg.sharpen * s, masks["skin"])
@@ -232,8 +255,8 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     parsed = parsed or {}
     masks: dict[str, np.ndarray] = {}
     soft = 0.03 * fw
-    need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour"))
-    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth"))
+    need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour")) or e.get("skin_glow", 0.0) > 0
+    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth")) or e.get("skin_glow", 0.0) < 0
     face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin or "tan" in e) else None
 
     def bare(eyes: tuple[float, float], lips: tuple[float, float]) -> np.ndarray:
@@ -245,7 +268,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
                  _scaled(_loop(local, "lips_outer"), *lips)]
         return 1.0 - polygon_mask(shape, holes)
 
-    if need_skin:    # smoothing and warmth keep clear of the lashes and the lip line
+    if need_skin:    # smoothing, warmth and matte keep clear of the lashes and the lip line
         masks["skin"] = feather(face * bare((1.5, 2.2), (1.12, 1.25)), soft)
     if "tan" in e:
         # the sun reaches the lids and the lip line (no pale rings), and a tan has no edge: a wide feather
@@ -253,7 +276,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
         masks["tan"] = feather(face * bare((1.0, 1.0), (1.0, 1.0)), cfg.tan_soft * fw)
     if need_face:
         masks["face"] = feather(face, soft)
-    if "lip_tint" in e:
+    if "lip_tint" in e or "lip_gloss" in e:
         if "lips" in parsed:
             lips = parsed["lips"]
         else:
@@ -261,6 +284,27 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
         # a lip is two or three cells tall at the colour level, so the feather leaves none at full weight:
         # the gain brings the lips' middle to 1 (the named shade lands) and the feather's reach stays as it is
         masks["lips"] = np.minimum(1.0, 1.5 * feather(lips, 0.012 * fw))
+    if "lip_gloss" in e:
+        if e["lip_gloss"] > 0:
+            # light catches a wet lip along the middle of each lip's curve, the lower lip's most: blobs
+            # halfway between each lip's outer and inner edge, kept on the lips
+            (up_out, up_in), (low_out, low_in) = LIPS
+            lower = gaussian_blobs(shape, [(local[low_out[k]] + local[low_in[k]]) / 2 for k in (3, 5, 7)], 0.03 * fw,
+                                   cfg.grid_step)
+            upper = gaussian_blobs(shape, [(local[up_out[k]] + local[up_in[k]]) / 2 for k in (3, 5, 7)], 0.025 * fw,
+                                   cfg.grid_step)
+            # kept off the skin by the lips' region feathered wide: a highlight fades out, it has no lip line
+            masks["gloss"] = np.maximum(lower, 0.6 * upper) * np.minimum(1.0, 2.0 * feather(masks["lips"], 0.02 * fw))
+        else:
+            masks["gloss"] = masks["lips"]
+    if "skin_glow" in e:
+        if e["skin_glow"] > 0:
+            sizes = {"cheekbones": 0.075, "bridge": 0.03, "forehead": 0.08, "chin": 0.045}
+            spots = [gaussian_blobs(shape, [local[i] for i in idx], sizes[k] * fw, cfg.grid_step)
+                     for k, idx in GLOW_POINTS.items()]
+            masks["glow"] = np.maximum.reduce(spots) * masks["face"]
+        else:
+            masks["glow"] = masks["skin"]
     if "blush" in e:
         masks["blush"] = gaussian_blobs(shape, [local[i] for i in CHEEKS], 0.09 * fw, cfg.grid_step) * masks["face"]
     if "contour" in e:
@@ -307,6 +351,24 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
                 anchors.append(p)
                 moves.append(e["brow_raise"] * cfg.brow_lift * fw * up / 2.0)
                 sigmas.append(0.07 * fw)
+    if "chin" in e:
+        s = e["chin"] * cfg.chin_drop * fw
+        anchors.append(local[CHIN])
+        moves.append(-s * up)
+        sigmas.append(cfg.chin_sigma * fw)
+        # the flanks go with it, less, and in toward the chin's line when it grows (to a point, a V-line);
+        # a shorter chin keeps its width (pushed out, the flanks would bulge the jaw line)
+        for flank, share in zip(CHIN_FLANKS, (0.6, 0.3)):
+            for i in flank:
+                inward = float(np.sign(np.dot(local[CHIN] - local[i], right)))
+                anchors.append(local[i])
+                moves.append(share * (max(s, 0.0) * cfg.chin_taper * inward * right - s * up))
+                sigmas.append(cfg.chin_sigma * fw)
+    if "nose_length" in e:
+        for i, share in zip(NOSE_BASE, (1.0, 0.7)):   # the tip most; under it less, so the lip takes up little
+            anchors.append(local[i])
+            moves.append(-e["nose_length"] * share * cfg.nose_drop * fw * up)
+            sigmas.append(cfg.nose_sigma * fw)
     if "eye_size" in e:
         for a, b in EYE_CORNERS:
             eye_w = float(np.linalg.norm(local[a] - local[b]))

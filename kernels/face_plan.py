@@ -36,6 +36,9 @@ class FacePlan:
       lids        > 0: toward rgb by amount, lightness too; < 0: toward white by -amount
       brows       as lids
       saturation  chroma *= 1 + amount
+      gloss       > 0: toward white by amount (a highlight); < 0: -amount of the shine taken off
+                  (matte; kernels.numpy.edits.shine: the white on top of the region's own colour)
+      glow        as gloss
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
     """
 
@@ -50,9 +53,12 @@ class FacePlan:
     lids: Masked | None = None
     brows: Masked | None = None
     saturation: Masked | None = None
+    gloss: Masked | None = None
+    glow: Masked | None = None
     smooth: Masked | None = None
     smooth_radius: int = 0                  # guided-filter window radius in ROI pixels
     smooth_eps: float = 0.0                 # guided-filter eps in 8-bit units squared
+    shine_radius: int = 0                   # matte's base colour: box radius in colour-level cells
     map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
     map_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI where the map moves pixels
                                             # (kernels.numpy.flow.moving_map); elsewhere it is the identity
@@ -62,7 +68,7 @@ class FacePlan:
     def colour(self) -> bool:
         """Any colour op on."""
         return any(op is not None for op in (self.warmth, self.brightness, self.tan, self.lips, self.blush, self.contour,
-                                             self.lids, self.brows, self.saturation))
+                                             self.lids, self.brows, self.saturation, self.gloss, self.glow))
 
     @property
     def appearance(self) -> bool:

@@ -16,7 +16,7 @@ from functools import cache
 GLOSSARY: dict[str, str] = {
     # frames and joins
     "让我": "make me", "给我": "give me", "我想要": "i want", "我要": "i want", "请": "please", "帮我": "help me get",
-    "看起来": "look", "显得": "look", "一些": "some", "的": " ", "和": " and ", "还有": " and ", "加上": " plus ",
+    "看起来": "look", "显得": "look", "一些": "some", "的": " ", "和": " and ", "还有": " and ", "加上": ", plus ",
     "并且": " and ", "同时": " and ", "，": ", ", "、": ", ", "；": "; ", "。": ". ", "！": "! ", "又": " and ",
     # intensities and negation
     "稍微": "slightly", "有点": "a bit", "一点": "a bit", "一点点": "a little", "淡淡": "subtle", "轻微": "slight",
@@ -70,6 +70,16 @@ GLOSSARY: dict[str, str] = {
     "眉毛浓一点": "slightly darker eyebrows", "淡眉": "lighter eyebrows", "眉毛淡一点": "slightly lighter eyebrows",
     "黑色眉毛": "black eyebrows", "棕色眉毛": "brown brows", "深棕色眉毛": "dark brown eyebrows", "深棕色": "dark brown",
     "眉毛": "eyebrows",
+    # chin, nose length, lip gloss, glow
+    "尖下巴": "a pointed chin", "v字下巴": "a v-line chin", "下巴长一点": "a slightly longer chin",
+    "下巴尖一点": "a slightly more pointed chin", "短下巴": "a shorter chin", "下巴短一点": "a slightly shorter chin",
+    "下巴小一点": "a slightly smaller chin", "短鼻子": "a shorter nose", "鼻子短一点": "a slightly shorter nose",
+    "小翘鼻": "a cute upturned nose", "鼻头上翘": "a lifted nose tip", "长鼻子": "a longer nose",
+    "鼻子长一点": "a slightly longer nose", "水光唇": "glossy lips", "唇釉": "lip gloss", "镜面唇": "wet-look lips",
+    "亮晶晶的嘴唇": "shiny lips", "水润唇": "juicy glossy lips", "哑光唇": "matte lips", "雾面唇": "a matte lip",
+    "丝绒唇": "velvet matte lips", "高光": "highlighter", "打高光": "highlighter on my cheekbones", "光泽肌": "dewy skin",
+    "水光感": "a dewy glow", "自然光泽": "a healthy glow", "哑光肌": "matte skin", "雾面妆": "a matte finish",
+    "控油": "shine-free skin", "雾面肌": "powdered matte skin", "不油光": "an oil-free matte face",
     # lips' shape
     "丰唇": "fuller lips", "嘟嘟唇": "pouty lips", "嘴唇丰满一点": "slightly fuller lips", "厚嘴唇": "thick lips",
     "嘴唇饱满": "full lips", "薄嘴唇": "thin lips", "嘴唇薄一点": "slightly thinner lips", "小嘴唇": "small lips",

@@ -99,8 +99,9 @@ def negation_stem(clause: str) -> str | None:
 _FRENCH_NE = re.compile(r"\bne\b|\bn'")
 
 
-# Wishes are joined by punctuation (、。 stay after NFKC) or 'and / with / plus / also / but' and their
-# Spanish, Portuguese, French and German words; Chinese joins 还有 / 加上 / 并且 / 同时 / 但是 / 可是 / 不过 /
+# Wishes are joined by punctuation (、。 stay after NFKC) or 'and / with / also / but' and their
+# Spanish, Portuguese, French and German words ('plus' only after a comma, which splits anyway: the French
+# comparative, "un menton plus court", is one wish and means "shorter"); Chinese joins 还有 / 加上 / 并且 / 同时 / 但是 / 可是 / 不过 /
 # 而且 and 和 where it is not part of a word (温和, 柔和, 平和, 暖和, 和谐 ...). Korean joins with the words 그리고 / 및 / 하고 ("X 하고
 # Y": do X and Y; not 하고 싶어, "want to"), and its negations 없이 / 말고 / 빼고 end their wish ("X 빼고 Y":
 # leave X out, and Y) unless only a request ending follows ("X 빼고 해줘"). Japanese particles that join
@@ -110,7 +111,7 @@ _FRENCH_NE = re.compile(r"\bne\b|\bn'")
 _KO_REQUEST_END = r"(?:해|해줘|해주세요|해 주세요|부탁해|부탁해요|부탁합니다|적용해줘|적용해 줘|주세요)\s*$"
 _JA_REQUEST_END = r"(?:で|に|と)?(?:お願い(?:します)?|よろしく|して(?:ください)?|ください)?\s*$"
 _CLAUSE_SPLIT = re.compile(
-    r"\s*(?:[,;.!?+/|、。]|\b(?:and|with|plus|also|but|y|con|pero|e|com|mas|et|avec|mais|und|mit|aber)\b|"
+    r"\s*(?:[,;.!?+/|、。]|\b(?:and|with|also|but|y|con|pero|e|com|mas|et|avec|mais|und|mit|aber)\b|"
     r"还有|加上|并且|同时|但是|可是|不过|而且|(?<![温柔平缓暖随祥亲总])和(?![谐善蔼])|"
     r"(?<!\S)(?:그리고|및|하고(?!\s*싶))(?!\S))\s*"
     r"|(?<=없이|말고|빼고)\s+(?!" + _KO_REQUEST_END + r")"
@@ -135,14 +136,22 @@ def _zh_negated_then_wanted(part: str) -> tuple[str, ...]:
     return (m.group(1), m.group(2)) if m else (part,)
 
 
+# Portuguese says where a wish goes with "no / na / nos / nas" + the face or the lips ("blush no rosto", "batom
+# vermelho no lábio"): the place adds nothing a wish does not already say, and "no" reads to the encoder
+# as the English and Spanish negation that half of the corpus' "sem X no rosto" carry, so a head learnt to
+# turn "X no rosto" down. Each clause is read without it, by the head and by the negation gate alike.
+_PT_FACE_PLACE = re.compile(r"\s+(?:no|na|nos|nas)\s+(?:(?:meu|minha|seu|sua)\s+)?(?:rosto|rostinho|lábios?|boca)\b")
+
+
 def clauses(text: str) -> list[str]:
-    """The wishes in a prompt: split at punctuation, at 'and / with / plus / also / but' (and their
+    """The wishes in a prompt: split at punctuation, at 'and / with / also / but' (and their
     words in the languages above) and around emoji; a repeated
     wish counts once (pasting "red lips, red lips, ..." must not stack). Capped at MAX_CLAUSES (the rest
     joins the last clause, where the encoder's token limit applies)."""
     if _EMOJI_RUN.sub("", text).strip():
         text = _EMOJI_RUN.sub(",", text)
-    parts = (piece.strip() for part in _CLAUSE_SPLIT.split(text) for piece in _zh_negated_then_wanted(part))
+    parts = (_PT_FACE_PLACE.sub("", piece).strip() for part in _CLAUSE_SPLIT.split(text)
+             for piece in _zh_negated_then_wanted(part))
     found = list(dict.fromkeys(c for c in parts if c))
     if len(found) > MAX_CLAUSES:
         found = found[:MAX_CLAUSES - 1] + [" ".join(found[MAX_CLAUSES - 1:])]

@@ -19,6 +19,7 @@ TAN_ABSORB = np.array([0.15, 0.24, 0.42], np.float32)
 PAINT_LUMA = 0.3  # how far lipstick and blush pull lightness toward their colour (chroma goes all the way)
 LIDS_LUMA = 1.0   # eyeshadow and liner are worn to darken the lids: lightness goes all the way too
 NUDE_LIFT = 12.0   # pale lips go toward the grey of the lips plus this
+SHINE_FLOOR = 2.0  # matte takes off the shine past this many levels (kernels' `shine`)
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
@@ -201,7 +202,43 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         x -= grey
         x *= 1.0 + (op.amount * op.mask)[..., None]
         x += grey
+    for op in (plan.gloss, plan.glow):    # lip gloss and the skin's glow: a highlight, or matte
+        if op is None:
+            continue
+        if op.amount > 0:
+            t = 255.0 - x
+            t *= (op.amount * op.mask)[..., None]
+            x += t
+        else:
+            x -= (-op.amount * op.mask * shine(x, plan.shine_radius, op.mask))[..., None]
     return x
+
+
+def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
+    """The shine a matte finish takes off: per pixel, the white it carries on top of the colour around it,
+    where it is also brighter than its surroundings. Read by the dichromatic reflection model, a gloss
+    reflects the light's white and the skin or lip below reflects its own colour: x = k * base + s * (1, 1, 1),
+    base the mean colour within `radius` of the region `weight` covers (a box, reflect-101 borders: hair,
+    brows and lips around the skin do not colour it), k the shading and s the white, solved per pixel by
+    least squares. A wrinkle's ridge or a cheekbone's light is brighter but no whiter (k changes, not s), a
+    freckle is darker: both stay. s is capped by how far the grey stands above the base's, less
+    SHINE_FLOOR, and is 0 under it."""
+    r = max(1, radius)
+    k = (2 * r + 1, 2 * r + 1)
+    w = np.ascontiguousarray(weight, np.float32)
+    base = cv2.boxFilter(x * w[..., None], -1, k, borderType=cv2.BORDER_REFLECT_101)
+    base /= np.maximum(cv2.boxFilter(w, -1, k, borderType=cv2.BORDER_REFLECT_101), 1e-3)[..., None]
+    bb = (base * base).sum(axis=2)
+    b1 = base.sum(axis=2)
+    bx = (base * x).sum(axis=2)
+    x1 = x.sum(axis=2)
+    det = 3.0 * bb - b1 * b1      # [[bb, b1], [b1, 3]] [k, s] = [bx, x1]; small only where base is grey
+    white = (bb * x1 - b1 * bx) / np.maximum(det, 1e-3 * bb + 1.0)
+    g = _grey(x)
+    g -= _grey(base)
+    np.minimum(white, g, out=white)
+    white -= SHINE_FLOOR
+    return np.maximum(white, 0.0)
 
 
 def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:

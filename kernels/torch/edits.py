@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
-from kernels.numpy.edits import LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, TAN_ABSORB, WARMTH_RGB, toward_rgb
+from kernels.numpy.edits import LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB, WARMTH_RGB, toward_rgb
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 
@@ -119,7 +119,28 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))
+    for op in (plan.gloss, plan.glow):    # as the NumPy twin: a highlight, or matte
+        if op is not None:
+            if op.amount > 0:
+                x = x + op.amount * m(op) * (255.0 - x)
+            else:
+                x = x + op.amount * m(op) * _shine(x, plan.shine_radius, m(op), luma)
     return x
+
+
+def _shine(x: torch.Tensor, radius: int, weight: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
+    """The NumPy twin's `shine`: the white on top of the region's colour around, where it is brighter too;
+    `weight` (h, w, 1); returns (h, w, 1)."""
+    r = max(1, radius)
+    base = _box(x * weight, r) / _box(weight, r).clamp(min=1e-3)
+    bb = (base * base).sum(-1)
+    b1 = base.sum(-1)
+    bx = (base * x).sum(-1)
+    x1 = x.sum(-1)
+    det = 3.0 * bb - b1 * b1
+    white = (bb * x1 - b1 * bx) / torch.maximum(det, 1e-3 * bb + 1.0)
+    white = torch.minimum(white, (x - base) @ luma)
+    return (white - SHINE_FLOOR).clamp(min=0.0).unsqueeze(-1)
 
 
 def _remap(roi: torch.Tensor, map_xy: np.ndarray) -> torch.Tensor:

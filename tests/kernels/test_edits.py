@@ -336,3 +336,74 @@ def test_fuller_lips_grow_the_lips_and_keep_the_teeth(close_up, obama):
         far = np.ones(img.shape[:2], bool)
         far[int(y0 - 3 * pad):int(y1 + 3 * pad), int(x0 - 3 * pad):int(x1 + 3 * pad)] = False
         assert np.array_equal(out[far], img[far])
+
+
+def _shadow_row(image: np.ndarray, x: float, y: float, reach: float) -> float:
+    """The darkest row in the column at x within `reach` rows of y: the shadow under the chin."""
+    grey = image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+    col = grey[:, int(round(x)) - 1:int(round(x)) + 2].mean(axis=1)
+    y0, y1 = int(y - reach), int(y + reach)
+    return float(y0 + np.argmin(col[y0:y1 + 1]))
+
+
+def test_chin_and_nose_length_move_what_they_name(portrait):
+    """chin = 1 draws the chin's shadow line down in the pixels (found in the picture, not from the plan);
+    nose_length = -1 lifts the nose's tip as the landmarker sees it; neither moves the eyes."""
+    img, lm = portrait
+    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
+    cx, cy = lm[152, :2]
+    edge0 = _shadow_row(img, cx, cy, 0.1 * fw)
+    edge1 = _shadow_row(render_edits(img, [lm], {"chin": 1.0}), cx, cy, 0.1 * fw)
+    assert edge1 > edge0 + 0.035 * fw, (edge0, edge1, fw)
+
+    def nose(p):
+        eyes = (p[33, :2] + p[263, :2]) / 2
+        return float(np.linalg.norm(p[1, :2] - eyes)), eyes
+
+    nose0, eyes0 = nose(landmarks_of(img))
+    nose2, eyes2 = nose(landmarks_of(render_edits(img, [lm], {"nose_length": -1.0})))
+    assert nose2 < nose0 - 0.015 * fw, (nose0, nose2, fw)
+    assert np.linalg.norm(eyes2 - eyes0) < 0.01 * fw
+
+
+def _blob(shape, centre, sigma):
+    yy, xx = np.mgrid[0:shape[0], 0:shape[1]].astype(np.float32)
+    return np.exp(-((xx - centre[0]) ** 2 + (yy - centre[1]) ** 2) / (2 * sigma * sigma))
+
+
+def test_matte_takes_off_a_white_shine_and_keeps_the_skins_own_light(grace_hopper):
+    """A white highlight put on the forehead (a shine: the light's colour on top of the skin's) and the
+    skin's own colour brightened on a cheek (light on its shape, which matte powder keeps): skin_glow = -1
+    takes off a good part of the first and little of the second, and never lightens anything. (Grace Hopper:
+    her cheek's red stays under 255 when lit; clipped, lit skin turns white, and white is what matte takes.)"""
+    img = grace_hopper
+    lm = landmarks_of(img)
+    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
+    shine, lit = _blob(img.shape[:2], lm[151, :2], 0.05 * fw), _blob(img.shape[:2], lm[50, :2], 0.05 * fw)
+    x = img.astype(np.float32)
+    x += 45.0 * shine[..., None]
+    x *= 1.0 + 0.15 * lit[..., None]
+    shiny = np.clip(x, 0, 255).astype(np.uint8)
+    out = render_edits(shiny, [lm], {"skin_glow": -1.0}).astype(np.float32)
+    grey = lambda a: a.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)  # noqa: E731
+    added_shine = (grey(shiny) - grey(img))[shine > 0.5].mean()
+    taken_shine = (grey(shiny) - grey(out))[shine > 0.5].mean()
+    added_light = (grey(shiny) - grey(img))[lit > 0.5].mean()
+    taken_light = (grey(shiny) - grey(out))[lit > 0.5].mean()
+    assert taken_shine > 0.3 * added_shine, (taken_shine, added_shine)
+    assert taken_light < 0.15 * added_light, (taken_light, added_light)
+    assert (grey(out) <= grey(shiny) + 1.0).all()
+
+
+def test_gloss_lights_the_lips_middle_and_nothing_off_the_mouth(portrait):
+    img, lm = portrait
+    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
+    out = render_edits(img, [lm], {"lip_gloss": 1.0})
+    grey = lambda a: a.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)  # noqa: E731
+    lower = ((lm[17, :2] + lm[14, :2]) / 2).round().astype(int)
+    spot = (slice(lower[1] - 1, lower[1] + 2), slice(lower[0] - 1, lower[0] + 2))
+    assert (grey(out) - grey(img))[spot].mean() > 10.0
+    yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
+    mouth = lm[[61, 291, 0, 17], :2].mean(axis=0)
+    far = np.hypot(xx - mouth[0], yy - mouth[1]) > 0.3 * fw
+    assert np.array_equal(out[far], img[far])

@@ -12,6 +12,7 @@ from engines.edit_vocabulary import EDIT_NAMES
 from engines.artifacts import CalibrationError
 from engines.prompt.encoder import EncoderError, TextEncoder
 from engines.prompt.language import MAX_PROMPT_CHARS, clauses, negation_stem, normalise_prompt
+from engines.prompt.calibration import load_corpus
 from engines.prompt.model import gate_negated, load_prompt_model
 
 
@@ -57,6 +58,10 @@ def test_clauses_split_wishes():
     assert clauses("红唇和烟熏妆") == ["红唇", "烟熏妆"] and clauses("柔和的妆容") == ["柔和的妆容"]   # 和 inside a word stays
     assert clauses("labios rojos y ojos ahumados") == ["labios rojos", "ojos ahumados"]
     assert clauses("rote Lippen und rosige Wangen") == ["rote Lippen", "rosige Wangen"]
+    assert clauses("un menton plus court") == ["un menton plus court"]   # the French comparative is one wish
+    assert clauses("a big smile, plus red lips") == ["a big smile", "plus red lips"]
+    # Portuguese "no rosto / no lábio" says where and nothing more: read without it, and "no" is no negation
+    assert clauses("batom vermelho no lábio") == ["batom vermelho"] and clauses("nada de sorriso no rosto") == ["nada de sorriso"]
     assert clauses("un sourire et des joues rosées") == ["un sourire", "des joues rosées"]
     assert clauses(" , ; ") == []
     assert clauses("red lips, red lips and red lips") == ["red lips"]
@@ -227,10 +232,11 @@ BRIEF = {
     "温柔的日系妆容感": {"blush": +1, "skin_smooth": +1},
     # western sculpted features: contour, a slimmer face, a narrower nose
     "欧美立体五官": {"contour": +1},
-    # Korean clear "glass skin" nude makeup: smooth, bright skin
-    "韩系清透裸妆": {"skin_smooth": +1, "brightness": +1},
+    # Korean clear "glass skin" nude makeup: smooth skin with a dewy glow (清透, clear and dewy, is what
+    # skin_glow paints; it read as brightness before there was a glow)
+    "韩系清透裸妆": {"skin_smooth": +1, "skin_glow": +1},
     # more confident, a slight smile, more professional: smile up, contour (confidence) up.
-    # Not asserted: polished skin (skin_smooth measures -0.14 here, a known miss, docs/prompts.md)
+    # Not asserted: polished skin (skin_smooth +0.15 with the committed head; other fits have read it below 0)
     "让她看起来更自信、带点微笑、职业感强一点": {"smile": +1, "contour": +1},
 }
 
@@ -328,3 +334,31 @@ def test_free_chinese_outside_the_glossary_works_on_e5(model):
     assert len(missed) <= 2, missed
     dropped = [t for t in FREE_CHINESE if glossary.translate(normalise_prompt(t))[1]]
     assert len(dropped) >= 7
+
+
+# The chin, nose length, gloss and glow edits as people type them in the eight languages, none of them a
+# corpus prompt (the test checks). Known misses, left out and named in docs/prompts.md (Known limits): a wish and its negation in
+# one clause ("piel mate sin brillos") and Spanish 'con' inside a wish ("labios con brillo").
+NEW_EDIT_PROMPTS = {
+    ("chin", +1): ["give me a pointy V-line chin", "想要尖一点的下巴", "quiero una barbilla más afilada", "un menton plus pointu",
+                   "ein spitzeres Kinn bitte", "あごをシャープに", "턱을 뾰족하게", "queixo mais fino e pontudo"],
+    ("chin", -1): ["a shorter chin please", "下巴短一些", "una barbilla más corta", "un menton plus court", "ein kürzeres Kinn",
+                   "あごを短めにして"],
+    ("nose_length", -1): ["make my nose shorter", "鼻子短一些", "una nariz más corta", "un nez plus court", "eine kürzere Nase",
+                          "鼻を短く", "코를 짧게", "quero um nariz mais curtinho"],
+    ("lip_gloss", +1): ["shiny glossy lips please", "嘴唇亮晶晶的", "des lèvres brillantes", "glänzende Lippen", "ツヤツヤの唇",
+                        "촉촉하게 빛나는 입술", "quero os lábios brilhando"],
+    ("lip_gloss", -1): ["matte lips please", "嘴唇要哑光的", "quiero los labios mate", "des lèvres mates", "die Lippen bitte matt", "唇はマットに"],
+    ("skin_glow", +1): ["a dewy glowing highlight", "脸上打点高光", "piel luminosa con iluminador", "un teint lumineux avec de l'enlumineur",
+                        "Highlighter auf die Wangenknochen", "ハイライトを入れて", "하이라이터로 광채", "passa iluminador nas maçãs do rosto"],
+    ("skin_glow", -1): ["matte skin, no shine", "皮肤哑光一点", "テカリのないマット肌", "번들거림 없는 매트 피부"],
+}
+
+
+@pytest.mark.parametrize("edit,sign", list(NEW_EDIT_PROMPTS))
+def test_the_shape_and_finish_edits_are_understood_in_every_language(model, edit, sign):
+    texts = NEW_EDIT_PROMPTS[(edit, sign)]
+    train, held, _ = load_corpus()
+    assert not {t.lower() for t in texts} & {r.text.lower() for r in train + held}
+    for text, cond in zip(texts, model.encode(texts)):
+        assert sign * cond.edits[edit] > 0.1, (text, cond.summary())

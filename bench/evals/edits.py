@@ -123,7 +123,7 @@ CASES: tuple[Case, ...] = (
     Case("tan", {"tan": 1.0}, (Target("skin_dL", "<=", -6.0), Target("skin_db", ">=", 3.0)), skin=True),
     Case("brow_tint", {"brow_tint": 1.0}, (Target("brow_dL", "<=", -5.0),), skin=True),   # the issue names no figure
     # gloss and glow put a highlight on; matte takes the shine off (the issue names no figures for these).
-    # Matte's bound asks only that the shine there is goes down on every face: studio portraits carry
+    # Matte's bound asks only that the shine a face has goes down, on every face: studio portraits carry
     # little, and how much of a known shine it takes off is tests/kernels/test_edits.py's to show
     Case("lip_gloss", {"lip_gloss": 1.0}, (Target("lip_hi_dL", ">=", 8.0),), skin=True),
     Case("lip_matte", {"lip_gloss": -1.0}, (Target("lip_shine", "<=", -0.02),), skin=True),

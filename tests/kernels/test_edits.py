@@ -10,6 +10,7 @@ import torch
 from engines.edit_plan import plan_face
 from engines.edit_render import render_edits
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
+from kernels.numpy.edits import LUMA
 from bench.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
 from tests.faceclips import landmarks_of
 
@@ -338,10 +339,13 @@ def test_fuller_lips_grow_the_lips_and_keep_the_teeth(close_up, obama):
         assert np.array_equal(out[far], img[far])
 
 
+def _grey(image: np.ndarray) -> np.ndarray:
+    return image.astype(np.float32) @ LUMA
+
+
 def _shadow_row(image: np.ndarray, x: float, y: float, reach: float) -> float:
     """The darkest row in the column at x within `reach` rows of y: the shadow under the chin."""
-    grey = image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
-    col = grey[:, int(round(x)) - 1:int(round(x)) + 2].mean(axis=1)
+    col = _grey(image)[:, int(round(x)) - 1:int(round(x)) + 2].mean(axis=1)
     y0, y1 = int(y - reach), int(y + reach)
     return float(y0 + np.argmin(col[y0:y1 + 1]))
 
@@ -385,24 +389,22 @@ def test_matte_takes_off_a_white_shine_and_keeps_the_skins_own_light(grace_hoppe
     x *= 1.0 + 0.15 * lit[..., None]
     shiny = np.clip(x, 0, 255).astype(np.uint8)
     out = render_edits(shiny, [lm], {"skin_glow": -1.0}).astype(np.float32)
-    grey = lambda a: a.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)  # noqa: E731
-    added_shine = (grey(shiny) - grey(img))[shine > 0.5].mean()
-    taken_shine = (grey(shiny) - grey(out))[shine > 0.5].mean()
-    added_light = (grey(shiny) - grey(img))[lit > 0.5].mean()
-    taken_light = (grey(shiny) - grey(out))[lit > 0.5].mean()
+    added_shine = (_grey(shiny) - _grey(img))[shine > 0.5].mean()
+    taken_shine = (_grey(shiny) - _grey(out))[shine > 0.5].mean()
+    added_light = (_grey(shiny) - _grey(img))[lit > 0.5].mean()
+    taken_light = (_grey(shiny) - _grey(out))[lit > 0.5].mean()
     assert taken_shine > 0.3 * added_shine, (taken_shine, added_shine)
     assert taken_light < 0.15 * added_light, (taken_light, added_light)
-    assert (grey(out) <= grey(shiny) + 1.0).all()
+    assert (_grey(out) <= _grey(shiny) + 1.0).all()
 
 
 def test_gloss_lights_the_lips_middle_and_nothing_off_the_mouth(portrait):
     img, lm = portrait
     fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
     out = render_edits(img, [lm], {"lip_gloss": 1.0})
-    grey = lambda a: a.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)  # noqa: E731
     lower = ((lm[17, :2] + lm[14, :2]) / 2).round().astype(int)
     spot = (slice(lower[1] - 1, lower[1] + 2), slice(lower[0] - 1, lower[0] + 2))
-    assert (grey(out) - grey(img))[spot].mean() > 10.0
+    assert (_grey(out) - _grey(img))[spot].mean() > 10.0
     yy, xx = np.mgrid[0:img.shape[0], 0:img.shape[1]]
     mouth = lm[[61, 291, 0, 17], :2].mean(axis=0)
     far = np.hypot(xx - mouth[0], yy - mouth[1]) > 0.3 * fw

@@ -37,9 +37,12 @@ NOSE_WINGS = (129, 358)
 CHEEKS = (50, 280)
 CHIN_FLANKS = ((176, 400), (149, 378))   # the face oval's points either side of the chin, nearest first
 NOSE_BASE = (1, 2)                       # the nose's tip and the point under it, where the septum meets the lip
+# the top of the mesh across the forehead, its middle and two points either side (the hairline sits above it)
+FOREHEAD_TOP = (10, 109, 338, 67, 297)
 # where a highlighter goes: the cheekbones, down the nose's bridge, the forehead's middle, the chin's ball
 GLOW_POINTS = {"cheekbones": (117, 346), "bridge": (6, 197, 195, 5), "forehead": (151,), "chin": (199,)}
 EYE_CORNERS = ((33, 133), (362, 263))
+EYE_SPAN = 0.64   # the outer eye corners' span (33 to 263) in face widths: 0.61-0.67 on the four test portraits
 # each eye: its outline's loop name, its corners and its iris ring's loop name (engines.mesh.loops)
 EYES = (("right_eye", (33, 133), "right_iris"), ("left_eye", (362, 263), "left_iris"))
 
@@ -67,6 +70,11 @@ class EditConfig:
     chin_taper: float = 0.35       # and its flanks this share of it in toward the midline: to a point (V-line)
     nose_drop: float = 0.04        # nose_length = 1: the tip this far down the face (< 0: up, a shorter nose)
     nose_sigma: float = 0.08
+    forehead_move: float = 0.08    # forehead = 1: the forehead's top this far up the face (< 0: down, shorter)...
+    forehead_above: float = 0.12   # ...moved by Gaussians centred this far above the mesh's top (about the hairline)
+    forehead_sigma: float = 0.12   # of this reach: the brows, 0.15-0.25 face widths under the mesh's top, move a tenth
+    even_tone: float = 1.0         # even_tone = 1: this share of each skin pixel's way to the skin's colour around it
+    tone_radius: float = 0.25      # that colour: the skin's mean within this radius (face widths)
     brightness: float = 0.30
     tan: float = 0.95              # tan = 1: kernels' TAN_ABSORB this far (Biden's lit skin: L* -6.7)
     tan_soft: float = 0.08         # the tan's edge: a Gaussian this many face widths wide
@@ -156,6 +164,11 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     pad = config.margin * fw
     x0, y0 = np.floor(lm.min(0) - pad).astype(int)
     x1, y1 = np.ceil(lm.max(0) + pad).astype(int)
+    if "forehead" in e:   # its Gaussians sit above the mesh: the ROI takes in their reach, or the move is cut off
+        top, unit = _forehead_centres(lm, config)
+        reach = 4.0 * config.forehead_sigma * unit   # where a move has fallen under 0.01 px
+        x0, y0 = np.minimum([x0, y0], np.floor(top.min(0) - reach).astype(int))
+        x1, y1 = np.maximum([x1, y1], np.ceil(top.max(0) + reach).astype(int))
     x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
     q = detail_level(fw, config)
     x1 -= (x1 - x0) % (4 * q)   # multiples of 4q: colour at exactly 1/(2q), guided-filter coefficients at 1/(4q)
@@ -179,6 +192,7 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
         smooth_radius=max(1, int(round(config.smooth_radius * fw))) if smooth else 0,
         smooth_eps=config.smooth_eps if smooth else 0.0,
         shine_radius=max(1, int(round(config.shine_radius * fw / c))) if ("lip_gloss" in e or "skin_glow" in e) else 0,
+        tone_radius=max(1, int(round(config.tone_radius * fw / c))) if "even_tone" in e else 0,
         map_xy=map_xy, map_box=map_box,
     )
 
@@ -188,6 +202,8 @@ def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: Ed
     """Each active appearance edit as the kernel op it drives (FacePlan's field name -> amount at full
     strength, its region and, for makeup, its colour)."""
     ops: dict[str, Masked] = {}
+    if "even_tone" in e:
+        ops["tone"] = Masked(e["even_tone"] * cfg.even_tone, masks["skin"])
     if "skin_warmth" in e:
         ops["warmth"] = Masked(e["skin_warmth"], masks["skin"])
     if "brightness" in e:
@@ -256,7 +272,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     masks: dict[str, np.ndarray] = {}
     soft = 0.03 * fw
     need_face = any(k in e for k in ("brightness", "saturation", "blush", "contour")) or e.get("skin_glow", 0.0) > 0
-    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth")) or e.get("skin_glow", 0.0) < 0
+    need_skin = any(k in e for k in ("skin_smooth", "skin_warmth", "even_tone")) or e.get("skin_glow", 0.0) < 0
     face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin or "tan" in e) else None
 
     def bare(eyes: tuple[float, float], lips: tuple[float, float]) -> np.ndarray:
@@ -268,7 +284,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
                  _scaled(_loop(local, "lips_outer"), *lips)]
         return 1.0 - polygon_mask(shape, holes)
 
-    if need_skin:    # smoothing, warmth and matte keep clear of the lashes and the lip line
+    if need_skin:    # smoothing, warmth, even tone and matte keep clear of the lashes and the lip line
         masks["skin"] = feather(face * bare((1.5, 2.2), (1.12, 1.25)), soft)
     if "tan" in e:
         # the sun reaches the lids and the lip line (no pale rings), and a tan has no edge: a wide feather
@@ -289,10 +305,8 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
             # light catches a wet lip along the middle of each lip's curve, the lower lip's most: blobs
             # halfway between each lip's outer and inner edge, kept on the lips
             (up_out, up_in), (low_out, low_in) = LIPS
-            lower = gaussian_blobs(shape, [(local[low_out[k]] + local[low_in[k]]) / 2 for k in (3, 5, 7)], 0.03 * fw,
-                                   cfg.grid_step)
-            upper = gaussian_blobs(shape, [(local[up_out[k]] + local[up_in[k]]) / 2 for k in (3, 5, 7)], 0.025 * fw,
-                                   cfg.grid_step)
+            lower = gaussian_blobs(shape, [(local[low_out[k]] + local[low_in[k]]) / 2 for k in (3, 5, 7)], 0.03 * fw)
+            upper = gaussian_blobs(shape, [(local[up_out[k]] + local[up_in[k]]) / 2 for k in (3, 5, 7)], 0.025 * fw)
             # kept off the skin by the lips' region feathered wide: a highlight fades out, it has no lip line
             masks["gloss"] = np.maximum(lower, 0.6 * upper) * np.minimum(1.0, 2.0 * feather(masks["lips"], 0.02 * fw))
         else:
@@ -300,17 +314,17 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     if "skin_glow" in e:
         if e["skin_glow"] > 0:
             sizes = {"cheekbones": 0.075, "bridge": 0.03, "forehead": 0.08, "chin": 0.045}
-            spots = [gaussian_blobs(shape, [local[i] for i in idx], sizes[k] * fw, cfg.grid_step)
+            spots = [gaussian_blobs(shape, [local[i] for i in idx], sizes[k] * fw)
                      for k, idx in GLOW_POINTS.items()]
             masks["glow"] = np.maximum.reduce(spots) * masks["face"]
         else:
             masks["glow"] = masks["skin"]
     if "blush" in e:
-        masks["blush"] = gaussian_blobs(shape, [local[i] for i in CHEEKS], 0.09 * fw, cfg.grid_step) * masks["face"]
+        masks["blush"] = gaussian_blobs(shape, [local[i] for i in CHEEKS], 0.09 * fw) * masks["face"]
     if "contour" in e:
         centres = [local[s] * 0.62 + local[m] * 0.38 + (local[CHIN] - local[NOSE_TIP]) * 0.12
                    for s, m in zip(FACE_SIDES, MOUTH_CORNERS)]
-        masks["contour"] = gaussian_blobs(shape, centres, 0.075 * fw, cfg.grid_step) * masks["face"]
+        masks["contour"] = gaussian_blobs(shape, centres, 0.075 * fw) * masks["face"]
     if "eye_makeup" in e:
         rings = []
         for name in ("left_eye", "right_eye"):
@@ -369,6 +383,17 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
             anchors.append(local[i])
             moves.append(-e["nose_length"] * share * cfg.nose_drop * fw * up)
             sigmas.append(cfg.nose_sigma * fw)
+    if "forehead" in e:
+        # Gaussians about the hairline: the skin under them is pressed (or drawn) as the hairline moves, the hair
+        # above takes the rest, and the brows are out of their reach
+        centres, unit = _forehead_centres(local, cfg)
+        sigma = cfg.forehead_sigma * unit
+        # the Gaussians overlap: each moves its share, so that the middle of the forehead moves forehead_move
+        share = 1.0 / float(np.exp(-((centres - centres[0]) ** 2).sum(1) / (2.0 * sigma * sigma)).sum())
+        for centre in centres:
+            anchors.append(centre)
+            moves.append(e["forehead"] * share * cfg.forehead_move * unit * up)
+            sigmas.append(sigma)
     if "eye_size" in e:
         for a, b in EYE_CORNERS:
             eye_w = float(np.linalg.norm(local[a] - local[b]))
@@ -395,6 +420,20 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         for patch in _gaze_moves(shape, local, e["eye_contact"], cfg):
             map_xy, box = _moved(map_xy, box, *patch)
     return map_xy, box
+
+
+def _forehead_centres(points: np.ndarray, cfg: EditConfig) -> tuple[np.ndarray, float]:
+    """Where forehead's moves are centred (3, 2), and the face width they are sized by: forehead_above of it
+    up the face from the middle of the mesh's top, and 0.14 of it either side. The move reaches the hair
+    and whatever is worn above the forehead, where the least jitter of its size or place shows, so it is
+    sized by the outer eye corners' span (EYE_SPAN face widths) and placed by the mean of five points: on a
+    still portrait with sensor noise the cheekbones' width jitters 1.6 % frame to frame, the eyes' span
+    0.4 %, and a point of the mesh's top 0.46 px."""
+    up = _unit(points[FOREHEAD] - points[CHIN])
+    right = np.array([-up[1], up[0]], np.float32)
+    unit = float(np.linalg.norm(points[EYE_CORNERS[1][1]] - points[EYE_CORNERS[0][0]])) / EYE_SPAN
+    middle = points[list(FOREHEAD_TOP)].mean(0) + cfg.forehead_above * unit * up
+    return middle + np.array([[0.0], [-0.14], [0.14]], np.float32) * unit * right, unit
 
 
 def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,

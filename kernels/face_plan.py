@@ -27,6 +27,7 @@ class FacePlan:
     """The ops on one face, each None when off. Colour ops run in field order, at 1/(2 level) of the ROI;
     their amounts are at full strength (the mask scales them per pixel):
 
+      tone        x += amount * (grey(x) in the colour of the skin around - x) (kernels.numpy.edits.even_tone)
       warmth      x += amount * WARMTH_RGB
       brightness  > 0: toward white by amount; < 0: x *= 1 + amount
       tan         x *= 1 - amount * TAN_ABSORB (per channel: blue most, so darker and golder; < 0: paler)
@@ -44,6 +45,7 @@ class FacePlan:
 
     roi: tuple[int, int, int, int]          # y0, y1, x0, x1 in the frame; sides multiples of 4 * level
     level: int = 1                          # q: colour at 1/(2q), filter coefficients at 1/(4q)
+    tone: Masked | None = None
     warmth: Masked | None = None
     brightness: Masked | None = None
     tan: Masked | None = None
@@ -59,6 +61,7 @@ class FacePlan:
     smooth_radius: int = 0                  # guided-filter window radius in ROI pixels
     smooth_eps: float = 0.0                 # guided-filter eps in 8-bit units squared
     shine_radius: int = 0                   # matte's base colour: box radius in colour-level cells
+    tone_radius: int = 0                    # even tone's skin colour: box radius in colour-level cells
     map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
     map_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI where the map moves pixels
                                             # (kernels.numpy.flow.moving_map); elsewhere it is the identity
@@ -67,8 +70,8 @@ class FacePlan:
     @property
     def colour(self) -> bool:
         """Any colour op on."""
-        return any(op is not None for op in (self.warmth, self.brightness, self.tan, self.lips, self.blush, self.contour,
-                                             self.lids, self.brows, self.saturation, self.gloss, self.glow))
+        return any(op is not None for op in (self.tone, self.warmth, self.brightness, self.tan, self.lips, self.blush,
+                                             self.contour, self.lids, self.brows, self.saturation, self.gloss, self.glow))
 
     @property
     def appearance(self) -> bool:

@@ -144,6 +144,12 @@ ATOMS: dict[str, tuple[list[str], list[str], dict[str, float], bool, dict[str, f
                   ["高光", "打高光", "光泽肌", "水光感", "自然光泽"], {"skin_glow": 0.7}, True, {"skin_glow": -0.3}),
     "skin_matte": (["matte skin", "a matte finish", "no shine", "shine-free skin", "an oil-free matte face", "powdered matte skin"],
                    ["哑光肌", "雾面妆", "控油", "雾面肌", "不油光"], {"skin_glow": -0.6}, True, None),
+    "tone_even": (["an even skin tone", "even out my skin tone", "less redness", "no red patches", "an even complexion",
+                   "uniform skin tone"], ["肤色均匀", "匀肤", "去红血丝", "改善肤色不均", "遮盖泛红"], {"even_tone": 0.7}, True, None),
+    "forehead_small": (["a smaller forehead", "a shorter forehead", "a lower hairline", "less forehead", "reduce my forehead"],
+                       ["小额头", "额头小一点", "额头短一点", "发际线低一点"], {"forehead": -0.6}, True, None),
+    "forehead_high": (["a higher forehead", "a taller forehead", "a bigger forehead", "a higher hairline", "a longer forehead"],
+                      ["高额头", "额头高一点", "大额头", "额头长一点"], {"forehead": 0.5}, True, None),
 }
 
 EN_LOW = ["slightly", "a bit", "a little", "somewhat"]

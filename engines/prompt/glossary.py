@@ -80,6 +80,12 @@ GLOSSARY: dict[str, str] = {
     "丝绒唇": "velvet matte lips", "高光": "highlighter", "打高光": "highlighter on my cheekbones", "光泽肌": "dewy skin",
     "水光感": "a dewy glow", "自然光泽": "a healthy glow", "哑光肌": "matte skin", "雾面妆": "a matte finish",
     "控油": "shine-free skin", "雾面肌": "powdered matte skin", "不油光": "an oil-free matte face",
+    # even tone, forehead
+    "肤色均匀": "an even skin tone", "匀肤": "even out my skin tone", "去红血丝": "less redness",
+    "改善肤色不均": "an even complexion", "遮盖泛红": "no red patches", "泛红": "redness", "红血丝": "redness",
+    "小额头": "a smaller forehead", "额头小一点": "a slightly smaller forehead", "额头短一点": "a slightly shorter forehead",
+    "发际线低一点": "a slightly lower hairline", "高额头": "a higher forehead", "额头高一点": "a slightly higher forehead",
+    "大额头": "a bigger forehead", "额头长一点": "a slightly longer forehead", "发际线": "hairline", "额头": "forehead",
     # lips' shape
     "丰唇": "fuller lips", "嘟嘟唇": "pouty lips", "嘴唇丰满一点": "slightly fuller lips", "厚嘴唇": "thick lips",
     "嘴唇饱满": "full lips", "薄嘴唇": "thin lips", "嘴唇薄一点": "slightly thinner lips", "小嘴唇": "small lips",

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from kernels.face_plan import FacePlan, Masked
+from kernels.numpy.masks import ramp
 
 WARMTH_RGB = np.array([12.0, 4.0, -14.0], np.float32)
 # tanned skin holds more melanin, which absorbs blue most and red least: per-channel transmission, so skin
@@ -20,6 +21,11 @@ PAINT_LUMA = 0.3  # how far lipstick and blush pull lightness toward their colou
 LIDS_LUMA = 1.0   # eyeshadow and liner are worn to darken the lids: lightness goes all the way too
 NUDE_LIFT = 12.0   # pale lips go toward the grey of the lips plus this
 SHINE_FLOOR = 2.0  # matte takes off the shine past this many levels (kernels' `shine`)
+# even tone evens a colour this far from the skin's around it (its largest channel's difference over its grey)
+# and leaves one past TONE_KEEP alone: redness and blotches are a few hundredths to a few tenths off, a brow
+# hair, a beard, a frame or a mole much further
+TONE_EVEN, TONE_KEEP = 0.15, 0.3
+TONE_NEAR = 0.06   # the skin's colour is read again from the pixels about this near the first reading
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
@@ -162,6 +168,8 @@ def _paint(x: np.ndarray, op: Masked, luma: float = PAINT_LUMA) -> None:
 def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     """The plan's colour ops on a float32 (h, w, 3) image in 0..255 at the masks' resolution, in place, in
     the plan's field order (the torch twin repeats it)."""
+    if (op := plan.tone) is not None:
+        x += (op.amount * op.mask)[..., None] * even_tone(x, plan.tone_radius, op.mask)
     if (op := plan.warmth) is not None:
         x += (op.amount * op.mask)[..., None] * WARMTH_RGB
     if (op := plan.brightness) is not None:
@@ -214,6 +222,39 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     return x
 
 
+def local_mean(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
+    """The `weight`-weighted mean of x (h, w, C) over a box of `radius` about each pixel (reflect-101
+    borders): the colour of the region `weight` covers around it, not of what lies beside the region."""
+    r = max(1, radius)
+    k = (2 * r + 1, 2 * r + 1)
+    w = np.ascontiguousarray(weight, np.float32)
+    mean = cv2.boxFilter(x * w[..., None], -1, k, borderType=cv2.BORDER_REFLECT_101)
+    mean /= np.maximum(cv2.boxFilter(w, -1, k, borderType=cv2.BORDER_REFLECT_101), 1e-3)[..., None]
+    return mean
+
+
+def even_tone(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
+    """What evens the skin's tone, per pixel (h, w, 3): the move from x to its own grey in the colour of the
+    skin around it, x' = grey(x) * skin / grey(skin). Only the hue and the saturation move, toward the skin's:
+    redness, a sallow or blotchy patch; the grey, and with it the shading, the pores and the lines, stays.
+    The skin's colour is the `weight`-weighted mean within `radius`, taken twice: the second time from the
+    pixels near the first (TONE_NEAR), so a blotch does not colour its own target. A colour far from the
+    skin's (TONE_EVEN .. TONE_KEEP of its grey away: a brow hair, a beard, a frame) is left as it is."""
+    g = _grey(x)
+    move, far = _to_skin(x, g, local_mean(x, radius, weight))
+    near = weight * np.maximum(np.exp(-np.square(far * (1.0 / TONE_NEAR))), 0.02)
+    move, far = _to_skin(x, g, local_mean(x, radius, near))
+    move *= (1.0 - ramp((far - TONE_EVEN) * (1.0 / (TONE_KEEP - TONE_EVEN))))[..., None]
+    return move
+
+
+def _to_skin(x: np.ndarray, g: np.ndarray, skin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The move from x to its grey `g` in the colour `skin`, and how far that is (its largest channel over g)."""
+    move = skin * (g / np.maximum(_grey(skin), 1.0))[..., None]
+    move -= x
+    return move, np.abs(move).max(axis=2) / np.maximum(g, 8.0)
+
+
 def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     """The shine a matte finish takes off: per pixel, the white it carries on top of the colour around it,
     where it is also brighter than its surroundings. Read by the dichromatic reflection model, a gloss
@@ -223,11 +264,7 @@ def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     least squares. A wrinkle's ridge or a cheekbone's light is brighter but no whiter (k changes, not s), a
     freckle is darker: both stay. s is capped by how far the grey stands above the base's, less
     SHINE_FLOOR, and is 0 under it."""
-    r = max(1, radius)
-    k = (2 * r + 1, 2 * r + 1)
-    w = np.ascontiguousarray(weight, np.float32)
-    base = cv2.boxFilter(x * w[..., None], -1, k, borderType=cv2.BORDER_REFLECT_101)
-    base /= np.maximum(cv2.boxFilter(w, -1, k, borderType=cv2.BORDER_REFLECT_101), 1e-3)[..., None]
+    base = local_mean(x, radius, weight)
     bb = (base * base).sum(axis=2)
     b1 = base.sum(axis=2)
     bx = (base * x).sum(axis=2)

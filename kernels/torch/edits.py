@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
-from kernels.numpy.edits import LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB, WARMTH_RGB, toward_rgb
+from kernels.numpy.edits import (LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB, TONE_EVEN, TONE_KEEP,
+                                 TONE_NEAR,
+                                 WARMTH_RGB, toward_rgb)
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 
@@ -93,6 +95,8 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
         t = _t(toward_rgb(op), x) - x
         return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
 
+    if (op := plan.tone) is not None:
+        x = x + op.amount * m(op) * _even_tone(x, plan.tone_radius, m(op), luma)
     if (op := plan.warmth) is not None:
         x = x + (op.amount * m(op)) * _t(WARMTH_RGB, x)
     if (op := plan.brightness) is not None:
@@ -128,11 +132,32 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     return x
 
 
+def _local_mean(x: torch.Tensor, radius: int, weight: torch.Tensor) -> torch.Tensor:
+    """The NumPy twin's `local_mean`: x's mean over the region `weight` (h, w, 1) covers, in a box of `radius`."""
+    r = max(1, radius)
+    return _box(x * weight, r) / _box(weight, r).clamp(min=1e-3)
+
+
+def _even_tone(x: torch.Tensor, radius: int, weight: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
+    """The NumPy twin's `even_tone`: the move to x's own grey in the skin's colour around it (read twice,
+    the second time from the pixels near the first), none for a colour far from it."""
+    g = (x @ luma).unsqueeze(-1)
+
+    def to_skin(skin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        move = skin * (g / (skin @ luma).unsqueeze(-1).clamp(min=1.0)) - x
+        return move, move.abs().amax(-1, keepdim=True) / g.clamp(min=8.0)
+
+    move, far = to_skin(_local_mean(x, radius, weight))
+    near = weight * torch.exp(-(far / TONE_NEAR) ** 2).clamp(min=0.02)
+    move, far = to_skin(_local_mean(x, radius, near))
+    t = ((far - TONE_EVEN) / (TONE_KEEP - TONE_EVEN)).clamp(0.0, 1.0)
+    return move * (1.0 - t * t * (3.0 - 2.0 * t))
+
+
 def _shine(x: torch.Tensor, radius: int, weight: torch.Tensor, luma: torch.Tensor) -> torch.Tensor:
     """The NumPy twin's `shine`: the white on top of the region's colour around, where it is brighter too;
     `weight` (h, w, 1); returns (h, w, 1)."""
-    r = max(1, radius)
-    base = _box(x * weight, r) / _box(weight, r).clamp(min=1e-3)
+    base = _local_mean(x, radius, weight)
     bb = (base * base).sum(-1)
     b1 = base.sum(-1)
     bx = (base * x).sum(-1)

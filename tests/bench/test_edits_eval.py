@@ -92,7 +92,8 @@ GEOMETRY_SHORT = {("face_slim", "biden@640")}
 # (case, figure, bound with the test's margin): the targets, a little inside them
 MARGINS = {"eye_opening": 0.03, "mouth_width": 0.005, "lip_height": 0.01, "corner_lift": 0.005, "cheek_da": 0.5, "lip_da": 0.5, "jaw_width": 0.0,
            "skin_dL": 0.5, "skin_db": 0.5, "brow_dL": 0.5, "chin_length": 0.01, "nose_length": 0.01, "lip_hi_dL": 0.5,
-           "lip_shine": 0.002, "high_dL": 0.3, "skin_shine": 0.005}
+           "lip_shine": 0.002, "high_dL": 0.3, "skin_shine": 0.005, "forehead_height": 0.01, "skin_tone_spread": 0.01,
+           "skin_texture": 0.01}
 
 
 @pytest.mark.parametrize("case,figure", [(c.name, t.figure) for c in ev.CASES for t in c.targets])

@@ -13,11 +13,11 @@ from engines.edit_plan import colours_for
 from engines.edit_vocabulary import APPEARANCE, COLOURED, EDIT_NAMES, EDIT_SPECS, GEOMETRY, SPECS_BY_NAME, vocabulary_json
 
 
-ONE_SIDED = {"eye_contact"}     # looking at the lens has no opposite worth a slider
+ONE_SIDED = {"eye_contact", "even_tone"}     # looking at the lens, an even tone: no opposite worth a slider
 
 
 def test_names_are_unique_wire_names_and_every_range_holds_no_change():
-    assert len(EDIT_NAMES) == len(set(EDIT_NAMES)) == 21
+    assert len(EDIT_NAMES) == len(set(EDIT_NAMES)) == 23
     for s in EDIT_SPECS:
         assert s.name.isidentifier() and s.name == s.name.lower() and len(s.name) <= 32
         assert s.low <= 0.0 < s.high and s.label and s.minus and s.plus and s.help
@@ -28,7 +28,7 @@ def test_names_are_unique_wire_names_and_every_range_holds_no_change():
 def test_kinds_split_the_names_in_order():
     assert GEOMETRY + APPEARANCE == EDIT_NAMES
     assert GEOMETRY == ("smile", "eye_size", "face_slim", "nose_width", "brow_raise", "lip_fullness", "chin", "nose_length",
-                        "eye_contact")
+                        "forehead", "eye_contact")
     assert SPECS_BY_NAME["lip_tint"].kind == "appearance"
 
 

@@ -86,11 +86,15 @@ def test_zero_edits_change_nothing_and_input_is_not_modified(portrait):
     assert np.array_equal(img, keep)
 
 
-def test_edits_stay_on_the_face(portrait):
+@pytest.mark.parametrize("edits,above", [({n: 1.0 for n in EDIT_NAMES if n != "forehead"}, 0.3),
+                                          ({n: 1.0 for n in EDIT_NAMES}, 0.8)])
+def test_edits_stay_on_the_face(portrait, edits, above):
+    """Nothing changes further than 0.3 face widths from the face's landmarks, but above the forehead, where
+    `forehead` moves the hairline: the mesh ends below it."""
     img, lm = portrait
-    out = render_edits(img, [lm], {n: 1.0 for n in EDIT_NAMES})
+    out = render_edits(img, [lm], edits)
     fw = np.linalg.norm(lm[454, :2] - lm[234, :2])
-    x0, y0 = lm[:, :2].min(0) - 0.3 * fw
+    x0, y0 = lm[:, :2].min(0) - np.array([0.3, above]) * fw
     x1, y1 = lm[:, :2].max(0) + 0.3 * fw
     outside = np.ones(img.shape[:2], bool)
     outside[max(0, int(y0)):int(y1) + 1, max(0, int(x0)):int(x1) + 1] = False
@@ -409,3 +413,50 @@ def test_gloss_lights_the_lips_middle_and_nothing_off_the_mouth(portrait):
     mouth = lm[[61, 291, 0, 17], :2].mean(axis=0)
     far = np.hypot(xx - mouth[0], yy - mouth[1]) > 0.3 * fw
     assert np.array_equal(out[far], img[far])
+
+
+def test_even_tone_takes_a_red_patch_back_to_the_skins_colour_and_keeps_its_light(portrait):
+    """A red blotch painted on one cheek (redder, a little darker) is mostly gone after even_tone = 1 (against
+    the same edit on the photo without it: the edit evens the skin's own tone too), its grey and its texture
+    kept; a dark blue mark on the other cheek, far from any skin colour (a tattoo, a frame), stays as it is."""
+    img, lm = portrait
+    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
+    red, mark = _blob(img.shape[:2], lm[50, :2], 0.06 * fw), _blob(img.shape[:2], lm[280, :2], 0.03 * fw)
+    x = img.astype(np.float32)
+    x += red[..., None] * np.array([20.0, -8.0, -8.0], np.float32)
+    x += mark[..., None] * (np.array([40.0, 60.0, 140.0], np.float32) - x)
+    blotchy = np.clip(x, 0, 255).astype(np.uint8)
+    out, plain = (render_edits(a, [lm], {"even_tone": 1.0}) for a in (blotchy, img))
+
+    def redness(a):
+        a = a.astype(np.float32)
+        return a[..., 0] - a[..., 1]
+
+    patch = red > 0.5
+    added = (redness(blotchy) - redness(img))[patch].mean()
+    left = (redness(out) - redness(plain))[patch].mean()
+    assert added > 15.0 and left < 0.3 * added, (added, left)
+    assert abs((_grey(out) - _grey(blotchy))[patch].mean()) < 1.0
+    lap = lambda a: np.abs(cv2.Laplacian(_grey(a), cv2.CV_32F))[patch].mean()  # noqa: E731
+    assert abs(lap(out) / lap(blotchy) - 1.0) < 0.1
+    dot = mark > 0.7
+    assert np.abs(out[dot].astype(int) - blotchy[dot]).max() <= 3
+
+
+def test_forehead_moves_the_hairline_and_keeps_the_brows(portrait):
+    """forehead = -1 moves a line drawn across the forehead's top down the face in the pixels (a shorter
+    forehead), +1 up; the brows stay where they are."""
+    img, lm = portrait
+    fw = float(np.linalg.norm(lm[454, :2] - lm[234, :2]))
+    top = lm[10, :2] - np.array([0.0, 0.1 * fw], np.float32)
+    drawn = img.copy()
+    cv2.line(drawn, (int(top[0] - 0.2 * fw), int(top[1])), (int(top[0] + 0.2 * fw), int(top[1])), (10, 10, 10), 2)
+    line0 = _shadow_row(drawn, top[0], top[1], 0.08 * fw)
+    brow = lm[[105, 334], :2]
+    brow0 = [_shadow_row(img, x, y, 0.05 * fw) for x, y in brow]
+    down, up = (render_edits(drawn, [lm], {"forehead": v}) for v in (-1.0, 1.0))
+    assert _shadow_row(down, top[0], top[1], 0.12 * fw) > line0 + 0.04 * fw
+    assert _shadow_row(up, top[0], top[1], 0.12 * fw) < line0 - 0.04 * fw
+    for out in (down, up):
+        moved = [_shadow_row(out, x, y, 0.05 * fw) - b for (x, y), b in zip(brow, brow0)]
+        assert max(abs(m) for m in moved) <= max(1.0, 0.01 * fw), moved

@@ -337,9 +337,9 @@ def test_free_chinese_outside_the_glossary_works_on_e5(model):
     assert len(dropped) >= 7
 
 
-# The chin, nose length, gloss and glow edits as people type them in the eight languages, none of them a
-# corpus prompt (the test checks). Known misses, left out and named in docs/prompts.md (Known limits): a wish
-# and its negation in one clause ("piel mate sin brillos"), Spanish 'con' inside a wish ("labios con brillo"),
+# The chin, nose length, gloss, glow, even tone and forehead edits as people type them in the eight languages,
+# none of them a corpus prompt (the test checks). Known misses, left out and named in docs/prompts.md (Known
+# limits): a wish and its negation in one clause ("piel mate sin brillos"), Spanish 'con' inside a wish ("labios con brillo"),
 # and a shorter nose in Portuguese worded otherwise than the corpus ("deixa meu nariz mais curto").
 NEW_EDIT_PROMPTS = {
     ("chin", +1): ["give me a pointy V-line chin", "想要尖一点的下巴", "quiero una barbilla más afilada", "un menton plus pointu",
@@ -354,6 +354,12 @@ NEW_EDIT_PROMPTS = {
     ("skin_glow", +1): ["a dewy glowing highlight", "脸上打点高光", "piel luminosa con iluminador", "un teint lumineux avec de l'enlumineur",
                         "Highlighter auf die Wangenknochen", "ハイライトを入れて", "하이라이터로 광채", "passa iluminador nas maçãs do rosto"],
     ("skin_glow", -1): ["matte skin, no shine", "皮肤哑光一点", "テカリのないマット肌", "번들거림 없는 매트 피부"],
+    ("even_tone", +1): ["even out the redness on my face", "脸上的泛红遮一下", "un tono de piel más parejo", "un teint plus uniforme",
+                        "eine gleichmäßigere Hautfarbe", "顔の赤みを消して", "피부톤을 고르게", "deixa o tom da pele mais uniforme"],
+    ("forehead", -1): ["make my forehead smaller", "额头小一些", "una frente más chica", "un front moins grand",
+                       "meine Stirn kleiner machen", "おでこを狭めに", "이마를 작게", "deixa minha testa menor"],
+    ("forehead", +1): ["I'd like a taller forehead", "额头高一些", "que mi frente se vea más alta", "un front plus haut s'il te plaît",
+                       "die Stirn etwas höher", "おでこを広めに", "이마를 넓게", "quero a testa mais alta"],
 }
 
 

@@ -344,8 +344,8 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
 def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw: float,
           cfg: EditConfig) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """The geometry edits' control points (translations at anchors, zooms about centres, each with its
-    Gaussian's sigma) in ROI pixels, drawn as a backward map, face_slim's squeeze taken off it, and the
-    part of the ROI the map moves."""
+    Gaussian's sigma) in ROI pixels, drawn as a backward map with face_slim's squeeze added on its grid, and
+    the part of the ROI the map moves."""
     up = _unit(local[FOREHEAD] - local[CHIN])
     right = _unit(local[FACE_SIDES[1]] - local[FACE_SIDES[0]])
     anchors, moves, sigmas = [], [], []
@@ -402,6 +402,8 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         nose_w = float(np.linalg.norm(local[NOSE_WINGS[0]] - local[NOSE_WINGS[1]]))
         centre = (local[NOSE_WINGS[0]] + local[NOSE_WINGS[1]]) / 2
         zooms.append((centre, np.outer(right, right).astype(np.float32), e["nose_width"] * cfg.nose_zoom, 0.6 * nose_w))
+    # face_slim's squeeze is drawn on moving_map's grid and added there: one interpolation to every pixel
+    slim = _slim_field(shape, cfg.grid_step, local, fw, e["face_slim"], cfg) if "face_slim" in e else None
     # not coarser with the level: a 16-px grid cost 18 % of the smile's lift on a 200-px face
     map_xy, box = moving_map(
         shape, cfg.grid_step,
@@ -410,9 +412,8 @@ def _warp(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw:
         zoom_centres=np.asarray([z[0] for z in zooms], np.float32).reshape(-1, 2),
         zoom_axes=np.asarray([z[1] for z in zooms], np.float32).reshape(-1, 2, 2),
         zoom_gains=np.asarray([z[2] for z in zooms], np.float64), zoom_sigmas=np.asarray([z[3] for z in zooms], np.float64),
+        offsets=slim,
     )
-    if "face_slim" in e:
-        map_xy, box = _slimmed(map_xy, box, _slim_field(shape, cfg.grid_step, local, fw, e["face_slim"], cfg), cfg.grid_step)
     if "lip_fullness" in e and len(local) >= 468:
         for patch in _lip_moves(shape, local, e["lip_fullness"], cfg):
             map_xy, box = _moved(map_xy, box, *patch)
@@ -597,24 +598,3 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
         ease = 1.0 - _smoothstep((x - half + cfg.slim_inset * fw) / ((cfg.slim_reach + cfg.slim_inset) * fw))
         d += np.where(x > 0, -sgn * amount * cfg.slim_shift * half * ramp * ease * band, 0.0)
     return d[..., None] * right
-
-
-def _slimmed(map_xy: np.ndarray, box: tuple[int, int, int, int], grid: np.ndarray,
-             step: int) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-    """A backward map with grid offsets (on moving_map's grid) taken off it, interpolated the way
-    moving_map interpolates its own, and its box grown to where they move a pixel."""
-    from kernels.numpy.flow import STILL_OFFSET
-
-    h, w = map_xy.shape[:2]
-    rows, cols = grid.shape[:2]
-    off = step // 2
-    full = cv2.resize(grid.astype(np.float32), (cols * step, rows * step), interpolation=cv2.INTER_LINEAR)
-    map_xy = map_xy - full[off:off + h, off:off + w]
-    moved = np.abs(grid).max(axis=2) >= STILL_OFFSET
-    r, c = np.flatnonzero(moved.any(axis=1)), np.flatnonzero(moved.any(axis=0))
-    if len(r):
-        mine = (max(0, (int(r[0]) - 1) * step), min(h, (int(r[-1]) + 1) * step),
-                max(0, (int(c[0]) - 1) * step), min(w, (int(c[-1]) + 1) * step))
-        box = mine if box[1] <= box[0] or box[3] <= box[2] else \
-            (min(box[0], mine[0]), max(box[1], mine[1]), min(box[2], mine[2]), max(box[3], mine[3]))
-    return map_xy, box

@@ -28,6 +28,7 @@ def moving_map(
     zoom_axes: np.ndarray,
     zoom_gains: np.ndarray,
     zoom_sigmas: np.ndarray,
+    offsets: np.ndarray | None = None,
 ) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """(h, w, 2) float32 sample positions for an (h, w) image, and the (y0, y1, x0, x1) part of it where
     they move a pixel by STILL_OFFSET or more (empty when nowhere): outside it a bilinear remap gives every
@@ -36,8 +37,9 @@ def moving_map(
     Translations: float32 (K, 2) `anchors` (x, y), (K, 2) `shifts` and (K,) `sigmas`, each shift weighted by
     a Gaussian about its anchor. Zooms: float32 (Z, 2) `zoom_centres`, (Z, 2, 2) `zoom_axes` (identity: a
     round zoom; an outer product u u^T: a stretch along u), float64 (Z,) `zoom_gains` and `zoom_sigmas`; a
-    zoom moves p by gain * axes (p - centre), Gaussian-weighted about its centre. `step` is the grid's
-    spacing in pixels."""
+    zoom moves p by gain * axes (p - centre), Gaussian-weighted about its centre. `offsets`: (rows, cols, 2)
+    float32 moves a caller drew on the same grid (nodes at 0, step, 2 step, ... to the first at or past the
+    image's edge on each axis), added before the one interpolation to every pixel. `step` is the grid's spacing in pixels."""
     h, w = shape
     xs = np.arange(0, w + step, step, dtype=np.float32)
     ys = np.arange(0, h + step, step, dtype=np.float32)
@@ -59,6 +61,8 @@ def moving_map(
         rx, ry = gx - c[0], gy - c[1]
         d[..., 0] += k * g * (axes[0, 0] * rx + axes[0, 1] * ry)
         d[..., 1] += k * g * (axes[1, 0] * rx + axes[1, 1] * ry)
+    if offsets is not None:
+        d += offsets
     # Sample positions on the coarse grid, interpolated to every pixel. Positions are linear in p, so the
     # interpolation is exact for them; the -0.5 undoes the half-cell shift of resizing step-wide cells.
     coarse = np.stack([gx, gy], -1) - d - 0.5

@@ -66,3 +66,19 @@ def test_a_map_that_moves_nothing_has_an_empty_box():
     _, box = moving_map((50, 60), 8, anchors=NONE2, shifts=NONE2, sigmas=NONE1, zoom_centres=NONE2,
                         zoom_axes=np.zeros((0, 2, 2), np.float32), zoom_gains=np.zeros(0), zoom_sigmas=np.zeros(0))
     assert box == (0, 0, 0, 0)
+
+
+def test_offsets_on_the_grid_move_the_pixels_they_reach_and_grow_the_box():
+    """A field drawn on the map's grid by its caller (face_slim's squeeze): a constant move on a band of
+    nodes moves the pixels between them by it, and the box takes in the band; elsewhere nothing moves."""
+    shape, step = (64, 80), 8
+    rows, cols = len(range(0, shape[0] + step, step)), len(range(0, shape[1] + step, step))   # nodes 0, 8, ..., the edge
+    offsets = np.zeros((rows, cols, 2), np.float32)
+    offsets[2:5, 3:6] = (1.5, -0.5)                            # nodes at y 16-32, x 24-40
+    m, box = moving_map(shape, step, anchors=NONE2, shifts=NONE2, sigmas=NONE1, zoom_centres=NONE2,
+                        zoom_axes=np.zeros((0, 2, 2), np.float32), zoom_gains=np.zeros(0), zoom_sigmas=np.zeros(0),
+                        offsets=offsets)
+    gy, gx = np.mgrid[0:64, 0:80].astype(np.float32)
+    assert np.allclose(m[24, 32], (32 - 1.5, 24 + 0.5), atol=1e-4)   # between moved nodes: the whole move
+    assert np.abs(m[:, 56:, 0] - gx[:, 56:]).max() < 1e-4 and np.abs(m[48:, :, 1] - gy[48:]).max() < 1e-4
+    assert box[0] <= 16 and box[1] >= 32 and box[2] <= 24 and box[3] >= 40

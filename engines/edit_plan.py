@@ -12,7 +12,7 @@ Drawing is done by the NumPy kernels (masks, blobs, backward map); nothing here 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -122,8 +122,9 @@ def detail_level(face_width: float, config: EditConfig = EditConfig()) -> int:
 
 
 def active(edits: Mapping[str, float], eps: float = 1e-3) -> dict[str, float]:
-    """The known edits that do anything, clipped to their ranges."""
-    return {k: SPECS_BY_NAME[k].clip(float(v)) for k, v in edits.items() if k in SPECS_BY_NAME and abs(float(v)) > eps}
+    """The known edits that do anything once clipped to their ranges (a one-sided edit below 0 does nothing)."""
+    clipped = {k: SPECS_BY_NAME[k].clip(float(v)) for k, v in edits.items() if k in SPECS_BY_NAME}
+    return {k: v for k, v in clipped.items() if abs(v) > eps}
 
 
 def face_width(landmarks: np.ndarray) -> float:
@@ -148,11 +149,13 @@ DEFAULT_PAINT: Mapping[str, RGB] = MappingProxyType(colours_for(None))
 
 def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str, float],
               config: EditConfig = EditConfig(), regions: Mapping[str, Any] | None = None,
-              colours: Mapping[str, RGB] | None = None) -> FacePlan | None:
+              colours: Mapping[str, RGB] | None = None, whole_roi: bool = False) -> FacePlan | None:
     """Everything but the pixel work for one face in an (H, W) frame, from its (478, 2|3) pixel
     landmarks: ROI, masked colour ops, warp. None when nothing would change. `regions`: a face parser's
     "lips" and "skin" in frame pixels (`engines.faces.MaskPatch`), used in place of the landmark polygons.
-    `colours`: the makeup's sRGB per coloured edit (`colours_for`); missing ones take the defaults."""
+    `colours`: the makeup's sRGB per coloured edit (`colours_for`); missing ones take the defaults.
+    The colour ops' masks cover the plan's `appearance_box` (where they reach, and the filters' margin);
+    `whole_roi` draws them over the whole ROI instead (the same pixels come out: tests compare the two)."""
     e = active(edits)
     if not e:
         return None
@@ -186,15 +189,37 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     paint = DEFAULT_PAINT | dict(colours or {})
     ops = _colour_ops(e, _masks(e, level, local / c, fw / c, config, parsed), config, paint)
     smooth = "skin_smooth" in e
+    smooth_radius = max(1, int(round(config.smooth_radius * fw))) if smooth else 0
+    shine_radius = max(1, int(round(config.shine_radius * fw / c))) if ("lip_gloss" in e or "skin_glow" in e) else 0
+    tone_radius = max(1, int(round(config.tone_radius * fw / c))) if "even_tone" in e else 0
+    box = None
+    if ops and not whole_roi:
+        # the filters read this many cells around what they change: the guided filter two boxes at half the
+        # colour level and a bilinear step, matte's and even tone's weighted means their radius
+        margin = max(shine_radius, tone_radius, 4 * max(1, smooth_radius // (2 * c)) + 4 if smooth else 0) + 2
+        ops, box = _cropped(ops, margin, c)
     map_xy, map_box = _warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else (None, None)
     return FacePlan(
-        roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops,
-        smooth_radius=max(1, int(round(config.smooth_radius * fw))) if smooth else 0,
-        smooth_eps=config.smooth_eps if smooth else 0.0,
-        shine_radius=max(1, int(round(config.shine_radius * fw / c))) if ("lip_gloss" in e or "skin_glow" in e) else 0,
-        tone_radius=max(1, int(round(config.tone_radius * fw / c))) if "even_tone" in e else 0,
-        map_xy=map_xy, map_box=map_box,
+        roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops, appearance_box=box,
+        smooth_radius=smooth_radius, smooth_eps=config.smooth_eps if smooth else 0.0,
+        shine_radius=shine_radius, tone_radius=tone_radius, map_xy=map_xy, map_box=map_box,
     )
+
+
+def _cropped(ops: Mapping[str, Masked], margin: int, c: int) -> tuple[dict[str, Masked], tuple[int, int, int, int]]:
+    """The colour ops with their masks cut to where any of them is non-zero, grown by `margin` cells, on
+    even cells (the guided filter halves the colour level), and that box in ROI pixels (cells of c)."""
+    h, w = next(iter(ops.values())).mask.shape
+    hit = np.zeros((h, w), bool)
+    for op in ops.values():
+        hit |= op.mask != 0
+    rows, cols = np.flatnonzero(hit.any(axis=1)), np.flatnonzero(hit.any(axis=0))
+    if not len(rows):
+        return dict(ops), (0, h * c, 0, w * c)
+    i0, j0 = max(0, int(rows[0]) - margin) & ~1, max(0, int(cols[0]) - margin) & ~1
+    i1, j1 = min(h, (int(rows[-1]) + 1 + margin + 1) & ~1), min(w, (int(cols[-1]) + 1 + margin + 1) & ~1)
+    cut = {k: replace(op, mask=np.ascontiguousarray(op.mask[i0:i1, j0:j1])) for k, op in ops.items()}
+    return cut, (i0 * c, i1 * c, j0 * c, j1 * c)
 
 
 def _colour_ops(e: Mapping[str, float], masks: Mapping[str, np.ndarray], cfg: EditConfig,

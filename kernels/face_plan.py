@@ -62,6 +62,9 @@ class FacePlan:
     smooth_eps: float = 0.0                 # guided-filter eps in 8-bit units squared
     shine_radius: int = 0                   # matte's base colour: box radius in colour-level cells
     tone_radius: int = 0                    # even tone's skin colour: box radius in colour-level cells
+    appearance_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI the colour ops and the
+                                            # smoothing work on (the masks cover it, at the colour level; sides
+                                            # multiples of 4 * level); None: all of the ROI
     map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
     map_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI where the map moves pixels
                                             # (kernels.numpy.flow.moving_map); elsewhere it is the identity

@@ -492,12 +492,13 @@ def edit_weight(shape: tuple[int, int], landmarks: np.ndarray, controls: Mapping
         return out
     y0, y1, x0, x1 = plan.roi
     roi = out[y0:y1, x0:x1]
+    a0, a1, b0, b1 = plan.appearance_box or (0, y1 - y0, 0, x1 - x0)
     for name in ("tone", "warmth", "brightness", "tan", "lips", "blush", "contour", "lids", "brows", "saturation", "gloss",
                  "glow", "smooth"):
         op = getattr(plan, name, None)
         if op is not None:
-            field_ = cv2.resize(np.abs(op.amount) * op.mask.astype(np.float32), (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR)
-            np.maximum(roi, field_, out=roi)
+            field_ = cv2.resize(np.abs(op.amount) * op.mask.astype(np.float32), (b1 - b0, a1 - a0), interpolation=cv2.INTER_LINEAR)
+            np.maximum(roi[a0:a1, b0:b1], field_, out=roi[a0:a1, b0:b1])
     if plan.map_xy is not None:
         gy, gx = np.mgrid[0:y1 - y0, 0:x1 - x0].astype(np.float32)
         np.maximum(roi, np.hypot(plan.map_xy[..., 0] - gx, plan.map_xy[..., 1] - gy), out=roi)

@@ -34,6 +34,22 @@ def _grey(x: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(x, cv2.COLOR_RGB2GRAY)
 
 
+_ONES = np.ones((1, 3), np.float32)
+
+
+def _channel_sum(x: np.ndarray) -> np.ndarray:
+    """(h, w, 3) float32 -> (h, w): the sum of the channels in one OpenCV pass. NumPy's sum over the last
+    axis of a small image costs 20 times as much (100 us against 5 at 80 x 84)."""
+    return cv2.transform(x, _ONES)
+
+
+def _channel_absmax(x: np.ndarray) -> np.ndarray:
+    """(h, w, 3) -> (h, w): the largest |channel|, as element-wise maxima (NumPy's max over the last axis:
+    250 us against 8 at 80 x 84)."""
+    a = np.abs(x)
+    return np.maximum(np.maximum(a[..., 0], a[..., 1]), a[..., 2])
+
+
 def guided_coefficients(small: np.ndarray, radius: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """The box-averaged coefficients (a, b) of a self-guided filter (He et al.) with the grey image as
     guide, at half the resolution of `small` and interpolated back to it: the filtered image is
@@ -125,7 +141,9 @@ def _reach(*fields: np.ndarray | None) -> tuple[int, int, int, int] | None:
     for f in fields:
         if f is None:
             continue
-        nz = np.any(f != 0, axis=2) if f.ndim == 3 else f != 0
+        if f.ndim == 3:
+            f = _channel_absmax(f) if f.shape[2] == 3 else f[..., 0]
+        nz = f != 0
         hit = nz if hit is None else hit | nz
     if hit is None:
         return None
@@ -252,7 +270,7 @@ def _to_skin(x: np.ndarray, g: np.ndarray, skin: np.ndarray) -> tuple[np.ndarray
     """The move from x to its grey `g` in the colour `skin`, and how far that is (its largest channel over g)."""
     move = skin * (g / np.maximum(_grey(skin), 1.0))[..., None]
     move -= x
-    return move, np.abs(move).max(axis=2) / np.maximum(g, 8.0)
+    return move, _channel_absmax(move) / np.maximum(g, 8.0)
 
 
 def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
@@ -265,10 +283,10 @@ def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     freckle is darker: both stay. s is capped by how far the grey stands above the base's, less
     SHINE_FLOOR, and is 0 under it."""
     base = local_mean(x, radius, weight)
-    bb = (base * base).sum(axis=2)
-    b1 = base.sum(axis=2)
-    bx = (base * x).sum(axis=2)
-    x1 = x.sum(axis=2)
+    bb = _channel_sum(base * base)
+    b1 = _channel_sum(base)
+    bx = _channel_sum(base * x)
+    x1 = _channel_sum(x)
     det = 3.0 * bb - b1 * b1      # [[bb, b1], [b1, 3]] [k, s] = [bx, x1]; small only where base is grey
     white = (bb * x1 - b1 * bx) / np.maximum(det, 1e-3 * bb + 1.0)
     g = _grey(x)
@@ -282,14 +300,15 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     """Edits one face in place on `image` (H x W x 3 uint8) and returns it."""
     y0, y1, x0, x1 = plan.roi
     roi = image[y0:y1, x0:x1]
-    if plan.appearance:
-        x = roi.astype(np.float32)
+    if plan.appearance:                # the part of the ROI the masks cover, and of it only where they reach
+        a0, a1, b0, b1 = plan.appearance_box or (0, y1 - y0, 0, x1 - x0)
+        x = roi[a0:a1, b0:b1].astype(np.float32)
         box = _appearance(x, plan)
-        if box is not None:            # only where the fields reach; the rest of the ROI is left as it is
+        if box is not None:            # the rest of the ROI is left as it is
             r0, r1, c0, c1 = box
             part = x[r0:r1, c0:c1]
             # saturating, round-half-even: np.rint + clip in one pass
-            roi[r0:r1, c0:c1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
+            roi[a0 + r0:a0 + r1, b0 + c0:b0 + c1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
     if plan.map_xy is not None:        # only where the map moves pixels: elsewhere the remap gives them back
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

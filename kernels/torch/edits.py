@@ -183,8 +183,10 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     """Edits one face in place on `image` (H x W x 3 uint8 tensor) and returns it."""
     y0, y1, x0, x1 = plan.roi
     roi = image[y0:y1, x0:x1]
-    if plan.appearance:
-        roi = apply_appearance(roi.float(), plan).round().clamp(0, 255).to(torch.uint8)
+    if plan.appearance:                # the part of the ROI the masks cover, as the NumPy twin
+        a0, a1, b0, b1 = plan.appearance_box or (0, y1 - y0, 0, x1 - x0)
+        roi = roi.clone()
+        roi[a0:a1, b0:b1] = apply_appearance(roi[a0:a1, b0:b1].float(), plan).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

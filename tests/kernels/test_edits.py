@@ -54,18 +54,24 @@ def test_twins_agree_with_all_edits_on(odd_frame):
                                            ({n: 1.0 for n in EDIT_NAMES}, False)])
 def test_working_only_where_the_fields_and_the_warp_reach_changes_no_pixel(portrait, edits, smaller):
     """The kernels leave alone the parts of the ROI that no colour field and no warp offset reaches (the
-    ROI is wider than the face for the warp's sake); against the whole ROI done, not one pixel differs."""
+    ROI is wider than the face for the warp's sake, and for the forehead's): against the whole ROI done,
+    its masks drawn over all of it, not one pixel differs."""
     from dataclasses import replace
 
     from kernels.numpy import edits as ne
 
     img, lm = portrait
     plan = plan_face(img.shape[:2], lm, edits)
+    whole = plan_face(img.shape[:2], lm, edits, whole_roi=True)
     y0, y1, x0, x1 = plan.roi
+    a0, a1, b0, b1 = plan.appearance_box
+    assert 0 <= a0 < a1 <= y1 - y0 and 0 <= b0 < b1 <= x1 - x0 and whole.appearance_box is None
+    if "forehead" in edits:                                # the ROI grows for the hairline's move, the colour work does not
+        assert a1 - a0 < y1 - y0
     whole_roi = img.copy()
     roi = whole_roi[y0:y1, x0:x1]
     if plan.appearance:                                    # every pixel of the ROI through the blend
-        x = ne.apply_appearance(roi.astype(np.float32), plan)
+        x = ne.apply_appearance(roi.astype(np.float32), whole)
         roi[:] = cv2.add(x, np.zeros_like(x), dtype=cv2.CV_8U)
     if plan.map_xy is not None:                            # and through the remap
         roi[:] = cv2.remap(roi.copy(), plan.map_xy, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
@@ -236,7 +242,7 @@ def test_eye_makeup_darkens_the_lids_and_takes_its_shade(portrait):
     from engines.edit_plan import colours_for
 
     img, lm = portrait
-    plan = plan_face(img.shape[:2], lm, {"eye_makeup": 1.0})
+    plan = plan_face(img.shape[:2], lm, {"eye_makeup": 1.0}, whole_roi=True)
     y0, y1, x0, x1 = plan.roi
     lids = cv2.resize(plan.lids.mask, (x1 - x0, y1 - y0)) > 0.5
     lab = lambda im: rgb2lab(im[y0:y1, x0:x1][lids][None] / 255.0)[0].mean(0)  # noqa: E731

@@ -23,6 +23,7 @@ from engines import mesh
 from engines.colours import RGB, resolve
 from engines.edit_vocabulary import COLOURED, GEOMETRY, SPECS_BY_NAME
 from kernels.face_plan import FacePlan, Masked
+from kernels.numpy.edits import reach
 from kernels.numpy.flow import moving_map
 from kernels.numpy.masks import feather, gaussian_blobs, polygon_mask
 
@@ -210,14 +211,11 @@ def _cropped(ops: Mapping[str, Masked], margin: int, c: int) -> tuple[dict[str, 
     """The colour ops with their masks cut to where any of them is non-zero, grown by `margin` cells, on
     even cells (the guided filter halves the colour level), and that box in ROI pixels (cells of c)."""
     h, w = next(iter(ops.values())).mask.shape
-    hit = np.zeros((h, w), bool)
-    for op in ops.values():
-        hit |= op.mask != 0
-    rows, cols = np.flatnonzero(hit.any(axis=1)), np.flatnonzero(hit.any(axis=0))
-    if not len(rows):
+    cells = reach(*(op.mask for op in ops.values()), grow=margin)
+    if cells is None:
         return dict(ops), (0, h * c, 0, w * c)
-    i0, j0 = max(0, int(rows[0]) - margin) & ~1, max(0, int(cols[0]) - margin) & ~1
-    i1, j1 = min(h, (int(rows[-1]) + 1 + margin + 1) & ~1), min(w, (int(cols[-1]) + 1 + margin + 1) & ~1)
+    i0, i1, j0, j1 = cells
+    i0, j0, i1, j1 = i0 & ~1, j0 & ~1, min(h, (i1 + 1) & ~1), min(w, (j1 + 1) & ~1)
     cut = {k: replace(op, mask=np.ascontiguousarray(op.mask[i0:i1, j0:j1])) for k, op in ops.items()}
     return cut, (i0 * c, i1 * c, j0 * c, j1 * c)
 

@@ -115,7 +115,7 @@ def _appearance(x: np.ndarray, plan: FacePlan) -> tuple[int, int, int, int] | No
             b += change
     elif change is None:
         return None
-    cells = _reach(km, change)
+    cells = reach(km, change)
     if cells is None:
         return None
     i0, i1, j0, j1 = cells
@@ -134,9 +134,9 @@ def _appearance(x: np.ndarray, plan: FacePlan) -> tuple[int, int, int, int] | No
     return r0, r1, c0, c1
 
 
-def _reach(*fields: np.ndarray | None) -> tuple[int, int, int, int] | None:
-    """The small-resolution cells (i0, i1, j0, j1) where any field is non-zero, grown by the one cell a
-    bilinear upsample reaches past them; None where all are zero."""
+def reach(*fields: np.ndarray | None, grow: int = 1) -> tuple[int, int, int, int] | None:
+    """The cells (i0, i1, j0, j1) where any field ((h, w) or (h, w, C)) is non-zero, grown by `grow` cells
+    (by default the one a bilinear upsample reaches past them) and kept inside; None where all are zero."""
     hit = None
     for f in fields:
         if f is None:
@@ -151,7 +151,8 @@ def _reach(*fields: np.ndarray | None) -> tuple[int, int, int, int] | None:
     if not len(rows):
         return None
     h, w = hit.shape
-    return max(0, rows[0] - 1), min(h, rows[-1] + 2), max(0, cols[0] - 1), min(w, cols[-1] + 2)
+    return (max(0, int(rows[0]) - grow), min(h, int(rows[-1]) + 1 + grow),
+            max(0, int(cols[0]) - grow), min(w, int(cols[-1]) + 1 + grow))
 
 
 def _upsampled_part(field: np.ndarray, cells: tuple[int, int, int, int], c: int) -> np.ndarray:

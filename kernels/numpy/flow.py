@@ -39,7 +39,8 @@ def moving_map(
     round zoom; an outer product u u^T: a stretch along u), float64 (Z,) `zoom_gains` and `zoom_sigmas`; a
     zoom moves p by gain * axes (p - centre), Gaussian-weighted about its centre. `offsets`: (rows, cols, 2)
     float32 moves a caller drew on the same grid (nodes at 0, step, 2 step, ... to the first at or past the
-    image's edge on each axis), added before the one interpolation to every pixel. `step` is the grid's spacing in pixels."""
+    image's edge on each axis), added before the one interpolation to every pixel. `step` is the grid's
+    spacing in pixels."""
     h, w = shape
     xs = np.arange(0, w + step, step, dtype=np.float32)
     ys = np.arange(0, h + step, step, dtype=np.float32)

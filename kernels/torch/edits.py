@@ -12,8 +12,7 @@ import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.edits import (LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB, TONE_EVEN, TONE_KEEP,
-                                 TONE_NEAR,
-                                 WARMTH_RGB, toward_rgb)
+                                 TONE_NEAR, WARMTH_RGB, toward_rgb)
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 

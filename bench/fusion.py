@@ -23,6 +23,7 @@ import numpy as np
 def add_arguments(parser) -> None:
     parser.add_argument("--frames", type=int, default=60, help="timed frames per case")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--mask-runs", type=int, default=30, help="timed runs of the source's validity mask")
     parser.add_argument("--torch", action="store_true", help="also time the torch path (CPU, and CUDA if present)")
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
@@ -177,6 +178,22 @@ def _work_px_sweep(args, source) -> dict:
     return out
 
 
+def _mask_cost(registry, photo: np.ndarray, runs: int) -> dict:
+    """CPU of the source's validity mask and fill (engines/source_mask.py: build_mask), once per registration,
+    on the astronaut: her fringe is found and filled from the bare side of her forehead."""
+    from engines.source_mask import build_mask
+    from engines.sources import canonical_texture
+
+    face = max(registry.detect(photo), key=lambda f: f.bbox[2] - f.bbox[0])
+    raw, lms = canonical_texture(photo, face, registry.config)
+    ms = []
+    for _ in range(runs + 2):
+        t = time.process_time()
+        build_mask(raw, lms, registry.config.mask)
+        ms.append((time.process_time() - t) * 1000)
+    return {"cpu": _stats(ms[2:]), "runs": runs, "texture_px": raw.shape[0]}
+
+
 def run(args) -> dict:
     import cv2
     import matplotlib.cbook
@@ -191,7 +208,8 @@ def run(args) -> dict:
     cv2.setNumThreads(1)
     with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
         target = np.asarray(Image.open(f).convert("RGB"))
-    source = SourceRegistry().register(np.ascontiguousarray(skimage.data.astronaut()))
+    registry = SourceRegistry()
+    source = registry.register(np.ascontiguousarray(skimage.data.astronaut()))
     image = _frame(target, args.width, args.height)
     lm = MediaPipeLandmarker()
     faces = lm.detect(image, 0)
@@ -209,6 +227,7 @@ def run(args) -> dict:
     out: dict = {"frame": f"{args.width}x{args.height}", "face_width_px": round(float(fw), 1), "frames": args.frames,
                  "threads": 1, "note": "landmarks excluded; cpu = this thread's CPU time"}
     out["landmarker_wall_for_context"] = _stats(lm_ms)
+    out["source_mask"] = _mask_cost(registry, np.ascontiguousarray(skimage.data.astronaut()), args.mask_runs)
     out["load_avg_1m_start"] = round(os.getloadavg()[0], 2)
     out.update(_time_cases({"numpy": FusionStage(), "numpy_feather_only": FusionStage(FusionConfig(blend_levels=0))},
                            image, faces, session, args.frames, args.warmup))

@@ -21,6 +21,7 @@ What counts as covered (all in texture pixels, cheap: a few OpenCV passes over 2
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -46,6 +47,10 @@ class MaskConfig:
     glasses_edges: float = 0.2    # share of the eye zone on long strong edges above which glasses are present
     edge_strength: float = 60.0   # Sobel magnitude of the blurred grey texture that is a strong edge
     feather_px: float = 3.0       # softness of the mask's edges (Gaussian sigma, texture px)
+    grow_px: int = 2              # a cover's edge (hair tips, a rim's shadow: pixels part cover, part skin) is
+                                  # filled and masked with it; what refuses is measured without it
+    fill_light_px: float = 6.0    # a fill takes the light of the bare skin around it (Gaussian sigma, texture
+                                  # px; 0 = the mirrored pixels as they are): the face's two sides are lit apart
     mirror_area: tuple[float, float] = (0.5, 2.0)   # a mirrored triangle this much smaller / larger is not symmetric
     refuse_part: float = 0.6      # a part of the face this much covered (and not filled) refuses the photo
     refuse_total: float = 0.5     # as does this much of all the skin
@@ -236,24 +241,60 @@ def covered_share(left: np.ndarray, part: np.ndarray) -> float:
     return float((left & part).sum() / max(int(part.sum()), 1))
 
 
+def _disc(radius: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
+def light_offset(texture: np.ndarray, mirror: np.ndarray, known: np.ndarray, fill: np.ndarray, sigma: float) -> np.ndarray:
+    """(S, S, 3) float32: what to add to the mirrored pixels so a fill takes the light of the skin around it.
+
+    The two sides of a face are lit differently (a window on one side, a cheek turned to the lamp), so
+    mirrored skin is brighter or darker than the skin it continues. Read the difference texture - mirror on
+    `known` pixels (bare, with a bare mirror image) in a ring around the fill and carry it across the fill
+    by normalised convolution: at `sigma` where the ring is near, at 3 sigma deeper inside a large fill."""
+    reach = int(math.ceil(1.5 * sigma))
+    ring = (known & (cv2.dilate(fill.astype(np.uint8), _disc(reach)) > 0)).astype(np.float32)
+    stack = np.dstack([(texture.astype(np.float32) - mirror) * ring[..., None], ring])
+    near = cv2.GaussianBlur(stack, (0, 0), sigma)
+    h, w = ring.shape                                        # the wide one is smooth: at a quarter of the size
+    small = cv2.GaussianBlur(cv2.resize(stack, (w // 4, h // 4), interpolation=cv2.INTER_AREA), (0, 0), 0.75 * sigma)
+    wide = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
+    near_den, wide_den = near[..., 3:], wide[..., 3:]
+    trust = near_den / (near_den + 0.05)                    # how much of the near estimate is read, not guessed
+    wide_part = wide[..., :3] / np.maximum(wide_den, 1e-6) * np.minimum(wide_den / 1e-2, 1.0)
+    return trust * near[..., :3] / np.maximum(near_den, 1e-6) + (1.0 - trust) * wide_part
+
+
 def build_mask(texture: np.ndarray, lms: np.ndarray, cfg: MaskConfig = MaskConfig()) -> tuple[np.ndarray, SourceMask]:
     """The texture with its covered parts filled from the mirrored side where that side is bare, and its
     `SourceMask`. Glasses are never filled from the other side (both sides wear them); what stays covered
-    is left to the live face at fusion time (validity near 0 there)."""
+    is left to the live face at fusion time (validity near 0 there). A fill takes the light of the bare skin
+    around it and its edge is feathered outward over that skin, so it shows no patch."""
     shape = texture.shape[:2]
     skin = skin_region(shape, lms)
     zone = eye_zone(shape, lms)
     glasses = glasses_edges(texture, zone, lms, cfg) > cfg.glasses_edges
     min_px = cfg.min_region * max(int(skin.sum()), 1)
     objects = coherent((foreign_colour(texture, skin, cfg) | extreme_light(texture, cfg)) & (skin | zone), min_px, cfg.open_px)
-    cover = objects | zone if glasses else objects
+    grown = objects
+    if cfg.grow_px > 0 and objects.any():
+        grown = (cv2.dilate(objects.astype(np.uint8), _disc(cfg.grow_px)) > 0) & (skin | zone)
+    cover = grown | zone if glasses else grown
     maps = mirror_maps(shape, lms, cfg)
-    bare_other = mirrored((~cover).astype(np.float32), maps) > 0.99
-    fill = objects & maps[2] & bare_other
+    bare_other = (mirrored((~cover).astype(np.float32), maps) > 0.99) & maps[2]
+    fill = grown & bare_other
     if glasses:
         fill &= ~zone
     out = texture.copy()
-    out[fill] = mirrored(texture, maps)[fill]
+    if fill.any():
+        mirror = mirrored(texture, maps).astype(np.float32)
+        known = skin & ~cover & bare_other            # bare skin whose mirror image is bare skin too
+        if cfg.fill_light_px > 0:
+            mirror += light_offset(texture, mirror, known, fill, cfg.fill_light_px)
+        # the switch to the fill: 1 over it, feathered outward over bare skin (where the mirror is sound)
+        a = np.where(fill, 1.0, cv2.GaussianBlur(fill.astype(np.float32), (0, 0), 1.0) * known).astype(np.float32)
+        blended = texture + a[..., None] * (mirror - texture)
+        out = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
     left = cover & ~fill
     validity = cv2.GaussianBlur(1.0 - left.astype(np.float32), (0, 0), cfg.feather_px)
     validity[left] = 0.0          # fully off over the cover itself; the ramp lies outside it

@@ -177,16 +177,9 @@ def canonical_transform(landmarks: np.ndarray, config: SourceConfig) -> np.ndarr
     return np.hstack([rot, t[:, None]]).astype(np.float64)
 
 
-def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceConfig = SourceConfig(),
-                 embedding: np.ndarray | None = None, source_id: str | None = None) -> SourceFace:
-    """Checks and canonicalises one detected face (see `SourceRegistry.register` for the whole path)."""
-    width = face.bbox[2] - face.bbox[0]
-    if width < config.min_face_px:
-        raise SourceRefused("too_small", f"the face is {width:.0f} px wide; at least {config.min_face_px:.0f} px is needed")
-    yaw, pitch, _ = face.pose
-    if abs(yaw) > config.max_yaw or abs(pitch) > config.max_pitch:
-        raise SourceRefused("too_turned", f"the face is turned (yaw {yaw:.0f}, pitch {pitch:.0f} degrees); "
-                            f"use a frontal photo (within {config.max_yaw:.0f} / {config.max_pitch:.0f} degrees)")
+def canonical_texture(image: np.ndarray, face: Face, config: SourceConfig = SourceConfig()) -> tuple[np.ndarray, np.ndarray]:
+    """The face warped to the canonical texture (eye centres at fixed points: roll and scale gone), as it
+    is before anything covering it is masked, and its landmarks there ((478, 3), z on the same scale)."""
     m = canonical_transform(face.landmarks, config)
     s = config.texture_size
     scale = float(np.hypot(m[0, 0], m[0, 1]))
@@ -201,6 +194,21 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
     lms = np.empty((478, 3), np.float32)
     lms[:, :2] = face.landmarks[:, :2] @ m_full[:, :2].T + m_full[:, 2]
     lms[:, 2] = face.landmarks[:, 2] * scale
+    return texture, lms
+
+
+def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceConfig = SourceConfig(),
+                 embedding: np.ndarray | None = None, source_id: str | None = None) -> SourceFace:
+    """Checks and canonicalises one detected face (see `SourceRegistry.register` for the whole path)."""
+    width = face.bbox[2] - face.bbox[0]
+    if width < config.min_face_px:
+        raise SourceRefused("too_small", f"the face is {width:.0f} px wide; at least {config.min_face_px:.0f} px is needed")
+    yaw, pitch, _ = face.pose
+    if abs(yaw) > config.max_yaw or abs(pitch) > config.max_pitch:
+        raise SourceRefused("too_turned", f"the face is turned (yaw {yaw:.0f}, pitch {pitch:.0f} degrees); "
+                            f"use a frontal photo (within {config.max_yaw:.0f} / {config.max_pitch:.0f} degrees)")
+    texture, lms = canonical_texture(image, face, config)
+    s = config.texture_size
     texture, smask = build_mask(texture, lms, config.mask)
     words = refusal(smask, config.mask)
     if words is not None:

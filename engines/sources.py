@@ -189,7 +189,7 @@ def canonical_texture(image: np.ndarray, face: Face, config: SourceConfig = Sour
         src = cv2.resize(image, (max(1, int(image.shape[1] / f)), max(1, int(image.shape[0] / f))), interpolation=cv2.INTER_AREA)
         m = m.copy()
         m[:, :2] *= f
-    texture = cv2.warpAffine(src, m.astype(np.float32), (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    texture = cv2.warpAffine(src, m.astype(np.float32), (s, s), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
     m_full = canonical_transform(face.landmarks, config)
     lms = np.empty((478, 3), np.float32)
     lms[:, :2] = face.landmarks[:, :2] @ m_full[:, :2].T + m_full[:, 2]

@@ -1,5 +1,6 @@
-"""The fusion eval (bench/evals/fusion.py) on three of its pairs of real portraits, a short motion clip:
-the astronaut and Grace Hopper both ways, and Joe Biden into Barack Obama (light skin onto dark). The fused
+"""The fusion eval (bench/evals/fusion.py) on four of its pairs of real portraits, a short motion clip:
+the astronaut and Grace Hopper both ways, Joe Biden into Barack Obama (light skin onto dark) and Obama into
+Biden (a large source photo into a face of about 160 px). The fused
 face carries the source's own fine skin detail (neither airbrushed nor sharpened), the measure itself tells
 two people's skins apart, the frame outside the face is untouched, and the identity figures sit where the
 committed run (docs/fusion_eval.json) puts them, each asserted with a margin."""
@@ -13,7 +14,7 @@ import pytest
 
 from bench.evals import fusion as ev
 
-PAIRS = "astronaut:hopper,hopper:astronaut,biden:obama"
+PAIRS = "astronaut:hopper,hopper:astronaut,biden:obama,obama:biden"
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +27,11 @@ def figures():
 
 def test_the_fused_cheeks_carry_the_sources_detail(figures):
     """Mean |Laplacian| on the cheeks, output over the source photo at the same face size: within the
-    0.7-1.3 the product promises, on every scored frame of these three pairs. (Not on every pair of the
-    full run: Obama into Biden measures 0.59-0.69 and the astronaut into Obama 0.63-0.69, docs/fusion.md.)"""
+    0.7-1.3 the product promises, on every scored frame of these four pairs. Obama into Biden measured
+    0.59-0.69 before the lightness kept the source's spread and the texture was warped bicubically
+    (docs/fusion.md, Skin detail); the full run's one frame over is Hopper into the astronaut at 1.32."""
     d = figures["cheek_detail_over_source"]
-    assert d["n"] >= 9
+    assert d["n"] >= 12
     assert 0.7 <= d["min"] and d["max"] <= 1.3, d
 
 

@@ -6,7 +6,8 @@ moved toward the source's proportions (eyes and mouth move as rigid pieces so ex
 outline never moves so the seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
 samples the source texture and one the live frame (the live face follows the same shape change, so the
 kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
-over time) and given the live low-frequency shading; a multi-band blend inside a feathered mask puts it
+over time; lightness by its mean alone, so the skin's detail keeps its contrast) and given the live
+low-frequency shading; a multi-band blend inside a feathered mask puts it
 in; a support mask keeps every pixel outside the face bit-exact, and a face's `keep` mask (a hand in
 front of it, from the face stage) gives those pixels back from the input, feathered.
 """
@@ -48,6 +49,9 @@ class FusionConfig:
     colour_memory: float = 0.85      # weight of the previous frame's live skin statistics (temporal smoothing)
     relight: float = 1.0             # how much of the live low-frequency shading the source takes
     relight_sigma: float = 0.10      # shading scale, fraction of face width
+    source_contrast: bool = True     # lightness keeps the source's spread (only its mean moves to the live skin's):
+                                     # relighting brings the live shading, and scaling the spread would scale the
+                                     # skin's fine detail with it (docs/fusion.md, Skin detail)
     erode: float = 0.04              # mask pulled inside the outline, fraction of face width
     feather: float = 0.035           # mask edge softness (Gaussian sigma), fraction of face width
     blend_levels: int = 3            # multi-band levels; 0 = feathered alpha only
@@ -417,6 +421,8 @@ class FusionStage:
         except ValueError:
             return
         target = self._smoothed_stats(key, live_stats)
+        if cfg.source_contrast:
+            target = (target[0], np.array([src.skin_stats[1][0], target[1][1], target[1][2]], np.float32))
         fg_lab = C.transfer_stats(fg_lab, src.skin_stats, target)
         if cfg.relight > 0:
             fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw * sx, amount=cfg.relight)

@@ -61,6 +61,8 @@ class EditConfig:
     slim_core: float = 0.3         # the middle of the face (this fraction of the jaw's half-width) keeps its width
     slim_inset: float = 0.12       # the squeeze starts to ease off this far inside the jaw line...
     slim_reach: float = 0.13       # ...and ends this far outside it: the background beyond stays as it was
+    slim_mouth_reach: float = 0.09 # beside the mouth the kept middle reaches its corners, fading out over this
+                                   # height above and below it (Gaussian sigma): a slimmer face, the same smile
     nose_zoom: float = 0.35
     lip_grow: float = 0.4          # lip_fullness = 1: each lip's outer edge moved out by this share of its height
     lip_reach: float = 0.15        # the skin beyond a lip's edge takes up the move over this share of the mouth's width
@@ -590,8 +592,8 @@ def _smoothstep(t: np.ndarray) -> np.ndarray:
 def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float, amount: float,
                 cfg: EditConfig) -> np.ndarray:
     """face_slim's offsets on moving_map's grid (every `step` px), (rows, cols, 2): the lower face squeezed
-    toward its midline by slim_shift of its half-width at each height, the middle (slim_core) kept,
-    easing off from slim_inset inside the jaw line to nothing slim_reach outside it, and fading out
+    toward its midline by slim_shift of its half-width at each height, the middle (slim_core, and beside
+    the mouth out to its corners) kept, easing off from slim_inset inside the jaw line to nothing slim_reach outside it, and fading out
     above the nose tip. Gaussian moves at the jaw line would reach as far into the background as into
     the face and bend what stands beside it; this field stops a known distance from the jaw."""
     h, w = shape
@@ -608,6 +610,12 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
     gy, gx = np.meshgrid(ys, xs, indexing="ij")
     pu, ph = gx * right[0] + gy * right[1], gx * up[0] + gy * up[1]
     band = _smoothstep((nose - ph) / (0.2 * fw))            # none above the nose tip, all 0.2 fw below it
+    # the mouth keeps its width: a slimmer face is not a narrower smile (beside the mouth the kept middle
+    # reaches its corners, fading out above and below it)
+    corners = local[list(MOUTH_CORNERS), :2] - origin
+    mouth_half = float(np.abs(corners @ right).max())
+    mouth_h = float((corners @ up).mean())
+    mouth_core = mouth_half * np.exp(-(((ph - mouth_h) / (cfg.slim_mouth_reach * fw)) ** 2))
     d = np.zeros(gx.shape, np.float32)
     for sgn in (-1.0, 1.0):
         side = (ou * sgn > 0) & (oh < nose + 0.15 * fw)
@@ -616,7 +624,7 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
         order = np.argsort(oh[side])
         half = np.interp(ph, oh[side][order], np.abs(ou[side][order]), left=0.0)   # the jaw's half-width here
         x = pu * sgn
-        core = cfg.slim_core * half
+        core = np.minimum(np.maximum(cfg.slim_core * half, mouth_core), 0.8 * half)
         ramp = np.where(x < half, np.clip((x - core) / np.maximum(half - core, 1e-3), 0.0, 1.0), 1.0)
         ease = 1.0 - _smoothstep((x - half + cfg.slim_inset * fw) / ((cfg.slim_reach + cfg.slim_inset) * fw))
         d += np.where(x > 0, -sgn * amount * cfg.slim_shift * half * ramp * ease * band, 0.0)

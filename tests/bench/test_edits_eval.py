@@ -66,11 +66,13 @@ def test_the_judge_reads_known_changes_where_it_counts_and_not_through_glasses(s
 
 
 # Where the tuned strengths stay short of a target, each measured (`livefuse eval edits --json`):
-# - face_slim's jaw as the judge reads it on Hopper (-4.5 %) and on Obama (-2.8 %): the warp narrows their
-#   lower jaws by 10.3 % and 10.5 % in the pixels under the judge's own jaw points (fig["warp"]), and the
-#   judge, which ties its jaw points to the rest of the face, reads back less than half of that on Obama's
-#   broad smile (it reads a known 6 % squeeze of his whole frame as 5.0 %); a stronger squeeze bends the
-#   background and stretches it past 2x.
+# - face_slim's jaw as the judge reads it on the astronaut (-5.7 %), Hopper (-4.0 %) and Obama (-2.6 %): the
+#   warp narrows their lower jaws by 9.9 %, 10.2 % and 10.5 % in the pixels under the judge's own jaw points
+#   (fig["warp"]), and the judge, which ties its jaw points to the rest of the face, reads back less than
+#   half of that on Obama's broad smile (it reads a known 6 % squeeze of his whole frame as 5.0 %). It ties
+#   them to the mouth too: with the mouth squeezed along (6-10 % narrower in the pixels) it read the
+#   astronaut's jaw -6.2 %; the squeeze keeps the mouth's corners now (a slimmer face is not a narrower
+#   smile). A stronger squeeze bends the background and stretches it past 2.2x on the close-ups.
 # - brow_tint on Hopper, Obama and Biden (L* -3.0, -3.4, -1.3 against -5): the tint moves the brows toward
 #   their shade (a brown of L* 37), and theirs are already near it in lightness (Hopper's grey brows half
 #   behind her glasses' frames, Obama's dark ones, Biden's pale ones in his brow's shadow: the dlib band
@@ -78,7 +80,8 @@ def test_the_judge_reads_known_changes_where_it_counts_and_not_through_glasses(s
 # - lip_gloss on the astronaut (the lips' 90th percentile of L* +5.1 and +5.6 against +8): her open smile
 #   shows thin lips, already the lightest in the set, and the highlight is kept to the lips' middle; on the
 #   closed lips of the others it reads +8.6 to +24.
-KNOWN_SHORT = {("face_slim", "jaw_width", "hopper@640"), ("face_slim", "jaw_width", "obama@640"),
+KNOWN_SHORT = {("face_slim", "jaw_width", "astronaut@640"), ("face_slim", "jaw_width", "hopper@640"),
+               ("face_slim", "jaw_width", "obama@640"),
                ("brow_tint", "brow_dL", "hopper@640"), ("brow_tint", "brow_dL", "obama@640"),
                ("brow_tint", "brow_dL", "biden@640"),
                ("lip_gloss", "lip_hi_dL", "astronaut@640"), ("lip_gloss", "lip_hi_dL", "astronaut@close")}
@@ -114,8 +117,9 @@ def test_full_scale_edit_meets_its_target_as_the_judge_reads_it(figures, scenes,
     assert judged >= 2, f"{case}: {figure} is judged on only {judged} scenes"
 
 
-@pytest.mark.xfail(strict=True, reason="the judge reads -4.5 % / -2.8 % of Hopper's / Obama's jaw for a ~10 % narrower jaw in the pixels")
-@pytest.mark.parametrize("scene", ["hopper@640", "obama@640"])
+@pytest.mark.xfail(strict=True, reason="the judge reads -5.7 % / -4.0 % / -2.6 % of the astronaut's / Hopper's / Obama's "
+                   "jaw for a ~10 % narrower jaw in the pixels")
+@pytest.mark.parametrize("scene", ["astronaut@640", "hopper@640", "obama@640"])
 def test_face_slim_jaw_as_the_judge_reads_it_on_hopper_and_obama(figures, scene):
     assert figures[("face_slim", scene)]["jaw_width"] <= -0.06
 
@@ -130,6 +134,15 @@ def test_face_slim_narrows_the_jaw_in_the_pixels_on_every_face(figures):
     """What the warp did to the judge's own jaw points, whatever the judge reads back."""
     for n in SCENES:
         assert figures[("face_slim", n)]["warp"]["jaw_width"] <= -0.08, (n, figures[("face_slim", n)]["warp"])
+
+
+def test_face_slim_keeps_the_smiles_width(figures):
+    """A slimmer face, the same smile: what the warp did to the judge's own mouth corners (dlib's 48 and 54,
+    a little outside the product's 61 and 291), measured -1.0 to -3.9 % on these scenes against -6.4 to
+    -9.7 % when the squeeze took the mouth along."""
+    for n in SCENES:
+        fig = figures[("face_slim", n)]
+        assert fig["warp"]["mouth_width"] >= -0.05, (n, fig["warp"])
 
 
 @pytest.mark.parametrize("case", _cases(lambda c: c.geometry))

@@ -22,6 +22,7 @@ const state = {
   photos: [{ id: "demo", name: "Demo face", blob: null, consent: store?.getItem("livefuse.consent.demo") === "1", key: "demo" }],
   prompts: [],    // the active prompt phrases, in order; the session gets them joined with ", "
   strength: 100,  // identity strength, per cent
+  shape: null,    // how far the face's proportions move toward the source's, per cent; null = the server's default
   enhance: null,  // face enhancer strength, per cent; null = the server's default
   // what goes behind the person: mode none / blur / color / image; a picture is uploaded to each session
   background: { mode: "none", strength: 70, color: "#00ff00", picture: null, imageId: null, imageSession: null },
@@ -143,6 +144,7 @@ async function start() {
     $("stages-line").textContent = body.stages.length ? `Pipeline: ${body.stages.join(" → ")}` : "Pipeline: pass-through (no face stages installed yet)";
     $("fusion-box").hidden = !body.stages.includes("swap");   // the switch only where a swap model is loaded
     $("enhance-box").hidden = !body.stages.includes("enhance");   // the slider only where an enhancer is loaded
+    $("shape-box").hidden = !body.stages.includes("fusion");      // shape is the geometric fusion stage's
     $("avatar-box").hidden = !body.stages.includes("face_out");   // calibration only where the face rig runs
     $("restream-box").hidden = false;
     $("stop").disabled = false;
@@ -238,6 +240,7 @@ function wantedParams() {
   };
   if (!$("fusion-box").hidden) params.fusion = $("fusion").value || null;
   if (!$("enhance-box").hidden && state.enhance !== null) params.enhance = state.enhance / 100;
+  if (!$("shape-box").hidden && state.shape !== null) params.shape = state.shape / 100;
   return params;
 }
 
@@ -827,6 +830,17 @@ $("strength").addEventListener("input", (e) => {
   strengthTimer = setTimeout(async () => {
     if (!conn) return;
     await conn.call({ type: "set_params", strength: state.strength / 100 });
+    readBackSoon();
+  }, 80);
+});
+let shapeTimer = null;
+$("shape").addEventListener("input", (e) => {
+  state.shape = Number(e.target.value);
+  $("shape-value").textContent = `${e.target.value}%`;
+  clearTimeout(shapeTimer);
+  shapeTimer = setTimeout(async () => {
+    if (!conn) return;
+    await conn.call({ type: "set_params", shape: state.shape / 100 });
     readBackSoon();
   }, 80);
 });

@@ -19,7 +19,7 @@ IMAGE_FORMAT_JPEG: ImageFormat
 IMAGE_FORMAT_RAW_RGB: ImageFormat
 
 class FuseRequest(_message.Message):
-    __slots__ = ("source", "target", "prompt", "strength", "consent", "edits", "face_map", "format", "background", "background_image", "colours")
+    __slots__ = ("source", "target", "prompt", "strength", "consent", "edits", "face_map", "format", "background", "background_image", "colours", "shape")
     class EditsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class FuseRequest(_message.Message):
     BACKGROUND_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_IMAGE_FIELD_NUMBER: _ClassVar[int]
     COLOURS_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     source: bytes
     target: bytes
     prompt: str
@@ -56,7 +57,8 @@ class FuseRequest(_message.Message):
     background: str
     background_image: bytes
     colours: _containers.ScalarMap[str, str]
-    def __init__(self, source: _Optional[bytes] = ..., target: _Optional[bytes] = ..., prompt: _Optional[str] = ..., strength: _Optional[float] = ..., consent: _Optional[bool] = ..., edits: _Optional[_Mapping[str, float]] = ..., face_map: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ..., background: _Optional[str] = ..., background_image: _Optional[bytes] = ..., colours: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    shape: float
+    def __init__(self, source: _Optional[bytes] = ..., target: _Optional[bytes] = ..., prompt: _Optional[str] = ..., strength: _Optional[float] = ..., consent: _Optional[bool] = ..., edits: _Optional[_Mapping[str, float]] = ..., face_map: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ..., background: _Optional[str] = ..., background_image: _Optional[bytes] = ..., colours: _Optional[_Mapping[str, str]] = ..., shape: _Optional[float] = ...) -> None: ...
 
 class FuseResponse(_message.Message):
     __slots__ = ("image", "media_type", "request_id", "watermark", "faces", "fused", "edits", "timings_ms")
@@ -169,7 +171,7 @@ class Job(_message.Message):
     def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[Job.State, str]] = ..., frames_done: _Optional[int] = ..., frames_total: _Optional[int] = ..., error: _Optional[str] = ..., result_url: _Optional[str] = ..., created: _Optional[float] = ..., updated: _Optional[float] = ...) -> None: ...
 
 class Controls(_message.Message):
-    __slots__ = ("strength", "prompt", "edits", "set_edits", "colours")
+    __slots__ = ("strength", "prompt", "edits", "set_edits", "colours", "shape")
     class EditsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -189,12 +191,14 @@ class Controls(_message.Message):
     EDITS_FIELD_NUMBER: _ClassVar[int]
     SET_EDITS_FIELD_NUMBER: _ClassVar[int]
     COLOURS_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     strength: float
     prompt: str
     edits: _containers.ScalarMap[str, float]
     set_edits: bool
     colours: _containers.ScalarMap[str, str]
-    def __init__(self, strength: _Optional[float] = ..., prompt: _Optional[str] = ..., edits: _Optional[_Mapping[str, float]] = ..., set_edits: _Optional[bool] = ..., colours: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    shape: float
+    def __init__(self, strength: _Optional[float] = ..., prompt: _Optional[str] = ..., edits: _Optional[_Mapping[str, float]] = ..., set_edits: _Optional[bool] = ..., colours: _Optional[_Mapping[str, str]] = ..., shape: _Optional[float] = ...) -> None: ...
 
 class StreamStart(_message.Message):
     __slots__ = ("source", "consent", "controls", "format")

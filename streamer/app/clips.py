@@ -14,7 +14,8 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
                  overwrite: bool = False, consent: bool = False,
                  on_frame: Callable[[int, int | None], None] | None = None, source_form: dict[str, str] | None = None,
                  session: Any = None, face_map: Mapping[int, str] | None = None, pace: bool = False,
-                 enhance: float | None = None, restream: tuple[list[str], Any] | None = None) -> dict[str, Any]:
+                 enhance: float | None = None, restream: tuple[list[str], Any] | None = None,
+                 shape: float | None = None) -> dict[str, Any]:
     """Decode -> pipeline -> encode, in order, no frame dropped (a file is not live). A source other
     than the bundled demo face needs `consent`; a prompt the policy refuses stops before any work.
     `on_frame(done, total)` after each frame (progress; an exception it raises stops the run and
@@ -22,7 +23,8 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
     form fields (a clip job's), and `session` the Session it runs in (its id goes into the audit log).
     `face_map`: track id -> a source image path, "demo" or "keep" (`livefuse process --map`); faces not
     in it get `source` (none: unchanged). Each mapped image passes the same consent gate as `source`.
-    `enhance`: the face enhancer's strength where one is loaded (None: the clip default, 1).
+    `enhance`: the face enhancer's strength where one is loaded (None: the clip default, 1). `shape`: how far
+    the faces' proportions move toward the source's, 0..1 (None: the server's default, FusionConfig.shape_weight).
     `pace`: frames go no faster than the clip's own rate (a clip driving a live avatar app over VMC or VTube
     Studio: the avatar moves as the person did). `restream`: (RTMP(S) URLs, RestreamSettings): the fused frames
     and the clip's audio pushed there too (streamer/sinks/restream.py), each destination's state in the summary."""
@@ -43,7 +45,7 @@ def process_file(input_path: str, output_path: str, services: Any, *, source: An
     if dst.resolve() == src.resolve():
         raise ValueError("output must not be the input")
     session = session if session is not None else Session()
-    session.update(strength=strength, enhance=enhance)
+    session.update(strength=strength, shape=shape, enhance=enhance)
     if source is not None and not isinstance(source, str):   # an uploaded image, already decoded
         services.register_source(session, source, {"source_id": "source", **(source_form or {})})
     elif source:

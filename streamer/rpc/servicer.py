@@ -51,13 +51,19 @@ def _job_pb(d: dict[str, Any]) -> pb.Job:
     return job
 
 
-def _strength(msg: Any) -> float:
-    if not msg.HasField("strength"):
-        return 1.0
-    value = float(msg.strength)
+def _share(msg: Any, name: str) -> float | None:
+    """An optional 0..1 field (`strength`, `shape`): None when unset, else its value, checked as REST checks."""
+    if not msg.HasField(name):
+        return None
+    value = float(getattr(msg, name))
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise refusal(400, "bad_request", "strength must be a number from 0 to 1")
+        raise refusal(400, "bad_request", f"{name} must be a number from 0 to 1")
     return value
+
+
+def _strength(msg: Any) -> float:
+    value = _share(msg, "strength")
+    return 1.0 if value is None else value
 
 
 def _prompt(text: str) -> str:
@@ -153,7 +159,7 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
         self._check_size(request.target, "target", limit)
         if request.background_image:
             self._check_size(request.background_image, "background_image", limit)
-        prompt, strength = _prompt(request.prompt), _strength(request)
+        prompt, strength, shape = _prompt(request.prompt), _strength(request), _share(request, "shape")
         edits = parse_edits(dict(request.edits)) if request.edits else {}
         colours = parse_colours(dict(request.colours)) if request.colours else {}
         face_map = parse_photo_map(request.face_map)
@@ -174,8 +180,8 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
                            if request.background_image else None)
                 req = PhotoRequest(source=source, target=target, principal=caller.principal,
                                    consent="true" if request.consent else "", prompt=prompt, strength=strength,
-                                   edits=edits, colours=colours, face_map=face_map, background=background,
-                                   background_image=picture, deadline=deadline)
+                                   shape=shape, edits=edits, colours=colours, face_map=face_map,
+                                   background=background, background_image=picture, deadline=deadline)
                 del source, target, picture
 
                 def work() -> tuple[Any, bytes]:
@@ -392,6 +398,8 @@ class FusionServicer(fusion_pb2_grpc.FusionServicer):
         changes: dict[str, Any] = {}
         if controls.HasField("strength"):
             changes["strength"] = _strength(controls)
+        if controls.HasField("shape"):
+            changes["shape"] = _share(controls, "shape")
         if controls.set_edits:
             changes["edits"] = parse_edits(dict(controls.edits))
         if controls.colours:   # "" gives an edit's shade back, as set_params' null

@@ -99,6 +99,8 @@ CLIENT_SCHEMA: dict[str, Any] = {
                 "type": {"const": "set_params"},
                 "id": {"type": "integer"},
                 "strength": {"type": "number", "minimum": 0, "maximum": 1},
+                # how far the face's proportions move toward the source's (0: texture only); null = the server's default
+                "shape": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}]},
                 "edits": _EDITS,
                 "colours": COLOURS_SCHEMA,
                 "source_id": {"anyOf": [{"type": "string", "pattern": SOURCE_ID_PATTERN}, {"type": "null"}]},
@@ -249,8 +251,9 @@ def params_to_controls(msg: dict[str, Any]) -> dict[str, Any]:
         changes["colours"] = {k: v for k, v in changes["colours"].items()}
     if "strength" in changes:
         changes["strength"] = float(changes["strength"])
-    if changes.get("enhance") is not None:
-        changes["enhance"] = float(changes["enhance"])
+    for name in ("shape", "enhance"):   # null stays None: back to the server's default
+        if changes.get(name) is not None:
+            changes[name] = float(changes[name])
     if "background" in changes:
         try:
             spec = parse_background(changes["background"])

@@ -30,6 +30,9 @@ class Controls:
     prompt asks for."""
 
     strength: float = 1.0
+    # how far fusion moves the face's proportions toward the source's, 0..1 (0: its skin alone changes);
+    # None = the server's default (FusionConfig.shape_weight)
+    shape: float | None = None
     prompt: str = ""
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     # coloured edit -> palette name or #rrggbb (engines/colours.py), over the prompt's colour words

@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", help="the prompt text (\"\" clears it)")
     parser.add_argument("--edits", help="slider values, NAME=VALUE[,NAME=VALUE...] (see GET /edits)")
     parser.add_argument("--strength", type=float, help="fusion strength, 0..1")
+    parser.add_argument("--shape", type=float, help="how far the face's proportions move toward the source's, 0..1 "
+                                                    "(0: its skin alone changes)")
     parser.add_argument("--enhance", type=float, help="face enhancer strength, 0..1 (where the server runs one)")
     parser.add_argument("--source", help="source id to fuse (one the session holds)")
     parser.add_argument("--watch", action="store_true", help="then print every message until the session ends")
@@ -53,6 +55,8 @@ def messages(args: argparse.Namespace) -> list[dict[str, Any]]:
         params["edits"] = parse_edits(args.edits)
     if args.strength is not None:
         params["strength"] = args.strength
+    if getattr(args, "shape", None) is not None:
+        params["shape"] = args.shape
     if getattr(args, "enhance", None) is not None:
         params["enhance"] = args.enhance
     if args.source is not None:
@@ -145,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"livefuse control: {exc}", file=sys.stderr)
         return 2
     if not outgoing and not args.watch:
-        print("livefuse control: nothing to do: give --prompt, --edits, --strength, --enhance, --source or --watch", file=sys.stderr)
+        print("livefuse control: nothing to do: give --prompt, --edits, --strength, --shape, --enhance, --source "
+              "or --watch", file=sys.stderr)
         return 2
     try:
         return asyncio.run(converse(url, read_token(args), outgoing, watch=args.watch, timeout=args.timeout))

@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="behind the person: 'blur', a CSS colour ('#00ff00' for a chroma key) or a picture file "
                              "(scaled to cover the frame); default: the clip's own room")
     parser.add_argument("--strength", type=float, default=1.0, help="fusion strength 0..1")
+    parser.add_argument("--shape", type=float, default=None, metavar="X",
+                        help="how far the face's proportions move toward the source's, 0..1 (0: its skin alone "
+                             "changes; default: the server's, 0.4)")
     parser.add_argument("--enhance", type=float, default=None, metavar="X",
                         help="face enhancer strength 0..1 with --enhancer (default 1: on in clips)")
     parser.add_argument("--codec", help="video codec (default: the container's)")
@@ -103,9 +106,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"livefuse process: --map: {exc}", file=sys.stderr)
         return 2
-    if args.enhance is not None and not 0.0 <= args.enhance <= 1.0:
-        print("livefuse process: --enhance must be within 0..1", file=sys.stderr)
-        return 2
+    for name in ("shape", "enhance"):
+        value = getattr(args, name)
+        if value is not None and not 0.0 <= value <= 1.0:
+            print(f"livefuse process: --{name} must be within 0..1", file=sys.stderr)
+            return 2
     try:
         background = background_session(args.background)
     except (ValueError, OSError, SourceRefused) as exc:
@@ -121,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
                                    strength=args.strength, codec=args.codec, crf=args.crf,
                                    progress=not args.no_progress, overwrite=args.overwrite or bool(remote_out),
                                    consent=args.consent, session=background, face_map=face_map, enhance=args.enhance,
+                                   shape=args.shape,
                                    pace=bool(getattr(args, "vmc", None) or getattr(args, "vtube_studio", None)
                                              or getattr(args, "restream", None)),
                                    restream=restream_of(args))

@@ -2,14 +2,15 @@
 
 Per face, at face-crop size (a face wider than `FusionConfig.work_px` takes its source, colour, shading
 and seam at that width, its live detail laid back at full size): the destination mesh is the live mesh
-moved toward the source's proportions (eyes and mouth move as rigid pieces so expression survives; the
-outline never moves so the seam stays put); visible triangles (back faces culled) are rasterised once into an id map; one remap
-samples the source texture and one the live frame (the live face follows the same shape change, so the
-kept mouth interior and eyes line up); the source is moved to the live skin's Lab statistics (smoothed
-over time; lightness by its mean alone, so the skin's detail keeps its contrast) and given the live
-low-frequency shading; a multi-band blend inside a feathered mask puts it
-in; a support mask keeps every pixel outside the face bit-exact, and a face's `keep` mask (a hand in
-front of it, from the face stage) gives those pixels back from the input, feathered.
+moved toward the source's proportions, as far as the session's `shape` control says (else
+`FusionConfig.shape_weight`; 0 keeps the live face's shape and changes its skin alone), eyes and mouth as
+rigid pieces so expression survives, the outline fixed so the seam stays put; visible triangles (back
+faces culled) are rasterised once into an id map; one remap samples the source texture and one the live
+frame (the live face follows the same shape change, so the kept mouth interior and eyes line up); the
+source is moved to the live skin's Lab statistics (smoothed over time; lightness by its mean alone, so the
+skin's detail keeps its contrast) and given the live low-frequency shading; a multi-band blend inside a
+feathered mask puts it in; a support mask keeps every pixel outside the face bit-exact, and a face's
+`keep` mask (a hand in front of it, from the face stage) gives those pixels back from the input, feathered.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ NOSE_TIP, UPPER_LIP = 1, 0     # MediaPipe mesh landmark ids
 
 @dataclass(frozen=True, slots=True)
 class FusionConfig:
-    shape_weight: float = 0.4        # at strength 1 the geometry moves this far toward the source's proportions
+    shape_weight: float = 0.4        # at strength 1 the geometry moves this far toward the source's proportions,
+                                     # where the session's `Controls.shape` does not say (0: texture only)
     colour_memory: float = 0.85      # weight of the previous frame's live skin statistics (temporal smoothing)
     relight: float = 1.0             # how much of the live low-frequency shading the source takes
     relight_sigma: float = 0.10      # shading scale, fraction of face width
@@ -94,6 +96,12 @@ def shape_weights(src: SourceFace) -> np.ndarray:
     y = src.landmarks[:, 1]
     y_nose, y_lip = y[NOSE_TIP], y[UPPER_LIP]
     return np.clip((y_lip - y) / max(y_lip - y_nose, 1e-3), 0.0, 1.0).astype(np.float32)
+
+
+def shape_share(controls: Controls, cfg: FusionConfig) -> float:
+    """How far a face at full weight moves toward the source's proportions: the session's `shape`, else
+    the server's `shape_weight`."""
+    return float(controls.shape) if controls.shape is not None else cfg.shape_weight
 
 
 def destination_mesh(live: np.ndarray, src: SourceFace, amount: float) -> np.ndarray:
@@ -243,7 +251,8 @@ class FusionStage:
             if weight <= 1e-3:
                 continue
             entry = {"track_id": face.track_id, "source_id": src.id, "source": name, "weight": round(weight, 3)}
-            steer = (src.id, entry["weight"], mode, controls.keep_mouth, controls.keep_eyes, (h, w))
+            steer = (src.id, entry["weight"], shape_share(controls, self.config), mode, controls.keep_mouth,
+                     controls.keep_eyes, (h, w))
             if still is not None and ops.ON_HOST and still.reuse(planes, face, steer):
                 fused.append({**entry, "reused": True})
                 continue
@@ -280,7 +289,7 @@ class FusionStage:
         cfg = self.config
         h, w = frame_shape
         live = np.asarray(face.landmarks, np.float32)
-        dest = destination_mesh(live, src, weight * cfg.shape_weight)
+        dest = destination_mesh(live, src, weight * shape_share(controls, cfg))
         lo = np.minimum(dest.min(axis=0), live[:, :2].min(axis=0))
         hi = np.maximum(dest.max(axis=0), live[:, :2].max(axis=0))
         fw = float(hi[0] - lo[0])

@@ -9,7 +9,7 @@ reuses the delta (its box's RGB becomes clip(live + delta)) when
 
 - its landmarks moved less than `max_move` of the face width from the ones the delta was made from
   (measured from the made frame, not the last one, so slow drift adds up and forces a fresh result),
-- the key is identical (the stage names what goes in it: source, weight, mode, kept parts; the edits),
+- the key is identical (the stage names what goes in it: source, weight, shape, mode, kept parts; the edits),
 - it carries no hand `keep` mask,
 - the delta was made or reused on the frame just before (a face that was not worked on, or a gap in its
   track, starts fresh), and it has been reused fewer than `max_run` frames in a row (so colour smoothing

@@ -198,6 +198,10 @@ def openapi(*, jobs: bool = True, version: str = "1") -> dict[str, Any]:
                                 "description": "you confirm you may use the source face (recorded)"},
                     "prompt": {"type": "string", "maxLength": MAX_PROMPT_CHARS, "description": "edits in words, e.g. 'a slight smile'"},
                     "strength": {"type": "number", "minimum": 0, "maximum": 1, "default": 1},
+                    "shape": {"type": "number", "minimum": 0, "maximum": 1,
+                              "description": "how far the face's proportions (eyes, brows, nose) move toward the "
+                                             "source's: 0 keeps the target's shape and changes its skin alone; "
+                                             "unset, the server's default (0.4; docs/fusion.md)"},
                     "enhance": {"type": "number", "minimum": 0, "maximum": 1, "default": 1,
                                 "description": "the face enhancer's strength, where the server runs one (--enhancer; "
                                                "docs/models.md); ignored otherwise"},

@@ -81,6 +81,8 @@ class PhotoRequest:
     consent: str = ""                  # the form's consent field, as sent (the gate decides)
     prompt: str = ""
     strength: float = 1.0
+    shape: float | None = None         # how far the face's proportions move toward the source's 0..1 (0: texture
+                                       # only); None = the server's default (FusionConfig.shape_weight)
     enhance: float | None = None       # the face enhancer's strength 0..1 where one is loaded; None = 1
     edits: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     colours: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))   # makeup shades, as set_params
@@ -179,6 +181,12 @@ def parse_strength(raw: str | None, name: str = "strength") -> float:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise FuseRefused(400, "bad_request", f"{name} must be a number from 0 to 1")
     return value
+
+
+def parse_optional_share(raw: str | None, name: str) -> float | None:
+    """An optional 0..1 form field (`shape`, `enhance`): None when absent or empty (the server's default),
+    else checked as `parse_strength` checks."""
+    return None if raw is None or raw == "" else parse_strength(raw, name)
 
 
 def encode_image(image: np.ndarray, media_type: str, jpeg_quality: int = 92) -> bytes:
@@ -453,8 +461,8 @@ class PhotoFuser:
         self._in_time(req, parts, "fusion")
         source_id = reply["source_id"]
         faces, face_sources = reading_order(faces, req.face_map, source_id)
-        session.update(strength=req.strength, edits=dict(req.edits), colours=dict(req.colours), source_id=source_id,
-                       face_sources=face_sources, enhance=req.enhance)
+        session.update(strength=req.strength, shape=req.shape, edits=dict(req.edits), colours=dict(req.colours),
+                       source_id=source_id, face_sources=face_sources, enhance=req.enhance)
         events: list[dict[str, Any]] = []
         context = frame_context(session.controls, session.sources, session_id=api_session_id(req.principal),
                                 notify=events.append)

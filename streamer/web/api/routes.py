@@ -22,8 +22,8 @@ from aiohttp import web
 from engines.sources import SourceConfig, SourceRefused
 from engines.prompt.language import MAX_PROMPT_CHARS
 from streamer.web.api.openapi import openapi
-from streamer.web.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_colours, parse_edits, parse_photo_map,
-                                     parse_strength, source_refusal)
+from streamer.web.api.photos import (FuseRefused, PhotoRequest, encode_image, parse_colours, parse_edits,
+                                     parse_optional_share, parse_photo_map, parse_strength, source_refusal)
 from streamer.config import BodyLimits
 from streamer.web.httpkit import Refused, Slots
 from streamer.ops.metrics import Metrics
@@ -222,8 +222,8 @@ class ApiRoutes:
             background = photo_background(form.fields.get("background", ""), "background_image" in form.files)
             try:
                 face_map = parse_photo_map(form.fields.get("map"))
-                raw_enhance = form.fields.get("enhance")
-                enhance = None if raw_enhance in (None, "") else parse_strength(raw_enhance, "enhance")
+                shape = parse_optional_share(form.fields.get("shape"), "shape")
+                enhance = parse_optional_share(form.fields.get("enhance"), "enhance")
             except FuseRefused as exc:
                 raise as_refused(exc) from None
             with self.photo_slots.take(self.ctx.metrics):
@@ -234,8 +234,8 @@ class ApiRoutes:
                 form.files.clear()   # the compressed bytes are not needed past their decode
                 req = PhotoRequest(source=source, target=target, principal=principal,
                                    consent=form.fields.get("consent", ""), prompt=prompt, strength=strength,
-                                   enhance=enhance, edits=edits, colours=colours, face_map=face_map, background=background,
-                                   background_image=picture)
+                                   shape=shape, enhance=enhance, edits=edits, colours=colours, face_map=face_map,
+                                   background=background, background_image=picture)
                 del picture
                 del source, target
                 response = await self._fuse_photo(req, media_type)

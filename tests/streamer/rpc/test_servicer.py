@@ -77,6 +77,39 @@ async def test_fuse_paints_the_makeup_in_the_shade_asked_for(channel, api_world,
     assert means["coral"][0] > means["#6e2a4f"][0] + 30 and means["#6e2a4f"][2] > means["coral"][2] + 20, means
 
 
+async def test_the_shape_control_over_fuse_and_fuse_stream(channel, api_world, astronaut, grace_hopper):
+    """`shape` 0 keeps the target's proportions (texture only), 1 moves them to the source's, on a photo
+    and on a stream's frames alike; out of 0..1 either is INVALID_ARGUMENT saying so."""
+    from engines.face_masks import region_mask
+    from tests.faceclips import landmarks_of
+
+    stub = fusion_pb2_grpc.FusionStub(channel)
+    src, tgt, auth = encode(astronaut), encode(grace_hopper), bearer(api_world)
+    face = region_mask(grace_hopper.shape[:2], landmarks_of(grace_hopper), ["face_oval"]) > 0.5
+    h, w = grace_hopper.shape[:2]
+
+    async def stream(controls: pb.Controls):
+        yield pb.StreamRequest(start=pb.StreamStart(source=src, consent=True, controls=controls,
+                                                    format=pb.IMAGE_FORMAT_RAW_RGB))
+        yield pb.StreamRequest(frame=pb.Frame(seq=0, raw=pb.RawImage(width=w, height=h, rgb=grace_hopper.tobytes())))
+
+    photos, frames = {}, {}
+    for shape in (0.0, 1.0):
+        reply = await stub.Fuse(pb.FuseRequest(source=src, target=tgt, consent=True, shape=shape), metadata=auth)
+        photos[shape] = np.asarray(Image.open(io.BytesIO(reply.image)).convert("RGB"))[face].astype(int)
+        (frame,) = await _drain(stub.FuseStream(stream(pb.Controls(shape=shape)), metadata=auth))
+        assert frame.faces == 1 and not frame.error
+        frames[shape] = np.frombuffer(frame.raw.rgb, np.uint8).reshape(h, w, 3)[face].astype(int)
+    assert np.abs(photos[1.0] - photos[0.0]).mean() > 3
+    assert np.abs(frames[1.0] - frames[0.0]).mean() > 3
+    for call in (stub.Fuse(pb.FuseRequest(source=src, target=tgt, consent=True, shape=1.5), metadata=auth),
+                 _drain(stub.FuseStream(stream(pb.Controls(shape=-0.5)), metadata=auth))):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call
+        assert (info.value.code(), details(info.value)[0]) == (grpc.StatusCode.INVALID_ARGUMENT, "bad_request")
+        assert "shape must be a number from 0 to 1" in info.value.details()
+
+
 async def test_every_refusal_has_its_status_code_and_reason(channel, api_world, astronaut, grace_hopper,
                                                             face_free_images):
     stub = fusion_pb2_grpc.FusionStub(channel)
@@ -90,6 +123,7 @@ async def test_every_refusal_has_its_status_code_and_reason(channel, api_world, 
     assert (await refused(fuse(source=encode(api_world.protected))))[:2] == (C.PERMISSION_DENIED, "source_protected_identity")
     assert (await refused(fuse(prompt=REFUSED_PROMPT)))[:2] == (C.PERMISSION_DENIED, "prompt_refused")
     assert (await refused(fuse(strength=1.5)))[:2] == (C.INVALID_ARGUMENT, "bad_request")
+    assert (await refused(fuse(shape=2.0)))[:2] == (C.INVALID_ARGUMENT, "bad_request")
     assert (await refused(fuse(prompt="x" * 501)))[:2] == (C.INVALID_ARGUMENT, "prompt_too_long")
     assert (await refused(fuse(edits={"no_such_edit": 0.1})))[:2] == (C.INVALID_ARGUMENT, "bad_request")
     assert (await refused(fuse(colours={"lip_tint": "teal-ish"})))[:2] == (C.INVALID_ARGUMENT, "bad_request")

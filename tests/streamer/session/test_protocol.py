@@ -80,6 +80,23 @@ def test_set_params_becomes_session_controls():
     assert dict(controls.face_sources) == {2: "grace"} and controls.keep_mouth is False and controls.keep_eyes is True
 
 
+def test_set_params_shape_sets_and_null_gives_back_the_server_s_default():
+    session = Session()
+    msg = parse_client_message('{"type": "set_params", "shape": 0.5}', max_bytes=LIMIT)
+    assert session.update(**params_to_controls(msg)).shape == 0.5
+    msg = parse_client_message('{"type": "set_params", "shape": 0}', max_bytes=LIMIT)     # an integer JSON number
+    controls = session.update(**params_to_controls(msg))
+    assert controls.shape == 0.0 and isinstance(controls.shape, float)
+    for bad in ('1.5', '-0.1', '"x"', 'true'):
+        with pytest.raises(ProtocolError) as err:
+            parse_client_message('{"type": "set_params", "shape": %s, "id": 9}' % bad, max_bytes=LIMIT)
+        assert err.value.code == "invalid" and "shape" in err.value.message and err.value.reply()["id"] == 9, bad
+    assert session.controls.shape == 0.0                                                 # a refusal changes nothing
+    msg = parse_client_message('{"type": "set_params", "shape": null}', max_bytes=LIMIT)
+    assert session.update(**params_to_controls(msg)).shape is None                      # FusionConfig.shape_weight again
+    assert session.controls.as_json()["shape"] is None
+
+
 def test_set_params_colours_change_only_the_shades_named():
     session = Session()
     for colours in ({"lip_tint": "coral", "blush": "#FF9966"}, {"blush": None, "eye_makeup": "gold"}):

@@ -320,6 +320,12 @@ async def test_livefuse_control_steers_a_session_from_another_process(token_serv
         assert state.peers[sid].session.controls.enhance == 0.7
         rc, out, err = await cli(sid, "--enhance", "2", token=str(token_file))      # out of range: refused
         assert rc == 1 and out[-1]["code"] == "invalid" and state.peers[sid].session.controls.enhance == 0.7
+        rc, out, err = await cli(sid, "--shape", "0.3", token=str(token_file))      # how far the proportions move
+        assert rc == 0, err
+        assert state.peers[sid].session.controls.shape == 0.3
+        rc, out, err = await cli(sid, "--shape", "1.5", token=str(token_file))      # out of range: refused
+        assert rc == 1 and out[-1]["code"] == "invalid" and "shape" in out[-1]["message"]
+        assert state.peers[sid].session.controls.shape == 0.3
 
         rc, out, err = await cli(sid, "--edits", "horns=1", token=str(token_file))   # refused by the schema
         assert rc == 1 and out[-1]["type"] == "error" and out[-1]["code"] == "invalid"

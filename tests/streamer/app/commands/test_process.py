@@ -104,6 +104,37 @@ def test_process_runs_the_pipeline_on_each_frame(clip, tmp_path):
     assert np.abs(frames[5][2 * CODE_ROWS_PX:].astype(np.int16) - inverted).mean() < 10
 
 
+class RecordShape:
+    """A stage that records the shape control each frame's context carries."""
+
+    name = "fusion"
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def __call__(self, state, context):
+        self.seen.append(context.controls.shape)
+        return state
+
+
+def test_process_shape_reaches_every_frame_and_is_checked(clip, tmp_path, capsys, monkeypatch):
+    from streamer.app.commands import serve
+
+    src, _ = clip
+    stage = RecordShape()
+    monkeypatch.setattr(serve, "_services_or_exit",
+                        lambda *a, **k: NullServices(make_pipeline=lambda s: Pipeline([stage])))
+    assert main(["process", str(src), "-o", str(tmp_path / "o.mp4"), "--shape", "0.25", "--no-progress"]) == 0
+    assert stage.seen == [0.25] * FRAMES
+    stage.seen.clear()
+    assert main(["process", str(src), "-o", str(tmp_path / "p.mp4"), "--no-progress"]) == 0
+    assert stage.seen == [None] * FRAMES                  # unset: the server's shape_weight
+    for bad in ("1.5", "-0.1", "nan"):
+        out = tmp_path / "x.mp4"
+        assert main(["process", str(src), "-o", str(out), "--source", "demo", "--shape", bad, "--no-progress"]) == 2, bad
+        assert "--shape must be within 0..1" in capsys.readouterr().err and not out.exists(), bad
+
+
 def test_bad_input_is_a_clear_error_and_writes_nothing(clip, tmp_path, capsys):
     garbage = tmp_path / "garbage.mp4"
     garbage.write_bytes(b"this is not a video" * 100)

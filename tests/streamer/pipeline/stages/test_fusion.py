@@ -1,6 +1,7 @@
 """The fusion stage on real photos with real landmarks: identity moves toward the source, strength 0 and
-everything outside the face stay bit-exact, kept mouth and eyes stay live, turned or leaving faces fade,
-several faces take their own sources, colour follows the light smoothly, and the torch path agrees."""
+everything outside the face stay bit-exact, the shape control moves the face's proportions (0: texture
+only), kept mouth and eyes stay live, turned or leaving faces fade, several faces take their own sources,
+colour follows the light smoothly, and the torch path agrees."""
 
 import dataclasses
 
@@ -14,7 +15,7 @@ from engines.faces import MediaPipeLandmarker
 from engines.sources import SourceRegistry
 from streamer.pipeline.pipeline import FrameState, Pipeline
 from streamer.session.session import Session
-from streamer.pipeline.stages.fusion import FusionConfig, FusionStage, face_weight
+from streamer.pipeline.stages.fusion import FusionConfig, FusionStage, destination_mesh, face_weight
 
 
 def frame640(img: np.ndarray) -> np.ndarray:
@@ -112,6 +113,50 @@ def test_pose_is_kept(sources, hopper_frame):
     out = run(FusionStage(), img, faces, session_with(sources["astronaut"]))
     (after,) = detect(out)
     assert np.abs(np.subtract(after.pose, faces[0].pose)).max() < 3.0
+
+
+def _support(img_shape, geo) -> np.ndarray:
+    """Where a face's fusion may change the frame (its geometry's support), as a frame-sized mask."""
+    x0, y0, x1, y1 = geo.box
+    out = np.zeros(img_shape[:2], bool)
+    out[y0:y1, x0:x1] = cv2.resize(geo.support, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR) > 0
+    return out
+
+
+def test_the_shape_control_moves_the_face_s_proportions_and_nothing_else(sources, hopper_frame):
+    """`Controls.shape`: 0 is the texture-only swap (the same frame as a server whose shape_weight is 0), 1
+    moves the eyes, brows and nose to the source's proportions (a landmarker finds them there), unset is the
+    server's shape_weight; every shape leaves each pixel outside the face's support bit-exact."""
+    img, faces = hopper_frame
+    src = sources["astronaut"]
+    live = faces[0].landmarks[:, :2]
+    outs, supports = {}, {}
+    for shape in (0.0, 1.0):
+        stage = FusionStage()
+        geo = keeping_geometry(stage)
+        outs[shape] = run(stage, img, faces, session_with(src, shape=shape))
+        supports[shape] = _support(img.shape, geo[-1])
+    assert np.array_equal(outs[0.0], run(FusionStage(FusionConfig(shape_weight=0.0)), img, faces, session_with(src)))
+    inside = face_region(img.shape, faces[0])
+    assert np.abs(outs[1.0][inside].astype(int) - outs[0.0][inside]).mean() > 3      # the face itself changed shape
+    for shape, out in outs.items():
+        outside = ~supports[shape]
+        assert outside.mean() > 0.8 and np.array_equal(out[outside], img[outside]), shape
+    # where the landmarks of the fused face lie: at 0 on the live face's, at 1 on the source's proportions
+    full = destination_mesh(faces[0].landmarks, src, 1.0)
+    moved = np.linalg.norm(full - live, axis=1) > 0.5
+    assert moved.sum() > 100
+    for shape, out in outs.items():
+        (found,) = detect(out)
+        to_live = np.linalg.norm(found.landmarks[moved, :2] - live[moved], axis=1).mean()
+        to_source = np.linalg.norm(found.landmarks[moved, :2] - full[moved], axis=1).mean()
+        assert (to_live < to_source) if shape == 0.0 else (to_source < to_live), (shape, to_live, to_source)
+    # unset: the server's shape_weight, whatever it is
+    server = FusionConfig(shape_weight=0.7)
+    assert np.array_equal(run(FusionStage(server), img, faces, session_with(src)),
+                          run(FusionStage(), img, faces, session_with(src, shape=0.7)))
+    assert np.array_equal(run(FusionStage(), img, faces, session_with(src)),
+                          run(FusionStage(), img, faces, session_with(src, shape=FusionConfig().shape_weight)))
 
 
 def test_kept_mouth_and_eyes_stay_live(sources, astronaut):

@@ -162,7 +162,7 @@ def test_a_moving_face_is_fresh(moving_clip, sources):
     assert edits.still.reused == 0 and edits.still.fresh == len(moving_clip)
 
 
-@pytest.mark.parametrize("change", ["source", "strength", "keep_mouth", "keep_eyes"])
+@pytest.mark.parametrize("change", ["source", "strength", "shape", "keep_mouth", "keep_eyes"])
 def test_a_changed_fusion_control_is_fresh(still_clip, sources, change):
     session = session_with(sources["astronaut"], sources["mirrored"])
     fusion = FusionStage(still=StillFaces())
@@ -172,7 +172,8 @@ def test_a_changed_fusion_control_is_fresh(still_clip, sources, change):
     assert reused_flags(step(pipe, f0, faces0, session)[0]) == [False]
     assert reused_flags(step(pipe, f1, faces1, session)[0]) == [True]
     session.update(**{"source": {"source_id": sources["mirrored"].id}, "strength": {"strength": 0.7},
-                      "keep_mouth": {"keep_mouth": False}, "keep_eyes": {"keep_eyes": False}}[change])
+                      "shape": {"shape": 1.0}, "keep_mouth": {"keep_mouth": False},
+                      "keep_eyes": {"keep_eyes": False}}[change])
     state, out = step(pipe, f2, faces2, session)
     assert reused_flags(state) == [False] and calls[0] == 2
     _, ref = step(Pipeline([FusionStage()]), f2, faces2, session)

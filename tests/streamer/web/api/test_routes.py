@@ -74,6 +74,26 @@ async def test_the_makeup_shade_is_the_form_s_or_the_prompt_s(api, api_world, as
     assert np.abs(outs["prompt"] - outs["plum"]).max() < 6, outs          # the word alone gives the same plum
 
 
+async def test_the_shape_field_sets_how_far_the_face_s_proportions_move(api, api_world, astronaut, grace_hopper):
+    """`shape` 0 is the texture-only swap, 1 moves the eyes, brows and nose all the way: the larger the
+    shape, the further the fused face lies from the texture-only one; out of 0..1 is a 400 that says so."""
+    url, http, _ = api
+    x0, y0, x1, y1 = _face_box(grace_hopper)
+    outs = {}
+    for shape in ("0", "0.3", "1"):
+        form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true", shape=shape)
+        async with http.post(f"{url}/v1/fuse", data=form, headers=api_world.headers()) as r:
+            body = await r.read()
+            assert r.status == 200, body[:300]
+        outs[shape] = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))[y0:y1, x0:x1].astype(int)
+    apart = {s: np.abs(outs[s] - outs["0"]).mean() for s in ("0.3", "1")}
+    assert 0.5 < apart["0.3"] < apart["1"] and apart["1"] > 3, apart
+    for bad in ("2", "-0.5", "x", "nan"):
+        got, body = await _refusal(http, url, api_world.headers(),
+                                   fuse_form(encode(astronaut), encode(grace_hopper), consent="true", shape=bad))
+        assert (got, body["code"]) == (400, "bad_request") and body["error"] == "shape must be a number from 0 to 1", bad
+
+
 async def test_accept_jpeg_gives_jpeg_and_unknown_accept_is_406(api, api_world, astronaut, grace_hopper):
     url, http, _ = api
     form = fuse_form(encode(astronaut), encode(grace_hopper), consent="true")
@@ -108,6 +128,7 @@ async def test_every_refusal_has_its_code_and_status(api, api_world, astronaut, 
         "not an image": (fuse_form(b"hello, not an image", tgt, consent="true"), 422, "source_bad_image"),
         "missing target": (fuse_form(src, None, consent="true"), 400, "bad_request"),
         "bad strength": (fuse_form(src, tgt, consent="true", strength="2"), 400, "bad_request"),
+        "bad shape": (fuse_form(src, tgt, consent="true", shape="1.5"), 400, "bad_request"),
         "bad edits": (fuse_form(src, tgt, consent="true", edits='{"smile": "lots"}'), 400, "bad_request"),
         "unknown edit": (fuse_form(src, tgt, consent="true", edits='{"horns": 1}'), 400, "bad_request"),
         "unknown shade": (fuse_form(src, tgt, consent="true", colours='{"lip_tint": "teal-ish"}'), 400, "bad_request"),

@@ -86,21 +86,27 @@ def masked_lowpass(channel: np.ndarray, mask: np.ndarray, sigma: float, factor: 
 
 
 def relight(fg_lab: np.ndarray, bg_lab: np.ndarray, mask: np.ndarray, sigma: float, amount: float = 1.0,
-            factor: int = 4) -> np.ndarray:
-    """Give `fg_lab` the low-frequency lightness of `bg_lab` (the live face's shading) inside `mask`, keeping
-    its own detail: L_fg + amount * (low(L_bg) - low(L_fg)). `bg_lab` and `mask` may be at 1/k of fg's
-    size (k dividing `factor`, fg's sides multiples of k); both low-passes run in one pass at 1/factor.
-    `sigma` is in fg pixels."""
+            factor: int = 4, colour: float = 0.0) -> np.ndarray:
+    """Give `fg_lab` the low-frequency lightness of `bg_lab` (the live face's shading) inside `mask`, and
+    with `colour` > 0 its low-frequency a*, b* too (the live skin's colour across the face, so the face
+    matches the ears and neck around it), keeping its own detail: X_fg + amount * (low(X_bg) - low(X_fg)),
+    `colour` in place of `amount` for a*, b*. `bg_lab` and `mask` may be at 1/k of fg's size (k dividing
+    `factor`, fg's sides multiples of k); every low-pass runs in one pass at 1/factor. `sigma` is in fg
+    pixels."""
     h, w = fg_lab.shape[:2]
     k = h // mask.shape[0]
-    fg_l = fg_lab[..., 0] if k == 1 else _box_down(np.ascontiguousarray(fg_lab[..., 0]), k)
-    stack = np.dstack([bg_lab[..., 0] * mask, fg_l * mask, mask]).astype(np.float32)
+    n = 3 if colour else 1
+    fg = fg_lab[..., :n]
+    fg_small = fg if k == 1 else _box_down(np.ascontiguousarray(fg), k)
+    stack = np.dstack([bg_lab[..., :n] * mask[..., None], fg_small.reshape(*mask.shape, n) * mask[..., None], mask]).astype(np.float32)
     small = _box_down(stack, factor // k)
     g = gaussian_kernel(max(sigma / factor, 0.5))
     small = cv2.sepFilter2D(small, -1, g, g, borderType=cv2.BORDER_REPLICATE)
-    diff = (small[..., 0] - small[..., 1]) / np.maximum(small[..., 2], 1e-3)
+    diff = (small[..., :n] - small[..., n:2 * n]) / np.maximum(small[..., 2 * n:], 1e-3)
+    diff *= np.array([amount, colour, colour][:n], np.float32)
     out = fg_lab.copy()
-    out[..., 0] += np.float32(amount) * cv2.resize(diff, (w, h), interpolation=cv2.INTER_LINEAR)
+    up = cv2.resize(diff, (w, h), interpolation=cv2.INTER_LINEAR)
+    out[..., :n] += up.reshape(h, w, n)
     return out
 
 

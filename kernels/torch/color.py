@@ -88,16 +88,18 @@ def masked_lowpass(channel: torch.Tensor, mask: torch.Tensor, sigma: float, fact
 
 
 def relight(fg_lab: torch.Tensor, bg_lab: torch.Tensor, mask: torch.Tensor, sigma: float, amount: float = 1.0,
-            factor: int = 4) -> torch.Tensor:
+            factor: int = 4, colour: float = 0.0) -> torch.Tensor:
     """See kernels.numpy.color.relight."""
     h, w = fg_lab.shape[:2]
     k = h // mask.shape[0]
-    fg_l = fg_lab[..., 0] if k == 1 else _box_down(fg_lab[..., 0], k)
     g = gaussian_kernel(max(sigma / factor, 0.5))
-    parts = [_sep_blur(_box_down(x, factor // k), g) for x in (bg_lab[..., 0] * mask, fg_l * mask, mask)]
-    diff = (parts[0] - parts[1]) / parts[2].clamp(min=1e-3)
+    low_mask = _sep_blur(_box_down(mask, factor // k), g).clamp(min=1e-3)
     out = fg_lab.clone()
-    out[..., 0] += amount * F.interpolate(diff[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+    for c, a in enumerate((amount, colour, colour)[:3 if colour else 1]):
+        fg_c = fg_lab[..., c] if k == 1 else _box_down(fg_lab[..., c], k)
+        diff = (_sep_blur(_box_down(bg_lab[..., c] * mask, factor // k), g)
+                - _sep_blur(_box_down(fg_c * mask, factor // k), g)) / low_mask
+        out[..., c] += a * F.interpolate(diff[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
     return out
 
 

@@ -52,6 +52,27 @@ def test_relight_carries_live_shading_and_keeps_detail(astronaut):
     assert np.corrcoef(detail.ravel(), detail0.ravel())[0, 1] > 0.95   # own texture kept
 
 
+def test_colour_relight_carries_the_live_skins_colour_field(astronaut):
+    """With `colour`, a* and b* take the live picture's low frequencies too: a face redder on one side in
+    the room it is fused into comes out redder on that side, its own colour detail kept; without it the
+    chroma is untouched."""
+    face = nc.rgb_to_lab(astronaut[80:240, 160:300])
+    h, w = face.shape[:2]
+    live = face.copy()
+    live[..., 1] += np.linspace(-8, 8, w, dtype=np.float32)[None, :]     # warmer (redder) to the right
+    live[..., 2] += 5.0                                                 # and yellower everywhere
+    mask = np.ones((h, w), np.float32)
+    assert np.array_equal(nc.relight(face, live, mask, sigma=12)[..., 1:], face[..., 1:])
+    out = nc.relight(face, live, mask, sigma=12, colour=1.0)
+    left, right = out[:, : w // 4, 1].mean(), out[:, -w // 4:, 1].mean()
+    l0, r0 = face[:, : w // 4, 1].mean(), face[:, -w // 4:, 1].mean()
+    assert (right - left) - (r0 - l0) > 8
+    assert abs((out[..., 2] - face[..., 2]).mean() - 5.0) < 0.5
+    detail = out[..., 1] - nc.masked_lowpass(out[..., 1], mask, 12)
+    detail0 = face[..., 1] - nc.masked_lowpass(face[..., 1], mask, 12)
+    assert np.corrcoef(detail.ravel(), detail0.ravel())[0, 1] > 0.95
+
+
 def test_torch_twin_agrees_on_odd_size(astronaut, grace_hopper):
     a = astronaut[:238, :318]
     b = grace_hopper[:238, :318]
@@ -70,6 +91,9 @@ def test_torch_twin_agrees_on_odd_size(astronaut, grace_hopper):
     np.testing.assert_allclose(tmoved, moved, atol=1e-3)
     r = nc.relight(la, lb, mask, 15)
     tr = tc.relight(torch.from_numpy(la), torch.from_numpy(lb), torch.from_numpy(mask), 15).numpy()
+    np.testing.assert_allclose(tr, r, atol=1e-3)
+    r = nc.relight(la, lb, mask, 15, colour=0.8)
+    tr = tc.relight(torch.from_numpy(la), torch.from_numpy(lb), torch.from_numpy(mask), 15, colour=0.8).numpy()
     np.testing.assert_allclose(tr, r, atol=1e-3)
 
 

@@ -103,6 +103,8 @@ def test_color_on_cuda(a, b):
     np.testing.assert_allclose(ts[1].cpu().numpy(), s[1], rtol=1e-3)
     np.testing.assert_allclose(tc.transfer_stats(_c(la), s, d, 0.7).cpu().numpy(), nc.transfer_stats(la, s, d, 0.7), atol=1e-3)
     np.testing.assert_allclose(tc.relight(_c(la), _c(lb), _c(mask), 15).cpu().numpy(), nc.relight(la, lb, mask, 15), atol=1e-3)
+    np.testing.assert_allclose(tc.relight(_c(la), _c(lb), _c(mask), 15, colour=1.0).cpu().numpy(),
+                               nc.relight(la, lb, mask, 15, colour=1.0), atol=1e-3)
     np.testing.assert_allclose(tc.half_size(_c(a)).cpu().numpy(), nc.half_size(a), atol=1e-5)
 
 

@@ -8,7 +8,7 @@ rigid pieces so expression survives, the outline fixed so the seam stays put; vi
 faces culled) are rasterised once into an id map; one remap samples the source texture and one the live
 frame (the live face follows the same shape change, so the kept mouth interior and eyes line up); the
 source is moved to the live skin's Lab statistics (smoothed over time; lightness by its mean alone, so the
-skin's detail keeps its contrast) and given the live low-frequency shading; a multi-band blend inside a
+skin's detail keeps its contrast) and given the live low-frequency shading and colour; a multi-band blend inside a
 feathered mask puts it in; a support mask keeps every pixel outside the face bit-exact, and a face's
 `keep` mask (a hand in front of it, from the face stage) gives those pixels back from the input, feathered.
 """
@@ -51,6 +51,8 @@ class FusionConfig:
     colour_memory: float = 0.85      # weight of the previous frame's live skin statistics (temporal smoothing)
     relight: float = 1.0             # how much of the live low-frequency shading the source takes
     relight_sigma: float = 0.10      # shading scale, fraction of face width
+    relight_colour: float = 1.0      # how much of the live skin's low-frequency colour (a*, b*) the source takes at
+                                     # that scale: the face's warmth and redness follow the ears and neck around it
     source_contrast: bool = True     # lightness keeps the source's spread (only its mean moves to the live skin's):
                                      # relighting brings the live shading, and scaling the spread would scale the
                                      # skin's fine detail with it (docs/fusion.md, Skin detail)
@@ -433,8 +435,9 @@ class FusionStage:
         if cfg.source_contrast:
             target = (target[0], np.array([src.skin_stats[1][0], target[1][1], target[1][2]], np.float32))
         fg_lab = C.transfer_stats(fg_lab, src.skin_stats, target)
-        if cfg.relight > 0:
-            fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw * sx, amount=cfg.relight)
+        if cfg.relight > 0 or cfg.relight_colour > 0:
+            fg_lab = C.relight(fg_lab, bg_lab, skin, sigma=cfg.relight_sigma * fw * sx, amount=cfg.relight,
+                               colour=cfg.relight_colour)
         fg_rgb = C.lab_to_rgb(fg_lab)
         weight_h = geo.support if geo.keep is None else geo.support * (1.0 - geo.keep)
         if geo.work is None:

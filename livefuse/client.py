@@ -135,7 +135,7 @@ def _grpc_error(exc: Any) -> LiveFuseError:
 
 def _fuse_pb(source: bytes, target: bytes, prompt: str, strength: float | None, consent: bool,
              edits: Mapping[str, float] | None, face_map: str, fmt: str, background: str = "",
-             background_image: bytes | None = None) -> Any:
+             background_image: bytes | None = None, shape: float | None = None) -> Any:
     from livefuse.v1 import fusion_pb2 as pb
 
     req = pb.FuseRequest(source=source, target=target, prompt=prompt, consent=consent, edits=dict(edits or {}),
@@ -143,6 +143,8 @@ def _fuse_pb(source: bytes, target: bytes, prompt: str, strength: float | None, 
                          background_image=background_image or b"")
     if strength is not None:
         req.strength = float(strength)
+    if shape is not None:
+        req.shape = float(shape)
     return req
 
 
@@ -246,7 +248,7 @@ def _sniff(data: bytes) -> str:
 
 def _fuse_form(source: bytes, target: bytes, prompt: str, strength: float | None, consent: bool,
                edits: Mapping[str, float] | None, face_map: str, background: str = "",
-               background_image: bytes | None = None) -> tuple[bytes, str]:
+               background_image: bytes | None = None, shape: float | None = None) -> tuple[bytes, str]:
     fields = {"consent": "true" if consent else ""}
     if background:
         fields["background"] = background
@@ -254,6 +256,8 @@ def _fuse_form(source: bytes, target: bytes, prompt: str, strength: float | None
         fields["prompt"] = prompt
     if strength is not None:
         fields["strength"] = repr(float(strength))
+    if shape is not None:
+        fields["shape"] = repr(float(shape))
     if edits:
         fields["edits"] = json.dumps(dict(edits))
     if face_map:
@@ -377,14 +381,17 @@ class Client:
     # -- the methods --
     def fuse(self, source: bytes, target: bytes, *, consent: bool = False, prompt: str = "",
              strength: float | None = None, edits: Mapping[str, float] | None = None, face_map: str = "",
-             format: str = "png", background: str = "",
-             background_image: bytes | None = None, timeout: float | None = None) -> FuseResult:
+             format: str = "png", background: str = "", background_image: bytes | None = None,
+             shape: float | None = None, timeout: float | None = None) -> FuseResult:
         """One photo: `source`'s face fused into `target`'s faces (both JPEG, PNG or WebP bytes); `background`
-        ("blur", a CSS colour, "none") or `background_image` (a picture) goes behind the person."""
+        ("blur", a CSS colour, "none") or `background_image` (a picture) goes behind the person; `shape`
+        (0..1) is how far the face's proportions move toward the source's (None: the server's default)."""
         if self.kind == "grpc":
-            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format, background, background_image)
+            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format, background, background_image,
+                           shape)
             return _fuse_result_pb(self._call("Fuse", req, timeout))
-        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map, background, background_image)
+        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map, background, background_image,
+                                 shape)
         data, headers = self._http("POST", "/v1/fuse", body, ctype, f"image/{_fmt(format)}", timeout)
         return _fuse_result_rest(data, headers)
 
@@ -517,12 +524,14 @@ class AsyncClient:
 
     async def fuse(self, source: bytes, target: bytes, *, consent: bool = False, prompt: str = "",
                    strength: float | None = None, edits: Mapping[str, float] | None = None, face_map: str = "",
-                   format: str = "png", background: str = "",
-                   background_image: bytes | None = None, timeout: float | None = None) -> FuseResult:
+                   format: str = "png", background: str = "", background_image: bytes | None = None,
+                   shape: float | None = None, timeout: float | None = None) -> FuseResult:
         if self.kind == "grpc":
-            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format, background, background_image)
+            req = _fuse_pb(source, target, prompt, strength, consent, edits, face_map, format, background, background_image,
+                           shape)
             return _fuse_result_pb(await self._call("Fuse", req, timeout))
-        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map, background, background_image)
+        body, ctype = _fuse_form(source, target, prompt, strength, consent, edits, face_map, background, background_image,
+                                 shape)
         data, headers = await self._http("POST", "/v1/fuse", body, ctype, f"image/{_fmt(format)}", timeout)
         return _fuse_result_rest(data, headers)
 

@@ -46,17 +46,26 @@ async def test_blocking_client_fuses_and_refuses(urls, api_world, astronaut, gra
     def calls():
         with Client(urls[kind], token=token) as lf:
             out = lf.fuse(encode(astronaut), encode(grace_hopper), consent=True, prompt="a warm smile", format="jpeg")
+            flat, shaped = (lf.fuse(encode(astronaut), encode(grace_hopper), consent=True, shape=x) for x in (0.0, 1.0))
+            try:
+                lf.fuse(encode(astronaut), encode(grace_hopper), consent=True, shape=1.5)
+            except LiveFuseError as exc:
+                bad_shape = exc
             try:
                 lf.fuse(encode(astronaut), encode(grace_hopper))
             except LiveFuseError as exc:
-                return out, exc
+                return out, exc, flat, shaped, bad_shape
         raise AssertionError("a source without consent was not refused")
 
-    out, exc = await asyncio.to_thread(calls)
+    out, exc, flat, shaped, bad_shape = await asyncio.to_thread(calls)
     assert out.media_type == "image/jpeg" and _image(out.image).shape == grace_hopper.shape
     assert out.faces == 1 and out.fused == 1 and len(out.watermark) == 16 and len(out.request_id) == 32
     assert exc.code == "source_no_consent"
     assert exc.status == ("FAILED_PRECONDITION" if kind == "grpc" else 422)
+    # the shape control reaches the server: the whole shape moves the face's features, a bad one is refused
+    diff = np.abs(_image(flat.image).astype(int) - _image(shaped.image).astype(int)).max(axis=2)
+    assert (diff > 8).sum() > 100
+    assert bad_shape.code == "bad_request" and "shape" in str(bad_shape)
 
 
 @pytest.mark.parametrize("kind", ["grpc", "rest"])

@@ -179,19 +179,25 @@ def _work_px_sweep(args, source) -> dict:
 
 
 def _mask_cost(registry, photo: np.ndarray, runs: int) -> dict:
-    """CPU of the source's validity mask and fill (engines/source_mask.py: build_mask), once per registration,
-    on the astronaut: her fringe is found and filled from the bare side of her forehead."""
+    """CPU of the source's validity mask and fill (engines/source_mask.py: build_mask) and of the look for
+    hands in front of the face (palm detector, hand landmarks where a palm is found), once each per
+    registration, on the astronaut: her fringe is found and filled from the bare side of her forehead; she
+    holds no hand up, so the hand look is the palm detector's pass."""
     from engines.source_mask import build_mask
     from engines.sources import canonical_texture
 
     face = max(registry.detect(photo), key=lambda f: f.bbox[2] - f.bbox[0])
     raw, lms = canonical_texture(photo, face, registry.config)
-    ms = []
+    ms, hand_ms = [], []
     for _ in range(runs + 2):
         t = time.process_time()
         build_mask(raw, lms, registry.config.mask)
         ms.append((time.process_time() - t) * 1000)
-    return {"cpu": _stats(ms[2:]), "runs": runs, "texture_px": raw.shape[0]}
+        t = time.process_time()
+        registry.hands(photo, face)
+        hand_ms.append((time.process_time() - t) * 1000)
+    return {"cpu": _stats(ms[2:]), "hand_look_cpu": _stats(hand_ms[2:]), "runs": runs, "texture_px": raw.shape[0],
+            "photo": f"{photo.shape[1]}x{photo.shape[0]}"}
 
 
 def run(args) -> dict:

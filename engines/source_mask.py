@@ -16,7 +16,9 @@ What counts as covered (all in texture pixels, cheap: a few OpenCV passes over 2
   ignores how bright a pixel is, so side light, shading and a beard's darker mix stay skin; only regions
   that stay foreign after an opening and that are large (a share of the skin) count, so freckles, tattoo
   lines and stubble strokes, thin or small, do not;
-- deep shadow (no channel above `dark`) and blown highlight (every channel above `bright`), large ones only.
+- deep shadow (no channel above `dark`) and blown highlight (every channel above `bright`), large ones only;
+- a hand in front of the face, whatever its colour: found in the photo by the hand networks at
+  registration (engines/sources.py) and passed in as a coverage mask over the texture.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class SourceMask:
     glasses: bool
     parts: dict[str, float] = field(default_factory=dict)   # part name -> share of its skin covered (filled or not)
     unfilled: dict[str, float] = field(default_factory=dict)   # part name -> share covered and left to the live face
+    hand_parts: dict[str, float] = field(default_factory=dict)   # part name -> share of its skin a hand covers
 
     def masked(self, at_least: float = 0.05) -> list[str]:
         """Words for what was masked: "glasses", then each part at least `at_least` covered, most first."""
@@ -265,20 +268,30 @@ def light_offset(texture: np.ndarray, mirror: np.ndarray, known: np.ndarray, fil
     return trust * near[..., :3] / np.maximum(near_den, 1e-6) + (1.0 - trust) * wide_part
 
 
-def build_mask(texture: np.ndarray, lms: np.ndarray, cfg: MaskConfig = MaskConfig()) -> tuple[np.ndarray, SourceMask]:
+def build_mask(texture: np.ndarray, lms: np.ndarray, cfg: MaskConfig = MaskConfig(),
+               hands: np.ndarray | None = None, hand_reach: np.ndarray | None = None) -> tuple[np.ndarray, SourceMask]:
     """The texture with its covered parts filled from the mirrored side where that side is bare, and its
     `SourceMask`. Glasses are never filled from the other side (both sides wear them); what stays covered
     is left to the live face at fusion time (validity near 0 there). A fill takes the light of the bare skin
-    around it and its edge is feathered outward over that skin, so it shows no patch."""
+    around it and its edge is feathered outward over that skin, so it shows no patch. `hands`: (S, S) float
+    coverage of hands found in front of the face (engines/sources.py), covers whatever their colour, and
+    what refuses; `hand_reach`: the same grown, what is masked (None: `hands` itself)."""
     shape = texture.shape[:2]
     skin = skin_region(shape, lms)
     zone = eye_zone(shape, lms)
     glasses = glasses_edges(texture, zone, lms, cfg) > cfg.glasses_edges
     min_px = cfg.min_region * max(int(skin.sum()), 1)
-    objects = coherent((foreign_colour(texture, skin, cfg) | extreme_light(texture, cfg)) & (skin | zone), min_px, cfg.open_px)
+    face = region_mask(shape, lms, ["face_oval"]) > 0.5 if hands is not None else None   # lips and brows too
+    hand = (hands > 0.5) & face if hands is not None else np.zeros(shape, bool)
+    reach = (hand_reach > 0.5) & face if hand_reach is not None and face is not None else hand
+    # the skin's colour is read without the hand's: a hand of another skin tone would become the face's own
+    objects = coherent((foreign_colour(texture, skin & ~reach if reach.any() else skin, cfg) | extreme_light(texture, cfg))
+                       & (skin | zone), min_px, cfg.open_px)
+    objects |= hand
     grown = objects
     if cfg.grow_px > 0 and objects.any():
         grown = (cv2.dilate(objects.astype(np.uint8), _disc(cfg.grow_px)) > 0) & (skin | zone)
+    grown |= reach
     cover = grown | zone if glasses else grown
     maps = mirror_maps(shape, lms, cfg)
     bare_other = (mirrored((~cover).astype(np.float32), maps) > 0.99) & maps[2]
@@ -303,7 +316,10 @@ def build_mask(texture: np.ndarray, lms: np.ndarray, cfg: MaskConfig = MaskConfi
     parts = {k: covered_share(objects, m & ~zone if glasses else m) for k, m in face_parts(shape, lms, skin).items()}
     parts["eyes"] = min(covered_share(objects, e) for e in _eyes(zone, lms))
     unfilled = {k: covered_share(objects & ~fill, m) for k, m in face_parts(shape, lms, skin).items()}
-    return out, SourceMask(validity.astype(np.float32), cover, fill, glasses, parts, unfilled)
+    hand_parts = {k: covered_share(hand, m) for k, m in face_parts(shape, lms, skin).items()} if hand.any() else {}
+    if hand.any():
+        hand_parts["eyes"] = min(covered_share(hand, e) for e in _eyes(zone, lms))
+    return out, SourceMask(validity.astype(np.float32), cover, fill, glasses, parts, unfilled, hand_parts)
 
 
 def refusal(mask: SourceMask, cfg: MaskConfig = MaskConfig()) -> str | None:
@@ -313,4 +329,5 @@ def refusal(mask: SourceMask, cfg: MaskConfig = MaskConfig()) -> str | None:
         return None
     name = max(over, key=lambda k: over[k] if k != "all" else over[k] - 1.0)   # a named part before "most"
     verb = "are" if name in PLURAL else "is"
-    return f"{PART_WORDS[name]} {verb} covered ({over[name]:.0%} of it)"
+    by = " by a hand" if mask.hand_parts.get(name, 0.0) >= 0.5 * over[name] else ""
+    return f"{PART_WORDS[name]} {verb} covered{by} ({over[name]:.0%} of it)"

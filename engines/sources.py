@@ -24,7 +24,7 @@ import numpy as np
 
 from engines.images import ImageError, image_size, load_image
 from engines.face_masks import region_mask
-from engines.faces import Face
+from engines.faces import Face, MaskPatch
 from engines.fusion_mesh import fusion_mesh, orient_triangles
 from engines.source_mask import MaskConfig, SourceMask, build_mask, refusal
 from kernels.numpy import color
@@ -61,6 +61,8 @@ class SourceConfig:
     max_yaw: float = 30.0            # degrees
     max_pitch: float = 30.0
     mask: MaskConfig = MaskConfig()  # what covers the face, how it is filled, when it refuses (engines/source_mask.py)
+    hands: bool = True               # look for hands in front of the face (the stream's palm detector and hand
+                                     # landmarks): a hand covers the face whatever its colour
     max_pixels: int = 40_000_000
     max_bytes: int = 25 << 20
     max_faces: int = 4
@@ -189,6 +191,7 @@ def canonical_texture(image: np.ndarray, face: Face, config: SourceConfig = Sour
         src = cv2.resize(image, (max(1, int(image.shape[1] / f)), max(1, int(image.shape[0] / f))), interpolation=cv2.INTER_AREA)
         m = m.copy()
         m[:, :2] *= f
+    # bicubic: a bilinear warp here and fusion's bilinear remap would smooth the skin's finest detail twice
     texture = cv2.warpAffine(src, m.astype(np.float32), (s, s), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
     m_full = canonical_transform(face.landmarks, config)
     lms = np.empty((478, 3), np.float32)
@@ -197,9 +200,43 @@ def canonical_texture(image: np.ndarray, face: Face, config: SourceConfig = Sour
     return texture, lms
 
 
+def hand_cover(image: np.ndarray, face: Face, finder: Any,
+               reach: float = 0.35) -> tuple[MaskPatch, MaskPatch] | None:
+    """What the hands in front of `face` cover in `image`, twice: as the stream keeps a hand's pixels
+    (engines/landmarks/hands.py's mask), which decides a refusal, and grown to `reach` of the palm's
+    width, which is masked: a masked patch is filled from the other side or left to the live face, so a
+    wide one costs little, and a finger the landmarks miss would come along as the source's skin. None
+    when the photo shows no hand there."""
+    from dataclasses import replace
+
+    from engines.landmarks.hands import face_box, hand_patch, palm_regions
+
+    shape = image.shape[:2]
+    hands = finder.find(image, palm_regions([face], finder.config.region_scale, shape))
+    box = face_box(face, shape)
+    covers = []
+    for config in (finder.config, replace(finder.config, margin=reach)):
+        patches = [p for p in (hand_patch(h, box, config) for h in hands) if p is not None]
+        if not patches:
+            return None
+        covers.append(MaskPatch(box[0], box[1], np.maximum.reduce([p.mask for p in patches])))
+    return covers[0], covers[1]
+
+
+def canonical_cover(cover: MaskPatch, face: Face, config: SourceConfig = SourceConfig()) -> np.ndarray:
+    """(S, S) float32: a mask over the photo (a `MaskPatch`) in the canonical texture's pixels."""
+    m = canonical_transform(face.landmarks, config).copy()
+    m[:, 2] += m[:, :2] @ np.array([cover.x0, cover.y0], np.float64)
+    s = config.texture_size
+    return cv2.warpAffine(cover.mask.astype(np.float32), m.astype(np.float32), (s, s), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+
+
 def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceConfig = SourceConfig(),
-                 embedding: np.ndarray | None = None, source_id: str | None = None) -> SourceFace:
-    """Checks and canonicalises one detected face (see `SourceRegistry.register` for the whole path)."""
+                 embedding: np.ndarray | None = None, source_id: str | None = None,
+                 hands: tuple[MaskPatch, MaskPatch] | None = None) -> SourceFace:
+    """Checks and canonicalises one detected face (see `SourceRegistry.register` for the whole path);
+    `hands`: what hands in front of it cover in the photo, and that grown (`hand_cover`)."""
     width = face.bbox[2] - face.bbox[0]
     if width < config.min_face_px:
         raise SourceRefused("too_small", f"the face is {width:.0f} px wide; at least {config.min_face_px:.0f} px is needed")
@@ -209,7 +246,8 @@ def build_source(image: np.ndarray, face: Face, face_index: int, config: SourceC
                             f"use a frontal photo (within {config.max_yaw:.0f} / {config.max_pitch:.0f} degrees)")
     texture, lms = canonical_texture(image, face, config)
     s = config.texture_size
-    texture, smask = build_mask(texture, lms, config.mask)
+    hand, reach = (canonical_cover(p, face, config) for p in hands) if hands is not None else (None, None)
+    texture, smask = build_mask(texture, lms, config.mask, hands=hand, hand_reach=reach)
     words = refusal(smask, config.mask)
     if words is not None:
         raise SourceRefused("occluded", f"{words}: something seems to cover the face; use a photo where it is uncovered")
@@ -249,6 +287,12 @@ def _default_landmarker(max_faces: int):
     return select_backend().landmarker(LandmarkerConfig(max_faces=max_faces, mode="image"))
 
 
+def _default_hand_finder():
+    from engines.landmarks.hands import open_hand_finder
+
+    return open_hand_finder()
+
+
 class SourceRegistry:
     """Registers source images; shared by sessions (thread-safe), records cached by content + face choice.
 
@@ -257,10 +301,14 @@ class SourceRegistry:
     landmarker and the identity embedding, so it runs off the event loop."""
 
     def __init__(self, config: SourceConfig = SourceConfig(), *, embedder: Any = None,
-                 landmarker_factory: Callable[[int], Any] = _default_landmarker, cache_size: int = 32) -> None:
+                 landmarker_factory: Callable[[int], Any] = _default_landmarker, cache_size: int = 32,
+                 hand_finder_factory: Callable[[], Any] = _default_hand_finder) -> None:
         self.config = config
         self.embedder = embedder
         self._factory = landmarker_factory
+        self._hand_factory = hand_finder_factory
+        self._hands: Any = None           # one hand finder, made at the first registration, used under its lock
+        self._hands_lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, int | None], SourceFace] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -271,6 +319,15 @@ class SourceRegistry:
             return lm.detect(image, 0)
         finally:
             lm.close()
+
+    def hands(self, image: np.ndarray, face: Face) -> tuple[MaskPatch, MaskPatch] | None:
+        """What hands in front of `face` cover in `image` (None: none, or `SourceConfig.hands` off)."""
+        if not self.config.hands:
+            return None
+        with self._hands_lock:
+            if self._hands is None:
+                self._hands = self._hand_factory()
+            return hand_cover(image, face, self._hands)
 
     def register(self, data: Any, index: int | None = None) -> SourceFace:
         """Image bytes or array -> SourceFace, or SourceRefused saying why not."""
@@ -285,7 +342,7 @@ class SourceRegistry:
         face_index, face = choose_face(faces, index)
         embedding = self.embedder.embed(image, face) if self.embedder is not None else None
         record = build_source(image, face, face_index, self.config, embedding=embedding,
-                              source_id=f"{key[0]}-{face_index}")
+                              source_id=f"{key[0]}-{face_index}", hands=self.hands(image, face))
         with self._lock:
             self._cache[key] = record
             while len(self._cache) > self._cache_size:

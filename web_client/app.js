@@ -822,39 +822,23 @@ $("upload").addEventListener("change", async (e) => {
 });
 $("prompt-form").addEventListener("submit", (e) => { e.preventDefault(); submitPrompt("add"); });
 $("prompt-replace").addEventListener("click", () => submitPrompt("replace"));
-let strengthTimer = null;
-$("strength").addEventListener("input", (e) => {
-  state.strength = Number(e.target.value);
-  $("strength-value").textContent = `${e.target.value}%`;
-  clearTimeout(strengthTimer);
-  strengthTimer = setTimeout(async () => {
-    if (!conn) return;
-    await conn.call({ type: "set_params", strength: state.strength / 100 });
-    readBackSoon();
-  }, 80);
-});
-let shapeTimer = null;
-$("shape").addEventListener("input", (e) => {
-  state.shape = Number(e.target.value);
-  $("shape-value").textContent = `${e.target.value}%`;
-  clearTimeout(shapeTimer);
-  shapeTimer = setTimeout(async () => {
-    if (!conn) return;
-    await conn.call({ type: "set_params", shape: state.shape / 100 });
-    readBackSoon();
-  }, 80);
-});
-let enhanceTimer = null;
-$("enhance").addEventListener("input", (e) => {
-  state.enhance = Number(e.target.value);
-  $("enhance-value").textContent = `${e.target.value}%`;
-  clearTimeout(enhanceTimer);
-  enhanceTimer = setTimeout(async () => {
-    if (!conn) return;
-    await conn.call({ type: "set_params", enhance: state.enhance / 100 });
-    readBackSoon();
-  }, 80);
-});
+// a percent slider that sends its share as one set_params field, 80 ms after the last move
+function percentSlider(name) {
+  let timer = null;
+  $(name).addEventListener("input", (e) => {
+    state[name] = Number(e.target.value);
+    $(`${name}-value`).textContent = `${e.target.value}%`;
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      if (!conn) return;
+      await conn.call({ type: "set_params", [name]: state[name] / 100 });
+      readBackSoon();
+    }, 80);
+  });
+}
+percentSlider("strength");
+percentSlider("shape");
+percentSlider("enhance");
 // ---- the background: off, blur (with its strength), a colour, a picture -----------------------------------
 function backgroundParams() {
   const bg = state.background;

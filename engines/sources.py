@@ -13,6 +13,7 @@ a client can show.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -28,6 +29,8 @@ from engines.faces import Face, MaskPatch
 from engines.fusion_mesh import fusion_mesh, orient_triangles
 from engines.source_mask import MaskConfig, SourceMask, build_mask, refusal
 from kernels.numpy import color
+
+log = logging.getLogger(__name__)
 
 REASONS = ("bad_image", "too_large", "no_face", "bad_index", "too_small", "too_turned", "occluded")
 
@@ -321,13 +324,19 @@ class SourceRegistry:
             lm.close()
 
     def hands(self, image: np.ndarray, face: Face) -> tuple[MaskPatch, MaskPatch] | None:
-        """What hands in front of `face` cover in `image` (None: none, or `SourceConfig.hands` off)."""
+        """What hands in front of `face` cover in `image` (None: none, `SourceConfig.hands` off, or the
+        hand networks failed: the look is a refinement, so a photo is registered without it, and the
+        failure is logged)."""
         if not self.config.hands:
             return None
         with self._hands_lock:
-            if self._hands is None:
-                self._hands = self._hand_factory()
-            return hand_cover(image, face, self._hands)
+            try:
+                if self._hands is None:
+                    self._hands = self._hand_factory()
+                return hand_cover(image, face, self._hands)
+            except Exception:   # any failure of the networks leaves the photo as the colour tests see it
+                log.warning("source registration: the look for hands failed; registering without it", exc_info=True)
+                return None
 
     def register(self, data: Any, index: int | None = None) -> SourceFace:
         """Image bytes or array -> SourceFace, or SourceRefused saying why not."""

@@ -397,3 +397,15 @@ def test_a_hand_over_one_side_is_masked_and_filled(registry, grace_hopper, astro
         seen = _mask_of(reg, photo)[3]
         taken = seen.filled | (rec.validity[0] < 0.5)
         assert lo <= taken[hand].mean() <= hi, (reg.config.hands, taken[hand].mean())
+
+
+def test_a_failing_hand_look_registers_the_photo_without_it(astronaut, caplog):
+    """The look for hands refines the mask; when its networks fail the photo is registered as the colour
+    tests see it, and the failure is logged."""
+    def broken():
+        raise RuntimeError("no hand model here")
+
+    reg = SourceRegistry(cache_size=0, hand_finder_factory=broken)
+    src = reg.register(astronaut)
+    assert src.texture.shape == (256, 256, 3)
+    assert any("look for hands failed" in r.getMessage() for r in caplog.records)

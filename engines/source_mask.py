@@ -191,10 +191,14 @@ def extreme_light(texture: np.ndarray, cfg: MaskConfig) -> np.ndarray:
     return (texture.max(axis=2) <= cfg.dark) | (texture.min(axis=2) >= cfg.bright)
 
 
+def _disc(radius: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
 def coherent(mask: np.ndarray, min_px: float, open_px: int) -> np.ndarray:
     """The regions of `mask` that survive an opening of `open_px` and hold at least `min_px` pixels: a
     cover is one solid region, not scattered dots or thin lines."""
-    k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * open_px + 1, 2 * open_px + 1))
+    k = _disc(open_px)
     opened = cv2.morphologyEx(mask.astype(np.uint8), cv2.MORPH_OPEN, k)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(opened, connectivity=8)
     keep = np.zeros(n, bool)
@@ -242,10 +246,6 @@ def _eyes(zone: np.ndarray, lms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def covered_share(left: np.ndarray, part: np.ndarray) -> float:
     return float((left & part).sum() / max(int(part.sum()), 1))
-
-
-def _disc(radius: int) -> np.ndarray:
-    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
 
 
 def light_offset(texture: np.ndarray, mirror: np.ndarray, known: np.ndarray, fill: np.ndarray, sigma: float) -> np.ndarray:
@@ -313,12 +313,14 @@ def build_mask(texture: np.ndarray, lms: np.ndarray, cfg: MaskConfig = MaskConfi
     validity[left] = 0.0          # fully off over the cover itself; the ramp lies outside it
     # what refuses is what covers the face, filled or not (half a face mirrored is not the person's face),
     # glasses apart: they alone never refuse
-    parts = {k: covered_share(objects, m & ~zone if glasses else m) for k, m in face_parts(shape, lms, skin).items()}
-    parts["eyes"] = min(covered_share(objects, e) for e in _eyes(zone, lms))
-    unfilled = {k: covered_share(objects & ~fill, m) for k, m in face_parts(shape, lms, skin).items()}
-    hand_parts = {k: covered_share(hand, m) for k, m in face_parts(shape, lms, skin).items()} if hand.any() else {}
+    named, eyes = face_parts(shape, lms, skin), _eyes(zone, lms)
+    parts = {k: covered_share(objects, m & ~zone if glasses else m) for k, m in named.items()}
+    parts["eyes"] = min(covered_share(objects, e) for e in eyes)
+    unfilled = {k: covered_share(objects & ~fill, m) for k, m in named.items()}
+    hand_parts = {}
     if hand.any():
-        hand_parts["eyes"] = min(covered_share(hand, e) for e in _eyes(zone, lms))
+        hand_parts = {k: covered_share(hand, m) for k, m in named.items()}
+        hand_parts["eyes"] = min(covered_share(hand, e) for e in eyes)
     return out, SourceMask(validity.astype(np.float32), cover, fill, glasses, parts, unfilled, hand_parts)
 
 

@@ -128,7 +128,10 @@ class MatteConfig:
     with the network every frame); on the frames between, the last coefficients are applied to the new
     frame's own luma, so the person's outline still follows the picture (a person swaying 4 px a frame
     keeps IoU 0.98, 8 px 0.97).
-    blur_factor: the blur runs at 1/blur_factor of the frame. half_size_edges: a stream's alpha is fitted to
+    blur_factor: the blur runs at 1/blur_factor of the frame. blur_hold: a blurred room serves the frames
+    after it while the room stands still and the person has not moved past its reach (compose_i420), for
+    at most blur_hold frames (8: about a quarter of a second at 30 fps, so the room's light and a small
+    thing moving in it show soon). half_size_edges: a stream's alpha is fitted to
     its luma at the chroma planes' size (half the frame's sides: 2.5 times finer than the network's mask)
     and brought up bilinearly for Y (a stream's compositing brings it up only along the person's edge,
     compose_i420), which costs about half the full-size fit; photos are fitted at full size.
@@ -162,6 +165,7 @@ class MatteConfig:
     probe_level: int = 16
     probe_share: float = 0.05
     blur_factor: int = 8
+    blur_hold: int = 8
     half_size_edges: bool = True
     second_look: float = 1.2
     second_mirror: bool = True
@@ -199,6 +203,7 @@ class Matte:
         self._mask: np.ndarray | None = None
         self._guide: np.ndarray | None = None
         self._coef: Any = None
+        self._up: tuple[Any, Any] | None = None      # (coefficients, them brought up to the alpha's size)
         self._key: Any = None
         self._probe: np.ndarray | None = None
         self._host_coef: tuple[np.ndarray, np.ndarray] | None = None   # the last fresh coefficients, on the host
@@ -208,15 +213,15 @@ class Matte:
         self.network_runs = 0
         self.fresh = True            # the network read this frame
         self.still = False           # the last mask was reused where it stood (the picture still)
-        self.room_still = False      # the room stands where the network last read it (still, or the mask carried)
-        self.moved = 0.0             # how far (frame px) the person moved since then, when the mask was carried
+        self.room_still = False      # the picture stands where the network last read it, but maybe for the
+                                     # person (a new read of a still picture, or the mask carried with the face)
         self.carried = 0             # frames whose mask was the last one moved along with the face
         self._held: list[HeadLook] = []   # a stream's second looks, one per face
         self.looks_read = 0          # a stream's second looks read (each face's counts once)
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
-        self._mask = self._guide = self._coef = self._key = self._probe = None
+        self._mask = self._guide = self._coef = self._up = self._key = self._probe = None
         self._host_coef = self._ref_luma = self._ref_centre = None
         self._held = []
         self._frames = 0
@@ -249,9 +254,10 @@ class Matte:
     def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool, luma: Any = None,
                   keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
         """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
-        else the last ones, which the new frame's own luma then shapes (guided_alpha). When the picture
-        moved, but only as one person moving with their face would (`luma`: the half-size grey; `keep`:
-        the faces' hulls), the last ones are carried along with the face instead of running the network."""
+        else the last ones, which the new frame's own luma then shapes (kernels: apply_coefficients). When
+        the picture moved, but only as one person moving with their face would (`luma`: the half-size grey;
+        `keep`: the faces' hulls), the last ones are carried along with the face instead of running the
+        network."""
         twin = twin_for(frame)
         key = (size, twin.ON_HOST)
         if steady and self._key != key:                  # a new size or device: a new history
@@ -259,21 +265,22 @@ class Matte:
         c = self.config
         probe = twin.host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
         fresh = not steady or self._coef is None or self._frames % max(1, c.every) == 0
-        still, shift = not fresh, None
-        if not fresh and probe is not None and self._probe is not None and probe.shape == self._probe.shape:
-            moved = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
-            still = moved <= c.probe_share            # the picture stands where the network last read it
-            shift = None if still else self._carry(luma, keep, size)
-            fresh = not still and shift is None
+        still, shift, room_still = not fresh, None, False
+        if probe is not None and self._probe is not None and probe.shape == self._probe.shape:
+            changed = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
+            room_still = changed <= c.probe_share     # the picture stands where the network last read it
+            if not fresh:
+                still = room_still
+                shift = None if still else self._carry(luma, keep, size)
+                fresh = not still and shift is None
+                room_still = still or shift is not None
         if fresh:
             coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop, second)
         elif shift is not None:
             coef = tuple(twin.put(x, frame) for x in self._shifted(shift, size))
         else:
             coef = self._coef
-        self.fresh, self.still = fresh, still
-        self.room_still = bool(still) or shift is not None
-        self.moved = 0.0 if shift is None else float(np.hypot(*shift))
+        self.fresh, self.still, self.room_still = fresh, still, bool(room_still)
         self.carried += shift is not None
         if steady:
             self._frames += 1
@@ -403,7 +410,7 @@ class Matte:
             import cv2
 
             luma = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
-        return k.keep_polygons(k.guided_alpha(coef, luma), keep)
+        return k.keep_polygons(k.apply_coefficients(self._upsampled(coef, (h, w), k), luma), keep)
 
     def alpha_i420(self, y: Any, u: Any, v: Any, steady: bool = True,
                    keep: Sequence[np.ndarray] = (), full: bool = True, second: bool | None = None) -> tuple[Any, Any]:
@@ -421,7 +428,7 @@ class Matte:
         if self.config.half_size_edges:
             luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
             coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep, crop, second)
-            half = k.guided_alpha(coef, luma, out=buf("alpha_half", hs, np.float32), work=buf("work_half", hs, np.float32))
+            half = k.apply_coefficients(self._upsampled(coef, hs, k), luma, out=buf("alpha_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
             if not full:
                 return None, half
@@ -429,9 +436,16 @@ class Matte:
             return k.keep_polygons(up, keep), half
         coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep, crop=crop,
                               second=second)
-        alpha = k.guided_alpha(coef, y, out=buf("alpha", (h, w), np.float32), work=buf("work", (h, w), np.float32))
+        alpha = k.apply_coefficients(self._upsampled(coef, (h, w), k), y, out=buf("alpha", (h, w), np.float32))
         k.keep_polygons(alpha, keep)
         return alpha, k.half_alpha(alpha)
+
+    def _upsampled(self, coef: Any, size: tuple[int, int], k: Any) -> Any:
+        """The coefficients brought up to the alpha's `size` (kernels: upsample_coefficients), made again
+        only when they change: on the frames the network rests on, only the grey is new."""
+        if self._up is None or self._up[0] is not coef or self._up[1].size != size:
+            self._up = (coef, k.upsample_coefficients(coef, size))
+        return self._up[1]
 
     def _buffer(self, name: str, shape: tuple[int, int], dtype: Any) -> np.ndarray:
         b = self._ws.get(name)
@@ -583,9 +597,11 @@ class Backdrop:
         self._key: tuple | None = None
         self._rgb: Any = None
         self._planes: tuple | None = None
-        self._blurred: tuple | None = None      # the last frame's blurred room, for a still picture
+        self._blurred: tuple | None = None      # the last blurred room, for a still picture
         self._blur_key: tuple | None = None
         self._blurred_fills: tuple | None = None   # ... and as composite_i420's room fills (rounded)
+        self._trusted: Any = None               # ... where it shows the room alone (kernels: trusted_room)
+        self._blur_age = 0                      # frames composed over it since it was made
 
     def picture(self, picture: Any, key: Any, size: tuple[int, int], like: Any = None) -> Any:
         """RGB picture covering `size` = (w, h), of `like`'s kind and device (default: `picture`'s)."""
@@ -625,27 +641,21 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
     return k.composite(image, bg, alpha)
 
 
-def blur_reach(sigma: float, blur_factor: int) -> float:
-    """How far (frame px) a blurred room made before the person moved still holds for the frame after:
-    within 1.5 sigma of the person's old edge the normalised convolution's weight of room nearby reaches
-    its trust level (kernels: _blur_weights, 1 - Phi(1.645) = 0.05), so the room they uncovered shows
-    room blurred from around it, never their own colours."""
-    return 1.5 * sigma * blur_factor
-
-
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
                  backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8,
-                 in_place: bool = False, still: bool = False, moved: float = 0.0, work: dict | None = None,
-                 keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any, Any]:
+                 in_place: bool = False, still: bool = False, matte_held: bool = False, blur_hold: int = 8,
+                 work: dict | None = None, keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any, Any]:
     """(Y, U, V) with the room behind the person replaced as `spec` says: new planes, or with `in_place`
-    the planes given, written over. `still` (the matte did not run its network: the room has not moved
-    since): the blurred room of the last frame `backdrop` blurred is used again, also when the person
-    alone moved by `moved` frame pixels (the matte carried along with the face) within `blur_reach`: the
-    room they uncovered is then filled from the room around it, as the blur fills it. `work`: a dict the caller
-    keeps from frame to frame, where the arithmetic's float buffers live (NumPy planes). `alphas` as
-    Matte.alpha_i420 gives them; with Y's None (`full=False`) the planes are composed by the half-size
-    alpha (kernels: composite_i420: Y's alpha brought up and `keep`'s polygons raised to 1 only along the
-    person's edge), the same pixels as with Y's alpha given."""
+    the planes given, written over. A blurred room is made again only when it must (`backdrop` keeps the
+    last): `still` (the matte's room_still: the picture stands where the network last read it, but maybe
+    for the person) lets the last blurred room serve this frame as long as every pixel of room the frame
+    shows was filled from room alone when it was made (kernels: room_within; `matte_held`, the matte the
+    last frame's, skips that test) and it is younger than `blur_hold` frames (the room's light changes):
+    the room a moving person uncovered is then filled from the room around it, as a fresh blur fills
+    it. `work`: a dict the caller keeps from frame to frame, where the arithmetic's float buffers live
+    (NumPy planes). `alphas` as Matte.alpha_i420 gives them; with Y's None (`full=False`) the planes are
+    composed by the half-size alpha (kernels: composite_i420: Y's alpha brought up and `keep`'s polygons
+    raised to 1 only along the person's edge), the same pixels as with Y's alpha given."""
     k = twin_for(y).background
     a_y, a_uv = alphas
     h, w = y.shape
@@ -659,12 +669,18 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
         s = k.blur_sigma(spec.strength, h, blur_factor)
         half = max(1, blur_factor // 2)
         key = (h, w, s, twin_for(y).ON_HOST)
-        if (still and moved <= blur_reach(s, blur_factor) and backdrop is not None and backdrop._blurred is not None
-                and backdrop._blur_key == key):
+        small = (max(1, w // blur_factor), max(1, h // blur_factor))
+        room = None
+        held = (still and backdrop is not None and backdrop._blurred is not None and backdrop._blur_key == key
+                and backdrop._blur_age < blur_hold)
+        if held and not matte_held:
+            room = k.room_weight(a_uv, small)
+            held = k.room_within(room, backdrop._trusted, s)
+        if held:
             bgs = backdrop._blurred
+            backdrop._blur_age += 1
         else:
-            small = (max(1, w // blur_factor), max(1, h // blur_factor))
-            room = k.room_weight(a_uv, small)           # once for the three planes
+            room = k.room_weight(a_uv, small) if room is None else room    # once for the three planes
             old = backdrop._blurred if backdrop is not None and backdrop._blurred is not None else (None, None, None)
             if room.shape[:2] == small[::-1] == (u.shape[0] // half, u.shape[1] // half):
                 bgs = k.background_blur_i420((y, u, v), room, s, blur_factor, out=old)
@@ -674,6 +690,7 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
                        k.background_blur(v, a_uv, s, half, room, out=old[2]))
             if backdrop is not None:
                 backdrop._blurred, backdrop._blur_key, backdrop._blurred_fills = bgs, key, None
+                backdrop._trusted, backdrop._blur_age = k.trusted_room(room, s), 1
         if backdrop is not None and a_y is None and twin_for(y).ON_HOST:
             if backdrop._blurred_fills is None:
                 backdrop._blurred_fills = tuple(k.room_fill(b, b.shape) for b in bgs)

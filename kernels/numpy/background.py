@@ -9,7 +9,8 @@ at the mask's size and are upsampled once, the blur runs at 1/`factor` of the fr
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
@@ -141,20 +142,119 @@ def _fits(buf: np.ndarray | None, shape: tuple, dtype) -> np.ndarray | None:
     return buf if buf is not None and buf.shape == shape and buf.dtype == dtype else None
 
 
-def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray, out: np.ndarray | None = None,
-                 work: np.ndarray | None = None) -> np.ndarray:
+class Upsampled(NamedTuple):
+    """guided_coefficients brought up to an alpha's `size` = (h, w), to apply to a frame's grey
+    (apply_coefficients). By blocks (alpha_blocks): `person` marks the blocks that are wholly 1, `bi`,
+    `bj` the blocks along the person's edge, whose coefficients `a` and `b` hold (k x block); whole: `a`
+    and `b` are planes and `person` is None. A stream keeps one while its coefficients stay (the frames
+    the network rests on), and each frame costs a multiply and an add on the edge's blocks."""
+
+    size: tuple[int, int]
+    a: np.ndarray
+    b: np.ndarray
+    person: np.ndarray | None = None
+    bi: np.ndarray | None = None
+    bj: np.ndarray | None = None
+
+
+def guided_alpha(coef: tuple[np.ndarray, np.ndarray], luma: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """float32 alpha at `luma`'s size (uint8 H x W, the frame's grey or Y plane): the coefficients
-    upsampled (bilinear, half-pixel centres) and applied to every pixel, clipped to [0, 1]. `out` and `work`
-    (float32 of luma's shape): buffers a stream reuses from frame to frame (a fresh 4 MB array each frame
-    costs its page faults, on a busy machine more than the arithmetic)."""
+    upsampled (bilinear, half-pixel centres) and applied to every pixel, clipped to [0, 1]. `out` (float32
+    of luma's shape): a buffer a stream reuses from frame to frame (a fresh 4 MB array each frame costs its
+    page faults, on a busy machine more than the arithmetic)."""
+    return apply_coefficients(upsample_coefficients(coef, luma.shape), luma, out)
+
+
+def upsample_coefficients(coef: tuple[np.ndarray, np.ndarray], size: tuple[int, int]) -> Upsampled:
+    """The coefficients brought up to `size` = (h, w) (bilinear, half-pixel centres). Where the sides allow
+    (alpha_blocks), only the blocks along the person's edge: a block is 0 when every coefficient it reads
+    gives at most 0 for any grey level (alpha = A * grey + B, grey 0..255), 1 when every one gives at
+    least 1; the others (about 20 % of a 720p stream's with one person) are brought up by two matrix
+    products on their windows of coefficients, the same values as OpenCV's resize to float rounding."""
+    grid = alpha_blocks(size, coef[0].shape)
+    a, b = coef
+    if grid is None:
+        h, w = size
+        return Upsampled(size, cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR),
+                         cv2.resize(b, (w, h), interpolation=cv2.INTER_LINEAR))
+    (bh, ch, wy), (bw, cw, wx) = grid
+    top = cv2.add(b, a * np.float32(255.0))
+    lo = _block_reduce(_block_reduce(np.minimum(b, top), ch, np.minimum).T, cw, np.minimum).T
+    hi = _block_reduce(_block_reduce(np.maximum(b, top), ch, np.maximum).T, cw, np.maximum).T
+    person = lo >= 1.0
+    bi, bj = np.nonzero(~person & (hi > 0.0))
+    k = len(bi)
+    if not k:
+        empty = np.empty((0, bh, bw), np.float32)
+        return Upsampled(size, empty, empty, person, bi, bj)
+    ih, iw = a.shape
+    rows = np.clip(bi[:, None] * ch - 1 + np.arange(ch + 2), 0, ih - 1)        # each block's window of cells
+    cols = np.clip(bj[:, None] * cw - 1 + np.arange(cw + 2), 0, iw - 1)
+    windows = np.stack((a, b))[:, rows[:, :, None], cols[:, None, :]]           # (2, k, ch + 2, cw + 2)
+    across = (windows.reshape(-1, cw + 2) @ wx.T).reshape(2 * k, ch + 2, bw)
+    up = np.matmul(wy, across)                                                  # (2k, bh, bw)
+    return Upsampled(size, up[:k], up[k:], person, bi, bj)
+
+
+def apply_coefficients(up: Upsampled, luma: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """float32 alpha = A * grey + B clipped to [0, 1] at `luma`'s size (its `up`), into `out` when it fits."""
     h, w = luma.shape
-    a = cv2.resize(coef[0], (w, h), dst=_fits(out, (h, w), np.float32), interpolation=cv2.INTER_LINEAR)
-    b = cv2.resize(coef[1], (w, h), dst=_fits(work, (h, w), np.float32), interpolation=cv2.INTER_LINEAR)
-    cv2.multiply(a, luma, dst=a, dtype=cv2.CV_32F)      # in place, one pass each (OpenCV's loops)
-    cv2.add(a, b, dst=a)
-    cv2.threshold(a, 1.0, 1.0, cv2.THRESH_TRUNC, dst=a)
-    cv2.threshold(a, 0.0, 0.0, cv2.THRESH_TOZERO, dst=a)
-    return a
+    out = _fits(out, (h, w), np.float32)
+    if up.person is None:
+        out = cv2.multiply(up.a, luma, dst=out, dtype=cv2.CV_32F)
+        cv2.add(out, up.b, dst=out)
+        cv2.threshold(out, 1.0, 1.0, cv2.THRESH_TRUNC, dst=out)
+        cv2.threshold(out, 0.0, 0.0, cv2.THRESH_TOZERO, dst=out)
+        return out
+    if out is None:
+        out = np.empty((h, w), np.float32)
+    nr, nc = up.person.shape
+    blocks = out.reshape(nr, h // nr, nc, w // nc)
+    blocks[...] = up.person.astype(np.float32)[:, None, :, None]
+    if len(up.bi):
+        alpha = up.a * luma.reshape(blocks.shape)[up.bi, :, up.bj, :]
+        alpha += up.b
+        np.clip(alpha, 0.0, 1.0, out=alpha)
+        blocks[up.bi, :, up.bj, :] = alpha
+    return out
+
+
+def _axis_blocks(n_out: int, n_in: int) -> tuple[int, int, np.ndarray] | None:
+    """(block, cells, weights) for one axis of a bilinear upsample from n_in to n_out: blocks of `block`
+    output pixels that each start where the sampling grid repeats, so that every block's pixels are
+    `weights` (block x cells + 2) times its window of input cells (its own `cells`, one before and one
+    after, the map's edge repeated), as from the whole map (OpenCV's half-pixel centres and clamped edges).
+    Blocks are 32 to 128 pixels and cut n_out into at least two; None where no such block exists."""
+    g = math.gcd(n_out, n_in)
+    p_out, p_in = n_out // g, n_in // g
+    if p_out < p_in or p_out > 128:                   # a downsample, or a period too long to cut into blocks
+        return None
+    for k in range(1, 128 // p_out + 1):
+        block, cells = p_out * k, p_in * k
+        if block >= 32 and n_out % block == 0 and n_out // block >= 2:
+            f = (np.arange(block) + 0.5) * (n_in / n_out) + 0.5          # in window cells (the window starts a cell early)
+            c0 = np.floor(f).astype(np.intp)
+            weights = np.zeros((block, cells + 2), np.float32)
+            np.add.at(weights, (np.arange(block), c0), (1.0 - (f - c0)).astype(np.float32))
+            np.add.at(weights, (np.arange(block), c0 + 1), (f - c0).astype(np.float32))
+            return block, cells, weights
+    return None
+
+
+def alpha_blocks(size: tuple[int, int], coef_shape: tuple[int, int]) -> tuple | None:
+    """(rows, cols): _axis_blocks of both axes of an alpha of `size` = (h, w) upsampled from coefficients of
+    `coef_shape`, or None (guided_alpha then computes every pixel)."""
+    rows, cols = _axis_blocks(size[0], coef_shape[0]), _axis_blocks(size[1], coef_shape[1])
+    return None if rows is None or cols is None else (rows, cols)
+
+
+def _block_reduce(x: np.ndarray, cells: int, reduce) -> np.ndarray:
+    """`reduce` (np.minimum or np.maximum) of a cell map over each block's cells along axis 0, with the
+    cell before and after it (the bilinear taps of its edge pixels; the map's edges repeated)."""
+    n = x.shape[0] // cells
+    p = np.concatenate([x[:1], x, x[-1:]])
+    core = reduce.reduce(p[1:-1].reshape(n, cells, *x.shape[1:]), axis=1)
+    return reduce(core, reduce(p[0:n * cells:cells], p[cells + 1::cells][:n]))
 
 
 def keep_polygons(alpha: np.ndarray, polygons) -> np.ndarray:
@@ -252,13 +352,39 @@ def room_weight(alpha: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return 1.0 - shrink(alpha, size)
 
 
+ROOM_TRUST = 0.05   # the blurred room's weight from which background_blur shows the room alone (below: the frame's blur mixes in)
+
+
 def _blur_weights(weight: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(c1, c0) of the normalised convolution at the small size, shared by the planes of one frame: the
     blurred room is c1 * blur(plane * weight) + c0 * blur(plane), c1 = t / blur(weight) and c0 = 1 - t,
-    t trusting the weighted mean where some background is seen nearby."""
+    t trusting the weighted mean where some background is seen nearby (ROOM_TRUST)."""
     den = cv2.sepFilter2D(weight, -1, k, k, borderType=_BORDER)
-    t = np.clip(den * np.float32(20.0), 0.0, 1.0)
+    t = _trust(den)
     return t / np.maximum(den, np.float32(1e-4)), np.float32(1.0) - t
+
+
+def _trust(den: np.ndarray) -> np.ndarray:
+    return np.clip(den * np.float32(1.0 / ROOM_TRUST), 0.0, 1.0)
+
+
+def trusted_room(weight: np.ndarray, sigma: float) -> np.ndarray:
+    """float32 at the blur's small size: how much a blur made with the room's `weight` shows the room
+    alone there (1 where the room's blurred weight reaches ROOM_TRUST; below it the frame's own blur, the
+    person's colours, makes up the rest), the t of _blur_weights."""
+    k = gaussian_kernel(sigma)
+    return _trust(cv2.sepFilter2D(weight, -1, k, k, borderType=_BORDER))
+
+
+ROOM_SLACK = 0.03   # how much more of a pixel a reused blurred room may show of the person than a new one (room_within)
+
+
+def room_within(weight: np.ndarray, trust: np.ndarray, sigma: float, slack: float = ROOM_SLACK) -> bool:
+    """Whether an earlier frame's blurred room (`trust`: its trusted_room) serves a frame whose room's
+    weight is `weight`, wherever the person has moved since: no pixel of the frame would show more than
+    `slack` more of its value from the person's colours than a blur made for it would (the room's share
+    there times the share the earlier blur did not fill from room alone, less this frame's)."""
+    return float(np.max(weight * (trusted_room(weight, sigma) - trust))) <= slack
 
 
 def _blur_small(small: np.ndarray, weight: np.ndarray, k: np.ndarray, c: tuple | None = None) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.numpy.background import blur_sigma, halvings  # noqa: F401  (the same strength -> sigma rule)
+from kernels.numpy.background import ROOM_SLACK, ROOM_TRUST, Upsampled, blur_sigma, halvings  # noqa: F401  (the same rules)
 from kernels.numpy.color import gaussian_kernel
 from kernels.torch.color import i420_to_rgb
 
@@ -91,10 +91,21 @@ def guided_coefficients(mask: torch.Tensor, guide: torch.Tensor, radius: int = 3
     return _box(a, radius) * (gain / 255.0), (_box(b, radius) - low) * gain
 
 
-def guided_alpha(coef: tuple[torch.Tensor, torch.Tensor], luma: torch.Tensor, out=None, work=None) -> torch.Tensor:
+def guided_alpha(coef: tuple[torch.Tensor, torch.Tensor], luma: torch.Tensor, out=None) -> torch.Tensor:
     """See kernels.numpy.background.guided_alpha."""
-    h, w = luma.shape
-    return (_linear(coef[0], (w, h)) * luma.float() + _linear(coef[1], (w, h))).clamp_(0.0, 1.0)
+    return apply_coefficients(upsample_coefficients(coef, tuple(luma.shape)), luma)
+
+
+def upsample_coefficients(coef: tuple[torch.Tensor, torch.Tensor], size: tuple[int, int]) -> Upsampled:
+    """See kernels.numpy.background.upsample_coefficients: whole planes on the device (no blocks: a GPU
+    gains nothing by skipping them)."""
+    h, w = size
+    return Upsampled(size, _linear(coef[0], (w, h)), _linear(coef[1], (w, h)))
+
+
+def apply_coefficients(up: Upsampled, luma: torch.Tensor, out=None) -> torch.Tensor:
+    """See kernels.numpy.background.apply_coefficients."""
+    return (up.a * luma.float() + up.b).clamp_(0.0, 1.0)
 
 
 def keep_polygons(alpha: torch.Tensor, polygons) -> torch.Tensor:
@@ -188,6 +199,17 @@ def room_weight(alpha: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     return 1.0 - _area(alpha, size)
 
 
+def trusted_room(weight: torch.Tensor, sigma: float) -> torch.Tensor:
+    """See kernels.numpy.background.trusted_room."""
+    k = torch.from_numpy(gaussian_kernel(sigma)).to(weight.device)
+    return (_sep(weight, k) * (1.0 / ROOM_TRUST)).clamp(0.0, 1.0)
+
+
+def room_within(weight: torch.Tensor, trust: torch.Tensor, sigma: float, slack: float = ROOM_SLACK) -> bool:
+    """See kernels.numpy.background.room_within."""
+    return float((weight * (trusted_room(weight, sigma) - trust)).max()) <= slack
+
+
 def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, factor: int = 4,
                     weight: torch.Tensor | None = None, out=None) -> torch.Tensor:
     """See kernels.numpy.background.background_blur."""
@@ -201,7 +223,7 @@ def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, fact
     num = _sep(chw * weight, k)
     den = _sep(weight, k)
     plain = _sep(chw, k)
-    t = (den * 20.0).clamp(0.0, 1.0)
+    t = (den * (1.0 / ROOM_TRUST)).clamp(0.0, 1.0)
     blurred = num * (t / den.clamp(min=1e-4)) + plain * (1.0 - t)
     if small.ndim == 3:
         blurred = blurred.permute(1, 2, 0)

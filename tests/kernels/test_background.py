@@ -44,6 +44,59 @@ def test_guided_alpha_puts_the_edge_where_the_frame_has_it():
     assert soft(row) <= 4 < soft(naive)                  # a hard edge, on the frame's
 
 
+def _portrait_coefficients(frame):
+    """The guided filter's coefficients for the portrait in `frame` (its box, softened as the network's
+    mask is), fitted to the frame's thumbnail."""
+    guide = nb.thumbnail_guide(nb.rgb_thumbnail(frame, (256, 144)))
+    mask = np.zeros((144, 256), np.float32)
+    mask[24:, 140:243] = 1.0
+    return nb.guided_coefficients(cv2.GaussianBlur(mask, (0, 0), 2.0), guide)
+
+
+@pytest.mark.parametrize("size", [(360, 640), (720, 1280), (238, 318)])
+def test_guided_alpha_by_blocks_is_the_whole_upsample(frame, size):
+    """Where the sides allow, the alpha is computed only on the blocks along the person's edge; it is the
+    whole plane's upsample to float rounding, and exactly 0 or 1 elsewhere."""
+    coef = _portrait_coefficients(frame)
+    h, w = size
+    luma = cv2.cvtColor(cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2GRAY)
+    whole = np.clip(cv2.resize(coef[0], (w, h), interpolation=cv2.INTER_LINEAR) * luma
+                    + cv2.resize(coef[1], (w, h), interpolation=cv2.INTER_LINEAR), 0, 1)
+    up = nb.upsample_coefficients(coef, size)
+    got = nb.apply_coefficients(up, luma)
+    np.testing.assert_allclose(got, whole, atol=1e-5)
+    if size == (238, 318):                                   # no block divides these sides: the whole plane
+        assert nb.alpha_blocks(size, coef[0].shape) is None and up.person is None
+        return
+    nr, nc = up.person.shape
+    computed = np.zeros((nr, nc), bool)
+    computed[up.bi, up.bj] = True
+    blocks = got.reshape(nr, h // nr, nc, w // nc).transpose(0, 2, 1, 3)
+    assert (blocks[up.person] == 1.0).all() and (blocks[~up.person & ~computed] == 0.0).all()
+    assert 0.05 < computed.mean() < 0.35                    # the edge's blocks only
+    assert np.array_equal(nb.guided_alpha(coef, luma), got)
+    t = tb.apply_coefficients(tb.upsample_coefficients(tuple(map(_t, coef)), size), _t(luma)).numpy()
+    np.testing.assert_allclose(t, got, atol=2e-3)
+
+
+def test_a_blurred_room_serves_a_later_frame_while_the_person_stays_within_its_reach():
+    """room_within: a blur made for the person at one place serves a frame where she stepped less than its
+    reach, not one where she walked past it; the torch twin agrees."""
+    def weight(x0):
+        alpha = np.zeros((360, 640), np.float32)
+        alpha[60:, x0:x0 + 160] = 1.0
+        return nb.room_weight(alpha, (160, 90))
+
+    sigma = nb.blur_sigma(0.7, 720, 8)
+    trust = nb.trusted_room(weight(200), sigma)
+    assert nb.room_within(weight(200), trust, sigma) and nb.room_within(weight(210), trust, sigma)
+    assert not nb.room_within(weight(260), trust, sigma)
+    for x0 in (210, 260):
+        assert tb.room_within(_t(weight(x0)), tb.trusted_room(_t(weight(200)), sigma), sigma) == \
+            nb.room_within(weight(x0), trust, sigma)
+    np.testing.assert_allclose(tb.trusted_room(_t(weight(200)), sigma).numpy(), trust, atol=1e-5)
+
+
 def test_composite_keeps_the_person_exactly(frame):
     alpha = np.zeros(frame.shape[:2], np.float32)
     alpha[200:500, 800:1000] = 1.0

@@ -68,8 +68,8 @@ class BackgroundStage:
                                             second=self.second_look)
             compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
                          picture_key=spec.image_id, blur_factor=blur, in_place=True,
-                         still=self.live and self._matte.room_still,
-                         moved=self._matte.moved, work=self._work, keep=keep)
+                         still=self.live and self._matte.room_still, matte_held=self._matte.still,
+                         blur_hold=self.config.matte.blur_hold, work=self._work, keep=keep)
             return state
         image = state.image
         alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep, second=self.second_look)

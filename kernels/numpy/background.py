@@ -420,18 +420,21 @@ def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: 
 def background_blur_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], weight: np.ndarray, sigma: float,
                          factor: int = 8, out: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """background_blur of an I420 frame's three planes (Y by `factor`, U and V by half of it) with the
-    room's `weight` at the small size they share (blurred once for the three). Planes whose small sizes
-    differ (an odd factor) are blurred one by one. `out`: the last frame's results, written over where
-    they fit."""
+    room's `weight` at the small size they share (blurred once for the three), as uint8 planes: rounded at
+    the small size and brought up in OpenCV's 8-bit bilinear path (within 1.5 grey levels of the float
+    planes, a quarter of their bytes; composite_i420 copies them into the room's tiles as they are).
+    Planes whose small sizes differ (an odd factor) are blurred one by one. `out`: the last frame's
+    results, written over where they fit."""
     out = out or (None, None, None)
     factors = (factor, max(1, factor // 2), max(1, factor // 2))
     smalls = [(max(1, p.shape[1] // f), max(1, p.shape[0] // f)) for p, f in zip(planes, factors)]
     if len(set(smalls)) != 1 or weight.shape != smalls[0][::-1]:
-        return tuple(background_blur(p, None, sigma, f, weight, out=o) for p, f, o in zip(planes, factors, out))
+        return tuple(cv2.convertScaleAbs(background_blur(p, None, sigma, f, weight), dst=_fits(o, p.shape, np.uint8))
+                     for p, f, o in zip(planes, factors, out))
     k = gaussian_kernel(sigma)
     c = _blur_weights(weight, k)
-    return tuple(cv2.resize(_blur_small(shrink(p, smalls[0]), weight, k, c), (p.shape[1], p.shape[0]),
-                            dst=_fits(o, p.shape, np.float32), interpolation=cv2.INTER_LINEAR)
+    return tuple(cv2.resize(cv2.convertScaleAbs(_blur_small(shrink(p, smalls[0]), weight, k, c)), (p.shape[1], p.shape[0]),
+                            dst=_fits(o, p.shape, np.uint8), interpolation=cv2.INTER_LINEAR)
                  for p, o in zip(planes, out))
 
 

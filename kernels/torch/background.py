@@ -231,9 +231,9 @@ def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, fact
 
 
 def background_blur_i420(planes, weight: torch.Tensor, sigma: float, factor: int = 8, out=None) -> tuple:
-    """See kernels.numpy.background.background_blur_i420 (the planes one by one)."""
+    """See kernels.numpy.background.background_blur_i420 (the planes one by one, rounded at full size)."""
     half = max(1, factor // 2)
-    return tuple(background_blur(p, None, sigma, f, weight) for p, f in zip(planes, (factor, half, half)))
+    return tuple(_u8(background_blur(p, None, sigma, f, weight)) for p, f in zip(planes, (factor, half, half)))
 
 
 def cover(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

@@ -21,6 +21,9 @@ def test_bench_background_prints_off_and_on_per_mode(capsys):
     assert walking["network_runs_per_frame"] - 2 * walking["head_reads_per_frame"] == 0.5
     assert walking["carried_per_frame"] > 0
     assert walking["first_look_only"]["median_ms"] > 0
+    still = out["timing"]["still_every2"]["blur"]       # the two values a frame costs, each side's median
+    assert still["on_network_frames_median_ms"] > still["on_other_frames_median_ms"] > 0
+    assert out["timing"]["still_every1"]["blur"]["on_other_frames_median_ms"] is None
 
 
 def test_bench_background_gallery_shows_both_looks_side_by_side(capsys, tmp_path):

@@ -302,10 +302,10 @@ def test_the_three_planes_blurred_as_one_image_are_each_planes_blur(frame):
     s = nb.blur_sigma(0.7, 720, 8)
     together = nb.background_blur_i420((y, u, v), room, s, 8)
     alone = [nb.background_blur(p, None, s, f, room) for p, f in ((y, 8), (u, 4), (v, 4))]
-    for a, b in zip(together, alone):
-        np.testing.assert_allclose(a, b, atol=1e-3)
+    for a, b in zip(together, alone):                    # uint8, rounded at the small size and brought up
+        assert a.dtype == np.uint8 and np.abs(a - b).max() <= 1.5   # measured 1.2
     for a, b in zip(tb.background_blur_i420(tuple(map(_t, (y, u, v))), _t(room), s, 8), together):
-        np.testing.assert_allclose(a.numpy(), b, atol=0.5)
+        assert a.dtype == torch.uint8 and np.abs(a.numpy().astype(int) - b).max() <= 1
 
 
 def test_area_down_is_opencvs_area_mean(frame):

@@ -245,7 +245,7 @@ def _axis_blocks(n_out: int, n_in: int) -> tuple[int, int, np.ndarray] | None:
 
 def alpha_blocks(size: tuple[int, int], coef_shape: tuple[int, int]) -> tuple | None:
     """(rows, cols): _axis_blocks of both axes of an alpha of `size` = (h, w) upsampled from coefficients of
-    `coef_shape`, or None (guided_alpha then computes every pixel)."""
+    `coef_shape`, or None (upsample_coefficients then brings up the whole planes)."""
     rows, cols = _axis_blocks(size[0], coef_shape[0]), _axis_blocks(size[1], coef_shape[1])
     return None if rows is None or cols is None else (rows, cols)
 

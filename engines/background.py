@@ -143,7 +143,7 @@ class MatteConfig:
     from hair and shoulders; the second read is what the mask holds in that box (docs/background.md).
     second_mirror: the box is read as it is and mirrored, and the two averaged: the network's mistakes in a
     busy room are not mirror images of each other, its person is. The second look costs two network runs per
-    face (about 11 ms more on a 720p photo), which a stream's 4 ms does not hold on every frame; 0 turns it
+    face (about 10 ms more on a 720p photo), which a stream's 4 ms does not hold on every frame; 0 turns it
     off. second_feather: the share of the box's side over which its mask fades into the first one.
     stream_look_frames: a stream reads each face's head a second time once in `stream_look_frames` frames (a
     second at 30 fps; 0: never), on a frame the network reads, one face per run at most (a new face first,

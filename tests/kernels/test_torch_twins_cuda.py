@@ -204,6 +204,17 @@ def test_background_on_cuda(a):
         np.testing.assert_allclose(got.cpu().numpy(), want, atol=1e-3)
     alpha = nb.guided_alpha(coef, y)
     np.testing.assert_allclose(tb.guided_alpha(coef_t, _c(y)).cpu().numpy(), alpha, atol=2e-3)
+    import cv2
+
+    half = nb.half_plane(y)                                          # 118 x 159: no blocks; 360 x 640: blocks
+    for luma in (half, cv2.resize(y, (640, 360), interpolation=cv2.INTER_AREA)):
+        want = nb.apply_coefficients(nb.upsample_coefficients(coef, luma.shape), luma)
+        got = tb.apply_coefficients(tb.upsample_coefficients(coef_t, luma.shape), _c(luma)).cpu().numpy()
+        np.testing.assert_allclose(got, want, atol=2e-3)
+    room = nb.room_weight(nb.half_alpha(alpha), (40, 30))
+    trust = nb.trusted_room(room, 3.0)
+    np.testing.assert_allclose(tb.trusted_room(_c(room), 3.0).cpu().numpy(), trust, atol=1e-4)
+    assert tb.room_within(_c(room), _c(trust), 3.0) == nb.room_within(room, trust, 3.0)
     for plane, al in ((y, alpha), (u, nb.half_alpha(alpha))):
         want = nb.composite(plane, nb.background_blur(plane, al, 3.0), al).astype(int)
         got = tb.composite(_c(plane), tb.background_blur(_c(plane), _c(al), 3.0), _c(al)).cpu().numpy().astype(int)

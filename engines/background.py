@@ -649,8 +649,9 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
     the planes given, written over. A blurred room is made again only when it must (`backdrop` keeps the
     last): `still` (the matte's room_still: the picture stands where the network last read it, but maybe
     for the person) lets the last blurred room serve this frame as long as every pixel of room the frame
-    shows was filled from room alone when it was made (kernels: room_within; `matte_held`, the matte the
-    last frame's, skips that test) and it is younger than `blur_hold` frames (the room's light changes):
+    shows was filled from room when it was made, as a new blur would fill it give or take ROOM_SLACK
+    (kernels: room_within; `matte_held`, the matte the last frame's, skips that test), and it is younger
+    than `blur_hold` frames (the room's light changes):
     the room a moving person uncovered is then filled from the room around it, as a fresh blur fills
     it. `work`: a dict the caller keeps from frame to frame, where the arithmetic's float buffers live
     (NumPy planes). `alphas` as Matte.alpha_i420 gives them; with Y's None (`full=False`) the planes are

@@ -100,10 +100,10 @@ def _timing(frames: int) -> dict:
                     a = FrameState(image=None, planes=Planes(buf.copy(), w, h), faces=[face])
                     b = FrameState(image=None, planes=Planes(buf.copy(), w, h), faces=[face])
                     c = FrameState(image=None, planes=Planes(buf, w, h), faces=[face])
+                    runs = on_stage._matte.network_runs if on_stage._matte is not None else 0
                     t0 = time.thread_time()
                     off_stage(a, off_ctx)
                     t1 = time.thread_time()
-                    runs = on_stage._matte.network_runs if on_stage._matte is not None else 0
                     on_stage(b, ctx)
                     t2 = time.thread_time()
                     first_stage(c, ctx)

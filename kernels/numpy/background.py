@@ -193,7 +193,8 @@ def upsample_coefficients(coef: tuple[np.ndarray, np.ndarray], size: tuple[int, 
     ih, iw = a.shape
     rows = np.clip(bi[:, None] * ch - 1 + np.arange(ch + 2), 0, ih - 1)        # each block's window of cells
     cols = np.clip(bj[:, None] * cw - 1 + np.arange(cw + 2), 0, iw - 1)
-    windows = np.stack((a, b))[:, rows[:, :, None], cols[:, None, :]].reshape(2 * k, ch + 2, cw + 2)
+    at = (rows[:, :, None], cols[:, None, :])
+    windows = np.concatenate((a[at], b[at]))                                    # (2k, ch + 2, cw + 2)
     up = np.matmul(wy, np.matmul(windows, wx.T))                                # (2k, bh, bw)
     return Upsampled(size, up[:k], up[k:], person, bi, bj)
 

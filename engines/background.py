@@ -206,7 +206,6 @@ class Matte:
         self._up: tuple[Any, Any] | None = None      # (coefficients, them brought up to the alpha's size)
         self._key: Any = None
         self._probe: np.ndarray | None = None
-        self._host_coef: tuple[np.ndarray, np.ndarray] | None = None   # the last fresh coefficients, on the host
         self._ref_luma: np.ndarray | None = None     # the last fresh frame's half-size grey (host)
         self._ref_centre: np.ndarray | None = None   # and where its one face was (frame pixels)
         self._frames = 0
@@ -216,13 +215,15 @@ class Matte:
         self.room_still = False      # the picture stands where the network last read it, but maybe for the
                                      # person (a new read of a still picture, or the mask carried with the face)
         self.carried = 0             # frames whose mask was the last one moved along with the face
+        self.shift: np.ndarray | None = None   # this frame's carry (frame pixels), or None
+        self.half_grey: Any = None   # a stream's last frame's 2 x 2 grey means (half_plane; the matte's buffer)
         self._held: list[HeadLook] = []   # a stream's second looks, one per face
         self.looks_read = 0          # a stream's second looks read (each face's counts once)
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
         self._mask = self._guide = self._coef = self._up = self._key = self._probe = None
-        self._host_coef = self._ref_luma = self._ref_centre = None
+        self._ref_luma = self._ref_centre = self.shift = None
         self._held = []
         self._frames = 0
 
@@ -246,8 +247,6 @@ class Matte:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
         a, b = kn.guided_coefficients(mask, guide, c.radius, c.eps, c.low, c.high)
-        if steady:
-            self._host_coef = (a, b)
         twin = twin_for(like)
         return twin.put(a, like), twin.put(b, like)
 
@@ -274,13 +273,9 @@ class Matte:
                 shift = None if still else self._carry(luma, keep, size)
                 fresh = not still and shift is None
                 room_still = still or shift is not None
-        if fresh:
-            coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop, second)
-        elif shift is not None:
-            coef = tuple(twin.put(x, frame) for x in self._shifted(shift, size))
-        else:
-            coef = self._coef
-        self.fresh, self.still, self.room_still = fresh, still, bool(room_still)
+        coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop, second) \
+            if fresh else self._coef
+        self.fresh, self.still, self.room_still, self.shift = fresh, still, bool(room_still), shift
         self.carried += shift is not None
         if steady:
             self._frames += 1
@@ -385,12 +380,6 @@ class Matte:
                                       max(1, c.probe_step // 2), c.probe_level)
         return shift if share <= c.probe_share else None
 
-    def _shifted(self, shift: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        from kernels.numpy import background as kn
-
-        a, _ = self._host_coef
-        return kn.shift_coefficients(self._host_coef, tuple(shift * (a.shape[1] / size[0])))
-
     def alpha_rgb(self, image: Any, steady: bool = False, keep: Sequence[np.ndarray] = (),
                   second: bool | None = None) -> Any:
         """float32 H x W alpha of a uint8 RGB image (NumPy array or torch tensor, like the image); `keep`:
@@ -410,7 +399,7 @@ class Matte:
             import cv2
 
             luma = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
-        return k.keep_polygons(k.apply_coefficients(self._upsampled(coef, (h, w), k), luma), keep)
+        return k.keep_polygons(self._apply(coef, (w, h), luma, k), keep)
 
     def alpha_i420(self, y: Any, u: Any, v: Any, steady: bool = True,
                    keep: Sequence[np.ndarray] = (), full: bool = True, second: bool | None = None) -> tuple[Any, Any]:
@@ -425,10 +414,11 @@ class Matte:
         buf = self._buffer if self.reuse and twin.ON_HOST else (lambda *a: None)
         hs = (h // 2, w // 2)
         crop, second = _i420_crop(k, y, u, v), _second(steady, second)
+        self.half_grey = None
         if self.config.half_size_edges:
-            luma = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
+            luma = self.half_grey = k.half_plane(y, out=buf("luma_half", hs, np.uint8))
             coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, luma, keep, crop, second)
-            half = k.apply_coefficients(self._upsampled(coef, hs, k), luma, out=buf("alpha_half", hs, np.float32))
+            half = self._apply(coef, (w, h), luma, k, buf("alpha_half", hs, np.float32))
             k.keep_polygons(half, [np.asarray(p) * 0.5 for p in keep])
             if not full:
                 return None, half
@@ -436,9 +426,20 @@ class Matte:
             return k.keep_polygons(up, keep), half
         coef = self._coef_for(y, (w, h), lambda: k.i420_thumbnail(y, u, v, size), steady, keep=keep, crop=crop,
                               second=second)
-        alpha = k.apply_coefficients(self._upsampled(coef, (h, w), k), y, out=buf("alpha", (h, w), np.float32))
+        alpha = self._apply(coef, (w, h), y, k, buf("alpha", (h, w), np.float32))
         k.keep_polygons(alpha, keep)
         return alpha, k.half_alpha(alpha)
+
+    def _apply(self, coef: Any, frame_size: tuple[int, int], luma: Any, k: Any, out: Any = None) -> Any:
+        """The alpha at `luma`'s size: the coefficients brought up (kept while they stay) and applied to
+        the frame's grey, moved first by this frame's carry (`shift`, frame pixels, rounded to the alpha's
+        whole pixels: the coefficients are smooth over a network cell of 5 frame pixels, the grey gives
+        the edge)."""
+        h, w = luma.shape
+        shift = (0, 0) if self.shift is None else (int(round(float(self.shift[0]) * w / frame_size[0])),
+                                                    int(round(float(self.shift[1]) * h / frame_size[1])))
+        work = self._ws if self.reuse and twin_for(luma).ON_HOST else None
+        return k.apply_coefficients(self._upsampled(coef, (h, w), k), luma, out=out, shift=shift, work=work)
 
     def _upsampled(self, coef: Any, size: tuple[int, int], k: Any) -> Any:
         """The coefficients brought up to the alpha's `size` (kernels: upsample_coefficients), made again
@@ -644,7 +645,7 @@ def compose_rgb(image: Any, alpha: Any, spec: BackgroundSpec, picture: Any = Non
 def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: BackgroundSpec, picture: Any = None,
                  backdrop: Backdrop | None = None, picture_key: Any = None, blur_factor: int = 8,
                  in_place: bool = False, still: bool = False, matte_held: bool = False, blur_hold: int = 8,
-                 work: dict | None = None, keep: Sequence[np.ndarray] = ()) -> tuple[Any, Any, Any]:
+                 work: dict | None = None, keep: Sequence[np.ndarray] = (), y_half: Any = None) -> tuple[Any, Any, Any]:
     """(Y, U, V) with the room behind the person replaced as `spec` says: new planes, or with `in_place`
     the planes given, written over. A blurred room is made again only when it must (`backdrop` keeps the
     last): `still` (the matte's room_still: the picture stands where the network last read it, but maybe
@@ -656,7 +657,8 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
     it. `work`: a dict the caller keeps from frame to frame, where the arithmetic's float buffers live
     (NumPy planes). `alphas` as Matte.alpha_i420 gives them; with Y's None (`full=False`) the planes are
     composed by the half-size alpha (kernels: composite_i420: Y's alpha brought up and `keep`'s polygons
-    raised to 1 only along the person's edge), the same pixels as with Y's alpha given."""
+    raised to 1 only along the person's edge), the same pixels as with Y's alpha given. `y_half`: Y's 2 x 2
+    means (Matte.half_grey), which a blur shrinks from when given."""
     k = twin_for(y).background
     a_y, a_uv = alphas
     h, w = y.shape
@@ -684,7 +686,7 @@ def compose_i420(y: Any, u: Any, v: Any, alphas: tuple[Any, Any], spec: Backgrou
             room = k.room_weight(a_uv, small) if room is None else room    # once for the three planes
             old = backdrop._blurred if backdrop is not None and backdrop._blurred is not None else (None, None, None)
             if room.shape[:2] == small[::-1] == (u.shape[0] // half, u.shape[1] // half):
-                bgs = k.background_blur_i420((y, u, v), room, s, blur_factor, out=old)
+                bgs = k.background_blur_i420((y, u, v), room, s, blur_factor, out=old, y_half=y_half)
             else:
                 bgs = (k.background_blur(y, y_alpha(), s, blur_factor, out=old[0]),
                        k.background_blur(u, a_uv, s, half, room, out=old[1]),

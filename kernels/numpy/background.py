@@ -110,15 +110,6 @@ def person_moved_share(prev_luma: np.ndarray, prev_mask: np.ndarray, luma: np.nd
     return float(np.count_nonzero(off & known)) / max(1, int(np.count_nonzero(known)))
 
 
-def shift_coefficients(coef: tuple[np.ndarray, np.ndarray], shift: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """The guided filter's coefficients moved by `shift` = (dx, dy) of their own pixels (bilinear, edges
-    repeated): the last frame's person matte carried along with the person."""
-    m = np.float32([[1, 0, shift[0]], [0, 1, shift[1]]])
-    h, w = coef[0].shape
-    return tuple(cv2.warpAffine(c, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-                 for c in coef)   # type: ignore[return-value]
-
-
 def guided_coefficients(mask: np.ndarray, guide: np.ndarray, radius: int = 3, eps: float = 1e-3,
                         low: float = 0.25, high: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
     """The guided filter's per-pixel linear model alpha = A * grey + B at the mask's size (He and Sun's
@@ -199,10 +190,43 @@ def upsample_coefficients(coef: tuple[np.ndarray, np.ndarray], size: tuple[int, 
     return Upsampled(size, up[:k], up[k:], person, bi, bj)
 
 
-def apply_coefficients(up: Upsampled, luma: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """float32 alpha = A * grey + B clipped to [0, 1] at `luma`'s size (its `up`), into `out` when it fits."""
+def apply_coefficients(up: Upsampled, luma: np.ndarray, out: np.ndarray | None = None,
+                       shift: tuple[int, int] = (0, 0), work: dict | None = None) -> np.ndarray:
+    """float32 alpha = A * grey + B clipped to [0, 1] at `luma`'s size (its `up`), into `out` when it fits.
+    `shift` = (dx, dy) whole pixels: the coefficients moved by it first, their edges repeated, alpha(x) =
+    A(x - shift) grey(x) + B(x - shift) (a person's matte carried along as they moved, fitted to the new
+    frame's grey): the grey moved back, the coefficients applied where they were brought up, the result
+    moved on, and the strip the coefficients left at the frame's edge computed from their edge line.
+    `work`: a dict the caller keeps, where the moved grey and alpha live from frame to frame."""
     h, w = luma.shape
     out = _fits(out, (h, w), np.float32)
+    dx, dy = (max(-w + 1, min(w - 1, int(shift[0]))), max(-h + 1, min(h - 1, int(shift[1]))))
+    if not dx and not dy:
+        return _apply(up, luma, out)
+    moved = _moved(luma, -dx, -dy, scratch(work, "moved_grey", (h, w), np.uint8) if work is not None
+                   else np.empty_like(luma))
+    placed = _apply(up, moved, scratch(work, "moved_alpha", (h, w)))
+    out = _moved(placed, dx, dy, out if out is not None else np.empty((h, w), np.float32))
+    if dx:                                               # columns whose coefficients came from the edge column
+        xs = np.s_[:dx] if dx > 0 else np.s_[w + dx:]
+        a, b = (_moved(c[:, None], 0, dy, np.empty_like(c[:, None])) for c in _edge_line(up, 1, 0 if dx > 0 else w - 1))
+        _line_alpha(a, b, luma[:, xs], out[:, xs])
+    if dy:                                               # rows whose coefficients came from the edge row
+        ys = np.s_[:dy] if dy > 0 else np.s_[h + dy:]
+        a, b = (_moved(c[None], dx, 0, np.empty_like(c[None])) for c in _edge_line(up, 0, 0 if dy > 0 else h - 1))
+        _line_alpha(a, b, luma[ys], out[ys])
+    return out
+
+
+def _line_alpha(a: np.ndarray, b: np.ndarray, grey: np.ndarray, out: np.ndarray) -> None:
+    v = a * grey
+    v += b
+    np.maximum(v, 0.0, out=v)
+    np.minimum(v, 1.0, out=out)
+
+
+def _apply(up: Upsampled, luma: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    h, w = luma.shape
     if up.person is None:
         out = cv2.multiply(up.a, luma, dst=out, dtype=cv2.CV_32F)
         cv2.add(out, up.b, dst=out)
@@ -220,6 +244,46 @@ def apply_coefficients(up: Upsampled, luma: np.ndarray, out: np.ndarray | None =
         np.clip(alpha, 0.0, 1.0, out=alpha)
         blocks[up.bi, :, up.bj, :] = alpha
     return out
+
+
+def _moved(src: np.ndarray, dx: int, dy: int, out: np.ndarray) -> np.ndarray:
+    """out[y, x] = src[y - dy, x - dx], the index clamped to the plane: `src` moved by (dx, dy) whole
+    pixels (|dx| < width, |dy| < height), its edges repeated into what it uncovers."""
+    h, w = src.shape
+    out[max(0, dy):h + min(0, dy), max(0, dx):w + min(0, dx)] = src[max(0, -dy):h - max(0, dy),
+                                                                  max(0, -dx):w - max(0, dx)]
+    if dx > 0:
+        out[:, :dx] = out[:, dx:dx + 1]
+    elif dx < 0:
+        out[:, w + dx:] = out[:, w + dx - 1:w + dx]
+    if dy > 0:
+        out[:dy] = out[dy:dy + 1]
+    elif dy < 0:
+        out[h + dy:] = out[h + dy - 1:h + dy]
+    return out
+
+
+def _edge_line(up: Upsampled, axis: int, index: int) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) of `up` along one line: row `index` (axis 0, a value per column) or column `index` (axis 1,
+    a value per row)."""
+    h, w = up.size
+    if up.person is None:
+        return (up.a[index], up.b[index]) if axis == 0 else (up.a[:, index], up.b[:, index])
+    nr, nc = up.person.shape
+    bh, bw = h // nr, w // nc
+    if axis == 0:
+        i, r = divmod(index, bh)
+        a, b = np.zeros(w, np.float32), np.repeat(up.person[i].astype(np.float32), bw)
+        for k in np.flatnonzero(up.bi == i):
+            j = up.bj[k]
+            a[j * bw:(j + 1) * bw], b[j * bw:(j + 1) * bw] = up.a[k, r], up.b[k, r]
+        return a, b
+    j, c = divmod(index, bw)
+    a, b = np.zeros(h, np.float32), np.repeat(up.person[:, j].astype(np.float32), bh)
+    for k in np.flatnonzero(up.bj == j):
+        i = up.bi[k]
+        a[i * bh:(i + 1) * bh], b[i * bh:(i + 1) * bh] = up.a[k, :, c], up.b[k, :, c]
+    return a, b
 
 
 def _axis_blocks(n_out: int, n_in: int) -> tuple[int, int, np.ndarray] | None:
@@ -421,24 +485,30 @@ def background_blur(plane: np.ndarray, alpha: np.ndarray, sigma: float, factor: 
 
 
 def background_blur_i420(planes: tuple[np.ndarray, np.ndarray, np.ndarray], weight: np.ndarray, sigma: float,
-                         factor: int = 8, out: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         factor: int = 8, out: tuple | None = None,
+                         y_half: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """background_blur of an I420 frame's three planes (Y by `factor`, U and V by half of it) with the
     room's `weight` at the small size they share (blurred once for the three), as uint8 planes: rounded at
     the small size and brought up in OpenCV's 8-bit bilinear path (within 1.5 grey levels of the float
     planes, a quarter of their bytes; composite_i420 copies them into the room's tiles as they are).
     Planes whose small sizes differ (an odd factor) are blurred one by one. `out`: the last frame's
-    results, written over where they fit."""
+    results, written over where they fit. `y_half`: Y's 2 x 2 means (half_plane), when the caller has
+    them: Y is shrunk from there as U and V are from their planes (its next halving rounded too, within
+    half a grey level at the small size: a sixth of Y's shrink)."""
     out = out or (None, None, None)
     factors = (factor, max(1, factor // 2), max(1, factor // 2))
     smalls = [(max(1, p.shape[1] // f), max(1, p.shape[0] // f)) for p, f in zip(planes, factors)]
     if len(set(smalls)) != 1 or weight.shape != smalls[0][::-1]:
         return tuple(cv2.convertScaleAbs(background_blur(p, None, sigma, f, weight), dst=_fits(o, p.shape, np.uint8))
                      for p, f, o in zip(planes, factors, out))
+    y, u, v = planes
+    if y_half is not None and y_half.shape == (y.shape[0] // 2, y.shape[1] // 2) and y_half.dtype == np.uint8:
+        y = y_half
     k = gaussian_kernel(sigma)
     c = _blur_weights(weight, k)
-    return tuple(cv2.resize(cv2.convertScaleAbs(_blur_small(shrink(p, smalls[0]), weight, k, c)), (p.shape[1], p.shape[0]),
+    return tuple(cv2.resize(cv2.convertScaleAbs(_blur_small(shrink(src, smalls[0]), weight, k, c)), (p.shape[1], p.shape[0]),
                             dst=_fits(o, p.shape, np.uint8), interpolation=cv2.INTER_LINEAR)
-                 for p, o in zip(planes, out))
+                 for src, p, o in zip((y, u, v), planes, out))
 
 
 def cover(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -506,14 +576,14 @@ def _blend(fg: np.ndarray, bg, alpha: np.ndarray) -> np.ndarray:
     return composite(fg.reshape(k * n, m), b2, alpha.reshape(k * n, m)).reshape(k, n, m)
 
 
-def scratch(work: dict | None, key: Any, shape: tuple[int, ...]) -> np.ndarray | None:
-    """A float32 buffer of `shape` kept in the caller's `work` dict under `key`, made once (None without
-    a dict): the float arithmetic of composing a frame reuses it frame after frame."""
+def scratch(work: dict | None, key: Any, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray | None:
+    """A buffer of `shape` (float32 unless told) kept in the caller's `work` dict under `key`, made once
+    (None without a dict): the arithmetic of composing a frame reuses it frame after frame."""
     if work is None:
         return None
     b = work.get(key)
-    if b is None or b.shape != shape:
-        b = work[key] = np.empty(shape, np.float32)
+    if b is None or b.shape != shape or b.dtype != dtype:
+        b = work[key] = np.empty(shape, dtype)
     return b
 
 

@@ -103,9 +103,17 @@ def upsample_coefficients(coef: tuple[torch.Tensor, torch.Tensor], size: tuple[i
     return Upsampled(size, _linear(coef[0], (w, h)), _linear(coef[1], (w, h)))
 
 
-def apply_coefficients(up: Upsampled, luma: torch.Tensor, out=None) -> torch.Tensor:
-    """See kernels.numpy.background.apply_coefficients."""
-    return (up.a * luma.float() + up.b).clamp_(0.0, 1.0)
+def apply_coefficients(up: Upsampled, luma: torch.Tensor, out=None, shift: tuple[int, int] = (0, 0),
+                       work: dict | None = None) -> torch.Tensor:
+    """See kernels.numpy.background.apply_coefficients: the moved coefficients read by clamped indices."""
+    a, b = up.a, up.b
+    h, w = luma.shape
+    dx, dy = (max(-w + 1, min(w - 1, int(shift[0]))), max(-h + 1, min(h - 1, int(shift[1]))))
+    if dx or dy:
+        rows = (torch.arange(h, device=a.device) - dy).clamp_(0, h - 1)
+        cols = (torch.arange(w, device=a.device) - dx).clamp_(0, w - 1)
+        a, b = a[rows][:, cols], b[rows][:, cols]
+    return (a * luma.float() + b).clamp_(0.0, 1.0)
 
 
 def keep_polygons(alpha: torch.Tensor, polygons) -> torch.Tensor:
@@ -230,8 +238,9 @@ def background_blur(plane: torch.Tensor, alpha: torch.Tensor, sigma: float, fact
     return _linear(blurred.contiguous(), (w, h))
 
 
-def background_blur_i420(planes, weight: torch.Tensor, sigma: float, factor: int = 8, out=None) -> tuple:
-    """See kernels.numpy.background.background_blur_i420 (the planes one by one, rounded at full size)."""
+def background_blur_i420(planes, weight: torch.Tensor, sigma: float, factor: int = 8, out=None, y_half=None) -> tuple:
+    """See kernels.numpy.background.background_blur_i420 (the planes one by one, rounded at full size; Y
+    shrunk from its own plane, `y_half` being the host's shortcut)."""
     half = max(1, factor // 2)
     return tuple(_u8(background_blur(p, None, sigma, f, weight)) for p, f in zip(planes, (factor, half, half)))
 

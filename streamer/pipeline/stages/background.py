@@ -69,7 +69,8 @@ class BackgroundStage:
             compose_i420(y, planes.u, planes.v, alphas, spec, picture=picture, backdrop=self._backdrop,
                          picture_key=spec.image_id, blur_factor=blur, in_place=True,
                          still=self.live and self._matte.room_still, matte_held=self._matte.still,
-                         blur_hold=self.config.matte.blur_hold, work=self._work, keep=keep)
+                         blur_hold=self.config.matte.blur_hold, work=self._work, keep=keep,
+                         y_half=self._matte.half_grey)
             return state
         image = state.image
         alpha = self._matte.alpha_rgb(image, steady=self.live, keep=keep, second=self.second_look)

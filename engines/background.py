@@ -119,15 +119,18 @@ def parse_background(value: Any) -> BackgroundSpec:
 class MatteConfig:
     """segmentation: which network reads the frame. radius, eps: the guided filter (at the mask's size).
     low, high: the mask levels that become fully background / fully person. still_weight, motion_level,
-    noise: the steadying over time (kernels.numpy.background.steady). every: the network runs on every
-    `every`-th frame of a stream, and on any frame where the picture moved far since it last ran (more than
-    `probe_share` of a sparse grid of pixels, every `probe_step`-th row and column, changed by more than
-    `probe_level` grey levels: far above a camera's noise; a person moving about 9 px a frame at 720p),
-    unless the same test passes on the last frame with its person moved as the one face moved and its room
-    left where it was (a person walking: the last coefficients are carried along with the face, IoU as
-    with the network every frame); on the frames between, the last coefficients are applied to the new
-    frame's own luma, so the person's outline still follows the picture (a person swaying 4 px a frame
-    keeps IoU 0.98, 8 px 0.97).
+    noise: the steadying over time (kernels.numpy.background.steady). every: the network reads a stream's
+    frame once `every` frames have passed since its last read, and any frame where the picture moved far
+    since then (more than `probe_share` of a sparse grid of pixels, every `probe_step`-th row and column,
+    changed by more than `probe_level` grey levels: far above a camera's noise; a person moving about 9 px
+    a frame at 720p), unless the same test passes on the last read frame with its person moved as the one
+    face moved and its room left where it was (a person walking: the last coefficients are carried along
+    with the face, IoU as with the network every frame); on the frames between, the last coefficients are
+    applied to the new frame's own luma, so the person's outline still follows the picture (a person
+    swaying 4 px a frame keeps IoU 0.98, 8 px 0.97). carry_run: a carried matte is carried on through the
+    frame a read falls due, while that test holds, for up to `carry_run` frames in a row (each frame is
+    checked against the last read one, so the network's read would give the same outline moved; a
+    walking person's stream reads one frame in three).
     blur_factor: the blur runs at 1/blur_factor of the frame. blur_hold: a blurred room serves the frames
     after it while the room stands still and the person has not moved past its reach (compose_i420), for
     at most blur_hold frames (8: about a quarter of a second at 30 fps, so the room's light and a small
@@ -164,6 +167,7 @@ class MatteConfig:
     probe_step: int = 16
     probe_level: int = 16
     probe_share: float = 0.05
+    carry_run: int = 2
     blur_factor: int = 8
     blur_hold: int = 8
     half_size_edges: bool = True
@@ -209,6 +213,8 @@ class Matte:
         self._ref_luma: np.ndarray | None = None     # the last fresh frame's half-size grey (host)
         self._ref_centre: np.ndarray | None = None   # and where its one face was (frame pixels)
         self._frames = 0
+        self._read_at = 0            # the stream frame the network last read
+        self._carried_run = 0        # frames carried in a row since
         self.network_runs = 0
         self.fresh = True            # the network read this frame
         self.still = False           # the last mask was reused where it stood (the picture still)
@@ -225,7 +231,7 @@ class Matte:
         self._mask = self._guide = self._coef = self._up = self._key = self._probe = None
         self._ref_luma = self._ref_centre = self.shift = None
         self._held = []
-        self._frames = 0
+        self._frames = self._read_at = self._carried_run = 0
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
                       keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
@@ -252,24 +258,26 @@ class Matte:
 
     def _coef_for(self, frame: Any, size: tuple[int, int], thumbnail, steady: bool, luma: Any = None,
                   keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
-        """This frame's coefficients: fresh on every `every`-th frame of a stream (and always for photos),
-        else the last ones, which the new frame's own luma then shapes (kernels: apply_coefficients). When
-        the picture moved, but only as one person moving with their face would (`luma`: the half-size grey;
-        `keep`: the faces' hulls), the last ones are carried along with the face instead of running the
-        network."""
+        """This frame's coefficients: fresh once `every` frames of a stream have passed since the last read
+        (and always for photos), else the last ones, which the new frame's own luma then shapes (kernels:
+        apply_coefficients). When the picture moved, but only as one person moving with their face would
+        (`luma`: the half-size grey; `keep`: the faces' hulls), the last ones are carried along with the
+        face instead of running the network (`shift`), also on a frame a read falls due, up to `carry_run`
+        frames in a row."""
         twin = twin_for(frame)
         key = (size, twin.ON_HOST)
         if steady and self._key != key:                  # a new size or device: a new history
             self.reset()
         c = self.config
         probe = twin.host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
-        fresh = not steady or self._coef is None or self._frames % max(1, c.every) == 0
+        fresh = not steady or self._coef is None or self._frames - self._read_at >= max(1, c.every)
+        carrying = fresh and 0 < self._carried_run < c.carry_run    # due, but carried: carried on while it holds
         still, shift, room_still = not fresh, None, False
         if probe is not None and self._probe is not None and probe.shape == self._probe.shape:
             changed = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
             room_still = changed <= c.probe_share     # the picture stands where the network last read it
-            if not fresh:
-                still = room_still
+            if not fresh or carrying:
+                still = room_still and not carrying
                 shift = None if still else self._carry(luma, keep, size)
                 fresh = not still and shift is None
                 room_still = still or shift is not None
@@ -278,6 +286,9 @@ class Matte:
         self.fresh, self.still, self.room_still, self.shift = fresh, still, bool(room_still), shift
         self.carried += shift is not None
         if steady:
+            self._carried_run = self._carried_run + 1 if shift is not None else 0
+            if fresh:
+                self._read_at = self._frames
             self._frames += 1
             self._key = key
             if fresh:

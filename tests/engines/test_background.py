@@ -284,6 +284,36 @@ def test_still_person_mask_is_steady():
         matte.close()
 
 
+def test_a_still_pictures_reads_keep_the_fit_and_a_swaying_ones_refit(monkeypatch):
+    """A still picture's network reads change nothing the guided fit would see: the fit made on the first
+    read stands, and the matte is the one fitting every read gives; a person swaying 4 px a frame is
+    fitted on every read."""
+    from kernels.numpy import background as kn
+
+    fits = []
+    fit = kn.guided_coefficients
+    monkeypatch.setattr(kn, "guided_coefficients", lambda *a, **k: fits.append(1) or fit(*a, **k))
+    for step, most in ((0, 2), (4, 12)):
+        runs, alphas = [], {}
+        for level in (0.02, 0.0):                                  # kept fits, and a fit on every read
+            matte, rng = Matte(MatteConfig(refit_level=level)), np.random.default_rng(7)
+            fits.clear()
+            try:
+                for i in range(24):
+                    scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=0.3 + i * step / 1280)
+                    y, u, v = rgb_to_i420(_noisy(scene.image, rng, 2.0))
+                    alphas[level] = matte.alpha_i420(y, u, v, keep=[scene.face_hull])[0]
+                runs.append((len(fits), matte.network_runs))
+            finally:
+                matte.close()
+        (kept, reads), (every, _) = runs
+        assert reads == 12 + 2 and every == 12                     # 12 reads (and the head's), each fitted ...
+        assert kept <= most, (step, kept)                          # ... or not: still 1 fit (swaying 12)
+        if step == 0:
+            assert ps.iou(alphas[0.02], scene) >= ps.iou(alphas[0.0], scene) - 0.002
+            assert np.abs(alphas[0.02] - alphas[0.0]).mean() < 0.002
+
+
 def test_moving_person_leaves_no_trail():
     matte = Matte()
     rng = np.random.default_rng(2)

@@ -102,6 +102,22 @@ def test_coefficients_moved_with_a_carried_person_are_the_moved_planes(frame, si
     np.testing.assert_allclose(t, got, atol=2e-3)
 
 
+def test_a_fit_holds_while_neither_its_mask_nor_its_grey_moves():
+    rng = np.random.default_rng(8)
+    mask = cv2.GaussianBlur((rng.random((144, 256)) > 0.5).astype(np.float32), (0, 0), 3)
+    grey = cv2.GaussianBlur(rng.random((144, 256)).astype(np.float32), (0, 0), 2)
+    fit = (mask.copy(), grey.copy())
+    noisy = grey + rng.normal(0, 0.5 / 255, grey.shape).astype(np.float32)    # a thumbnail's sensor noise
+    assert nb.fit_holds(fit, mask + 0.015, noisy, 0.02)
+    moved = mask.copy()
+    moved[70, 120] += 0.03                                           # one mask value past the level
+    assert not nb.fit_holds(fit, moved, noisy, 0.02)
+    lit = noisy.copy()
+    lit[60:70, 100:110] += 4 / 255                                   # a patch of the picture 4 levels brighter
+    assert not nb.fit_holds(fit, mask, lit, 0.02)
+    assert not nb.fit_holds(fit, mask[:, :-2], grey[:, :-2], 0.02)   # another size
+
+
 def test_a_blurred_room_serves_a_later_frame_while_the_person_stays_within_its_reach():
     """room_within: a blur made for the person at one place serves a frame where she stepped less than its
     reach, not one where she walked past it; the torch twin agrees."""

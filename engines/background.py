@@ -127,10 +127,12 @@ class MatteConfig:
     face moved and its room left where it was (a person walking: the last coefficients are carried along
     with the face, IoU as with the network every frame); on the frames between, the last coefficients are
     applied to the new frame's own luma, so the person's outline still follows the picture (a person
-    swaying 4 px a frame keeps IoU 0.98, 8 px 0.97). carry_run: a carried matte is carried on through the
-    frame a read falls due, while that test holds, for up to `carry_run` frames in a row (each frame is
-    checked against the last read one, so the network's read would give the same outline moved; a
-    walking person's stream reads one frame in three). refit_level: on a read whose steadied mask moved
+    swaying 4 px a frame keeps IoU 0.98, 8 px 0.97). carry_every: on a frame a read falls due, the last
+    read moved with the face stands in for it while the same test holds (the frame is the last read one
+    with its person moved by the face's move, or not moved), until `carry_every` frames have passed since
+    the last read: every such frame is checked against the read one, point by point on the sparse grid,
+    so a read would give the same outline moved; a still, swaying or walking person's stream reads one
+    frame in three, anything the test cannot explain (a hand, a turn, a second person) at once. refit_level: on a read whose steadied mask moved
     nowhere by more than this since the coefficients were fitted, and whose grey moved nowhere past the
     camera's `noise` (averaged as the steadying averages it), the last fit stands (kernels: fit_holds),
     brought up as it was: a still picture's reads cost the network and the steadying; 0 fits every read.
@@ -170,7 +172,7 @@ class MatteConfig:
     probe_step: int = 16
     probe_level: int = 16
     probe_share: float = 0.05
-    carry_run: int = 2
+    carry_every: int = 3
     refit_level: float = 0.02
     blur_factor: int = 8
     blur_hold: int = 8
@@ -219,7 +221,6 @@ class Matte:
         self._ref_centre: np.ndarray | None = None   # and where its one face was (frame pixels)
         self._frames = 0
         self._read_at = 0            # the stream frame the network last read
-        self._carried_run = 0        # frames carried in a row since
         self.network_runs = 0
         self.fresh = True            # the network read this frame
         self.still = False           # the last mask was reused where it stood (the picture still)
@@ -236,7 +237,7 @@ class Matte:
         self._mask = self._guide = self._coef = self._up = self._key = self._probe = self._fit = None
         self._ref_luma = self._ref_centre = self.shift = None
         self._held = []
-        self._frames = self._read_at = self._carried_run = 0
+        self._frames = self._read_at = 0
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
                       keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
@@ -271,8 +272,8 @@ class Matte:
         (and always for photos), else the last ones, which the new frame's own luma then shapes (kernels:
         apply_coefficients). When the picture moved, but only as one person moving with their face would
         (`luma`: the half-size grey; `keep`: the faces' hulls), the last ones are carried along with the
-        face instead of running the network (`shift`), also on a frame a read falls due, up to `carry_run`
-        frames in a row."""
+        face instead of running the network (`shift`); so they are on a frame a read falls due, until
+        `carry_every` frames have passed since the last read."""
         twin = twin_for(frame)
         key = (size, twin.ON_HOST)
         if steady and self._key != key:                  # a new size or device: a new history
@@ -280,7 +281,8 @@ class Matte:
         c = self.config
         probe = twin.host(frame[::c.probe_step, ::c.probe_step]).astype(np.int16) if steady and c.every > 1 else None
         fresh = not steady or self._coef is None or self._frames - self._read_at >= max(1, c.every)
-        carrying = fresh and 0 < self._carried_run < c.carry_run    # due, but carried: carried on while it holds
+        carrying = (fresh and steady and self._coef is not None   # due, but the last read moved with the face
+                    and self._frames - self._read_at < c.carry_every)   # may stand in for it
         still, shift, room_still = not fresh, None, False
         if probe is not None and self._probe is not None and probe.shape == self._probe.shape:
             changed = np.count_nonzero(np.abs(probe - self._probe) > c.probe_level) / probe.size
@@ -288,14 +290,14 @@ class Matte:
             if not fresh or carrying:
                 still = room_still and not carrying
                 shift = None if still else self._carry(luma, keep, size)
-                fresh = not still and shift is None
-                room_still = still or shift is not None
+                if not carrying or shift is not None:    # (a due read the carry cannot stand in for: read)
+                    fresh = not still and shift is None
+                    room_still = still or shift is not None
         coef = self._coefficients(np.asarray(twin.host(thumbnail())), size, steady, frame, keep, crop, second) \
             if fresh else self._coef
         self.fresh, self.still, self.room_still, self.shift = fresh, still, bool(room_still), shift
         self.carried += shift is not None
         if steady:
-            self._carried_run = self._carried_run + 1 if shift is not None else 0
             if fresh:
                 self._read_at = self._frames
             self._frames += 1

@@ -128,14 +128,17 @@ class MatteConfig:
     with the face, IoU as with the network every frame); on the frames between, the last coefficients are
     applied to the new frame's own luma, so the person's outline still follows the picture (a person
     swaying 4 px a frame keeps IoU 0.98, 8 px 0.97). carry_every: on a frame a read falls due, the last
-    read moved with the face stands in for it while the same test holds (the frame is the last read one
-    with its person moved by the face's move, or not moved), until `carry_every` frames have passed since
-    the last read: every such frame is checked against the read one, point by point on the sparse grid,
-    so a read would give the same outline moved; a still, swaying or walking person's stream reads one
-    frame in three, anything the test cannot explain (a hand, a turn, a second person) at once. refit_level: on a read whose steadied mask moved
-    nowhere by more than this since the coefficients were fitted, and whose grey moved nowhere past the
-    camera's `noise` (averaged as the steadying averages it), the last fit stands (kernels: fit_holds),
-    brought up as it was: a still picture's reads cost the network and the steadying; 0 fits every read.
+    read moved with the face stands in for it while that test holds (the frame is the last read one with
+    its person moved by the face's move, or not moved), until `carry_every` frames have passed since the
+    read: each such frame is checked against the read one point by point on the sparse grid, so a read
+    would give the same outline moved. A still, swaying or walking person's stream is read one frame in
+    three; a change over `probe_share` of the grid that the move does not explain (an arm raised, a turn,
+    a second person) is read at once, a smaller one at the next read, two frames later at most (one with
+    `carry_every` 2, the cadence `every` alone gives).
+    refit_level: on a read whose steadied mask moved nowhere by more than this since the coefficients were
+    fitted, and whose grey moved nowhere past the camera's `noise` (averaged as the steadying averages
+    it), the last fit stands (kernels: fit_holds), brought up as it was: a still picture's reads cost the
+    network and the steadying; 0 fits every read.
     blur_factor: the blur runs at 1/blur_factor of the frame. blur_hold: a blurred room serves the frames
     after it while the room stands still and the person has not moved past its reach (compose_i420), for
     at most blur_hold frames (8: about a quarter of a second at 30 fps, so the room's light and a small

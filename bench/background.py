@@ -6,12 +6,12 @@ time once a second and held, MatteConfig.stream_look_frames) and as a photo does
 MatteConfig.second_look), with a photo's matte timed both ways.
 
 Three clips are timed: a still person, one swaying 4 px a frame and one walking 26 px a frame with her face
-followed. The segmentation network runs on every other frame (MatteConfig.every); between, a still or
-swaying picture keeps its matte, and a walking person's matte (and blurred room) is carried with her
-face. Each clip is also timed with the network on every frame (`every` 1). With the network on every
-other frame the per-frame times are two-valued, so the mean is the CPU a frame costs on average, the
-median lands on either value as their counts fall, and each value is reported too (the median of the
-frames the network reads, and of the others). Each
+followed. At the default cadence (MatteConfig.every, carry_every) the segmentation network reads one
+frame in three in each: between, the last read's matte stands, moved with the face where she moved (and
+a walking person's blurred room with it while her step stays within its reach). Each clip is also timed
+with the network on every frame (`every` 1). At the default cadence the per-frame times are two-valued,
+so the mean is the CPU a frame costs on average, the median lands on either value as their counts fall,
+and each value is reported too (the median of the frames the network reads, and of the others). Each
 mode is also timed with the stream's held second look off (`first_look_only`), in the same turn: a read
 one in 30 frames costs its two network runs on that frame alone, so it shows in the mean and the p95
 rather than the median."""

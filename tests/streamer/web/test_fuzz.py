@@ -26,6 +26,7 @@ from streamer.web.server import create_app, runner_options
 
 SEED = int(os.environ.get("LIVEFUSE_FUZZ_SEED", "20261203"))
 HTTP_REQUESTS, MESSAGES = 400, 300
+MIN_FUZZ_S = 2.0     # the requests go on (the same seeded stream) until the live video has been watched this long
 MAX_GAP_S = 0.5
 REPLY_TYPES = {"error", "ack", "pong", "welcome"}
 # POST /admin/drain is left out: from loopback it is an admin's and would (rightly) stop new sessions
@@ -187,9 +188,10 @@ async def test_random_requests_and_messages_get_answers_and_the_live_stream_keep
                 except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
                     statuses[-1] = statuses.get(-1, 0) + 1   # refused mid-body and closed (a 413 or 408 on the wire)
 
-            sent = 0
-            for start in range(0, HTTP_REQUESTS, 4):
+            sent = start = 0
+            while start < HTTP_REQUESTS or time.monotonic() - t_start < MIN_FUZZ_S:
                 await asyncio.gather(*(one(k) for k in range(start, start + 4)))
+                start += 4
                 for _ in range(3):
                     if sent < MESSAGES:
                         msg = _message(rng)

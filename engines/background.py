@@ -303,12 +303,11 @@ class Matte:
         if steady:
             if fresh:
                 self._read_at = self._frames
-            self._frames += 1
-            self._key = key
-            if fresh:
                 self._coef, self._probe = coef, probe
                 self._ref_luma = None if luma is None or len(keep) != 1 or c.every < 2 else np.array(twin.host(luma))
                 self._ref_centre = None if self._ref_luma is None else _centre(keep[0])
+            self._frames += 1
+            self._key = key
         return coef
 
     def _read_looks(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,

@@ -88,16 +88,14 @@ def fit_holds(fit: tuple[np.ndarray, np.ndarray], mask: np.ndarray, guide: np.nd
               noise: float = 0.01, radius: int = 2) -> bool:
     """Whether guided coefficients fitted to `fit` = (mask, guide) still fit a stream's new steadied `mask`
     and `guide` (the thumbnail's grey): no mask value moved by more than `level`, and the grey nowhere
-    moved past a camera's `noise` (the change averaged over a (2 radius + 1)^2 window, as `moved` and the
-    steadying average it). A still picture's new read then changes nothing the fit would see."""
+    `moved` past a camera's `noise` (the steadying's own test). A still picture's new read then changes
+    nothing the fit would see."""
     then_mask, then_guide = fit
     if then_mask.shape != mask.shape or then_guide.shape != guide.shape:
         return False
     if float(cv2.norm(mask, then_mask, cv2.NORM_INF)) > level:
         return False
-    d = cv2.absdiff(np.ascontiguousarray(guide, np.float32), np.ascontiguousarray(then_guide, np.float32))
-    cv2.boxFilter(d, -1, (2 * radius + 1, 2 * radius + 1), dst=d, borderType=_BORDER)
-    return float(d.max()) <= noise
+    return float(moved(then_guide, guide, noise=noise, radius=radius).max()) == 0.0
 
 
 def person_moved_share(prev_luma: np.ndarray, prev_mask: np.ndarray, luma: np.ndarray, shift: tuple[float, float],

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from kernels.face_plan import FacePlan, Masked
+from kernels.numpy.flow import warp
 from kernels.numpy.masks import ramp
 
 WARMTH_RGB = np.array([12.0, 4.0, -14.0], np.float32)
@@ -184,6 +185,19 @@ def _paint(x: np.ndarray, op: Masked, luma: float = PAINT_LUMA) -> None:
     x += t
 
 
+def _where(op: Masked) -> tuple[slice, slice] | None:
+    """The rows and columns where the op's mask is non-zero, None where it is nowhere: lipstick, the lids'
+    and brows' colour, blush, contour and a highlight cover a small part of the face, and outside their
+    masks they add nothing (x + 0 * t is x), so they run on that part only."""
+    cells = reach(op.mask, grow=0)
+    return None if cells is None else (slice(cells[0], cells[1]), slice(cells[2], cells[3]))
+
+
+def _part(x: np.ndarray, op: Masked, where: tuple[slice, slice]) -> tuple[np.ndarray, Masked]:
+    """x and the op cut to `where` (x's part is a view: work on it lands in x)."""
+    return x[where], Masked(op.amount, op.mask[where], op.rgb)
+
+
 def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     """The plan's colour ops on a float32 (h, w, 3) image in 0..255 at the masks' resolution, in place, in
     the plan's field order (the torch twin repeats it)."""
@@ -201,29 +215,33 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             x *= 1.0 + b
     if (op := plan.tan) is not None:
         x *= 1.0 - (op.amount * op.mask)[..., None] * TAN_ABSORB
-    if (op := plan.lips) is not None:
+    if (op := plan.lips) is not None and (where := _where(op)):
+        part, op = _part(x, op, where)
         if op.amount > 0:
-            _paint(x, op)
+            _paint(part, op)
         else:
-            target = _grey(x)[..., None] + NUDE_LIFT - x
+            target = _grey(part)[..., None] + NUDE_LIFT - part
             target *= (-op.amount * op.mask)[..., None]
-            x += target
-    if (op := plan.blush) is not None:
+            part += target
+    if (op := plan.blush) is not None and (where := _where(op)):
+        part, op = _part(x, op, where)
         if op.amount > 0:
-            _paint(x, op)
+            _paint(part, op)
         else:
-            x[..., 0] += op.amount * op.mask
-    if (op := plan.contour) is not None:
-        x *= 1.0 - (op.amount * op.mask)[..., None]
+            part[..., 0] += op.amount * op.mask
+    if (op := plan.contour) is not None and (where := _where(op)):
+        part, op = _part(x, op, where)
+        part *= 1.0 - (op.amount * op.mask)[..., None]
     for op in (plan.lids, plan.brows):    # eyeshadow and brow colour: worn to darken, lightness and all
-        if op is None:
+        if op is None or not (where := _where(op)):
             continue
+        part, op = _part(x, op, where)
         if op.amount > 0:
-            _paint(x, op, LIDS_LUMA)
+            _paint(part, op, LIDS_LUMA)
         else:
-            t = 255.0 - x
+            t = 255.0 - part
             t *= ((-op.amount) * op.mask)[..., None]
-            x += t
+            part += t
     if (op := plan.saturation) is not None:
         grey = _grey(x)[..., None]
         x -= grey
@@ -233,9 +251,11 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         if op is None:
             continue
         if op.amount > 0:
-            t = 255.0 - x
-            t *= (op.amount * op.mask)[..., None]
-            x += t
+            if where := _where(op):
+                part, op = _part(x, op, where)
+                t = 255.0 - part
+                t *= (op.amount * op.mask)[..., None]
+                part += t
         else:
             x -= (-op.amount * op.mask * shine(x, plan.shine_radius, op.mask))[..., None]
     return x
@@ -313,6 +333,5 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     if plan.map_xy is not None:        # only where the map moves pixels: elsewhere the remap gives them back
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:
-            image[y0 + a0:y0 + a1, x0 + b0:x0 + b1] = cv2.remap(roi, plan.map_xy[a0:a1, b0:b1], None, cv2.INTER_LINEAR,
-                                                                borderMode=cv2.BORDER_REPLICATE)
+            image[y0 + a0:y0 + a1, x0 + b0:x0 + b1] = warp(roi, plan.map_xy[a0:a1, b0:b1])
     return image

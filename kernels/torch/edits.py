@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.edits import (LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB, TONE_EVEN, TONE_KEEP,
                                  TONE_NEAR, WARMTH_RGB, toward_rgb)
+from kernels.numpy.flow import WARP_SUBPIXEL
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
 
@@ -168,9 +169,10 @@ def _shine(x: torch.Tensor, radius: int, weight: torch.Tensor, luma: torch.Tenso
 
 
 def _remap(roi: torch.Tensor, map_xy: np.ndarray) -> torch.Tensor:
-    """Bilinear backward sampling with replicated borders, like cv2.remap(..., BORDER_REPLICATE)."""
+    """Bilinear backward sampling with replicated borders at positions rounded to 1/WARP_SUBPIXEL of a pixel,
+    like cv2.remap(..., BORDER_REPLICATE) over cv2.convertMaps' fixed-point maps."""
     h, w = roi.shape[:2]
-    grid = _t(map_xy, roi)
+    grid = torch.round(_t(map_xy, roi) * WARP_SUBPIXEL) * (1.0 / WARP_SUBPIXEL)
     gx = grid[..., 0] * (2.0 / max(w - 1, 1)) - 1.0
     gy = grid[..., 1] * (2.0 / max(h - 1, 1)) - 1.0
     src = roi.permute(2, 0, 1).unsqueeze(0).float()

@@ -11,6 +11,7 @@ from engines.edit_plan import plan_face
 from engines.edit_render import render_edits
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
 from kernels.numpy.edits import LUMA
+from kernels.numpy.flow import warp
 from bench.evals.prompts import eye_opening, lab_means, mouth_corner_lift, skin_mask
 from tests.faceclips import landmarks_of
 
@@ -74,7 +75,7 @@ def test_working_only_where_the_fields_and_the_warp_reach_changes_no_pixel(portr
         x = ne.apply_appearance(roi.astype(np.float32), whole)
         roi[:] = cv2.add(x, np.zeros_like(x), dtype=cv2.CV_8U)
     if plan.map_xy is not None:                            # and through the remap
-        roi[:] = cv2.remap(roi.copy(), plan.map_xy, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        roi[:] = warp(roi.copy(), plan.map_xy)
     got = ne.apply_plan(img.copy(), plan)
     assert np.array_equal(got, whole_roi)
     assert np.array_equal(ne.apply_plan(img.copy(), replace(plan, map_box=None)), whole_roi)

@@ -462,10 +462,13 @@ def _forehead_centres(points: np.ndarray, cfg: EditConfig) -> tuple[np.ndarray, 
     return middle + np.array([[0.0], [-0.14], [0.14]], np.float32) * unit * right, unit
 
 
-def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
-                cfg: EditConfig) -> list[tuple[tuple[int, int, int, int], np.ndarray]]:
-    """eye_contact's moves, one patch per eye: (y0, y1, x0, x1) in ROI pixels and the backward map's
-    offsets there (h, w, 2). The iris is moved `amount` of the way to where it sits when the person looks
+# A move drawn on part of the ROI: its (y0, y1, x0, x1) in ROI pixels, the (h, w) float32 weights there and
+# the (dx, dy) a weight of 1 moves (the backward map's offset is weight * (dx, dy))
+Patch = tuple[tuple[int, int, int, int], np.ndarray, tuple[float, float]]
+
+
+def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: EditConfig) -> list[Patch]:
+    """eye_contact's moves, one patch per eye. The iris is moved `amount` of the way to where it sits when the person looks
     into the lens (just off the middle of the eye's corners: gaze_temporal, gaze_up), at most gaze_max of
     the eye's width; the move is whole over the iris and eases out toward the corners, and is nothing at
     the lids' edge, so the lids and lashes stay where they are and the white of the eye takes up the change.
@@ -515,14 +518,12 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
         weight *= _smoothstep(np.minimum(u, 1.0 - u) * (1.0 / cfg.gaze_corner))
         r = np.sqrt((xs - (ix + dx)) ** 2 + (ys - (iy + dy)) ** 2)   # from where the iris lands
         weight *= 1.0 - _smoothstep((r - cfg.gaze_hold * radius) * (1.0 / (cfg.gaze_ease * radius + n)))
-        out.append(((y0, y1, x0, x1), weight[..., None] * np.array([dx, dy], np.float32)))
+        out.append(((y0, y1, x0, x1), weight, (dx, dy)))
     return out
 
 
-def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
-               cfg: EditConfig) -> list[tuple[tuple[int, int, int, int], np.ndarray]]:
-    """lip_fullness's moves, one patch per lip: (y0, y1, x0, x1) in ROI pixels and the backward map's
-    offsets there. Each lip's outer edge moves out by lip_grow of the lip's height there (in for `amount` <
+def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: EditConfig) -> list[Patch]:
+    """lip_fullness's moves, one patch per lip. Each lip's outer edge moves out by lip_grow of the lip's height there (in for `amount` <
     0) and its inner edge stays, so the lip itself grows, evenly (magnified 1 / (1 - lip_grow) across its
     height), while the teeth and the mouth's opening keep their size; the skin beyond the edge takes the
     move up over lip_reach, and nothing moves at the corners (where a smile moves them)."""
@@ -569,16 +570,20 @@ def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float,
         u = (xs - corners[0, 0]) * k[0] + (ys - corners[0, 1]) * k[1]     # 0 at one corner, 1 at the other
         weight *= _smoothstep(np.minimum(u, 1.0 - u) * (1.0 / cfg.lip_corner))
         weight = cv2.GaussianBlur(weight, (0, 0), 0.7)
-        out.append(((y0, y1, x0, x1), (-amount * cfg.lip_grow * weight)[..., None] * into.astype(np.float32)))
+        into = into.astype(np.float32).tolist()
+        out.append(((y0, y1, x0, x1), -amount * cfg.lip_grow * weight, (into[0], into[1])))
     return out
 
 
 def _moved(map_xy: np.ndarray, box: tuple[int, int, int, int], patch_box: tuple[int, int, int, int],
-           offsets: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-    """A backward map with a patch of offsets taken off it (output pixels sample from `offsets` back), its
-    box grown to take the patch in."""
+           weight: np.ndarray, move: tuple[float, float]) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """A backward map with a patch's move taken off it (output pixels sample from weight * move back), its
+    box grown to take the patch in. Each component on its own: a (h, w, 1) x (2,) product costs several
+    times as much."""
     y0, y1, x0, x1 = patch_box
-    map_xy[y0:y1, x0:x1] -= offsets
+    part = map_xy[y0:y1, x0:x1]
+    part[..., 0] -= weight * np.float32(move[0])
+    part[..., 1] -= weight * np.float32(move[1])
     if box[1] <= box[0] or box[3] <= box[2]:
         return map_xy, patch_box
     return map_xy, (min(box[0], y0), max(box[1], y1), min(box[2], x0), max(box[3], x1))
@@ -605,18 +610,22 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
     nose = float(np.dot(local[NOSE_TIP] - origin, up))
     oval = _loop(local, "face_oval") - origin
     ou, oh = oval @ right, oval @ up
-    xs = np.arange(0, w + step, step, dtype=np.float32) - origin[0]
-    ys = np.arange(0, h + step, step, dtype=np.float32) - origin[1]
-    gy, gx = np.meshgrid(ys, xs, indexing="ij")
+    gx = (np.arange(0, w + step, step, dtype=np.float32) - origin[0])[None, :]   # the grid's nodes, broadcast
+    gy = (np.arange(0, h + step, step, dtype=np.float32) - origin[1])[:, None]
+    d = np.zeros((gy.shape[0], gx.shape[1]), np.float32)
+    band = _smoothstep((nose - (gx * up[0] + gy * up[1])) / (0.2 * fw))   # none above the nose tip, all 0.2 fw below it
+    rows = np.flatnonzero(band.any(axis=1))    # a half-plane: the rows it reaches are one run
+    if not len(rows):
+        return np.zeros(d.shape + (2,), np.float32)
+    r0, r1 = int(rows[0]), int(rows[-1]) + 1   # the rest is worked out on those rows only (zero elsewhere)
+    gy, band = gy[r0:r1], band[r0:r1]
     pu, ph = gx * right[0] + gy * right[1], gx * up[0] + gy * up[1]
-    band = _smoothstep((nose - ph) / (0.2 * fw))            # none above the nose tip, all 0.2 fw below it
     # the mouth keeps its width: a slimmer face is not a narrower smile (beside the mouth the kept middle
     # reaches its corners, fading out above and below it)
     corners = local[list(MOUTH_CORNERS), :2] - origin
     mouth_half = float(np.abs(corners @ right).max())
     mouth_h = float((corners @ up).mean())
     mouth_core = mouth_half * np.exp(-(((ph - mouth_h) / (cfg.slim_mouth_reach * fw)) ** 2))
-    d = np.zeros(gx.shape, np.float32)
     for sgn in (-1.0, 1.0):
         side = (ou * sgn > 0) & (oh < nose + 0.15 * fw)
         if side.sum() < 2:
@@ -627,5 +636,5 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
         core = np.minimum(np.maximum(cfg.slim_core * half, mouth_core), 0.8 * half)
         ramp = np.where(x < half, np.clip((x - core) / np.maximum(half - core, 1e-3), 0.0, 1.0), 1.0)
         ease = 1.0 - _smoothstep((x - half + cfg.slim_inset * fw) / ((cfg.slim_reach + cfg.slim_inset) * fw))
-        d += np.where(x > 0, -sgn * amount * cfg.slim_shift * half * ramp * ease * band, 0.0)
+        d[r0:r1] += np.where(x > 0, -sgn * amount * cfg.slim_shift * half * ramp * ease * band, 0.0)
     return d[..., None] * right

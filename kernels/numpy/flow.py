@@ -46,8 +46,8 @@ def moving_map(
     h, w = shape
     xs = np.arange(0, w + step, step, dtype=np.float32)
     ys = np.arange(0, h + step, step, dtype=np.float32)
-    gy, gx = np.meshgrid(ys, xs, indexing="ij")
-    d = np.zeros(gx.shape + (2,), np.float32)
+    gx, gy = xs[None, :], ys[:, None]   # the grid's node positions, broadcast rows against columns
+    d = np.zeros((len(ys), len(xs), 2), np.float32)
     # A 2-D Gaussian on a grid is the outer product of two 1-D ones, so the sum over anchors is one small
     # matrix product (anchors x rows) @ (anchors x cols) per component instead of grid x anchors exponentials.
     if len(anchors):
@@ -68,8 +68,11 @@ def moving_map(
         d += offsets
     # Sample positions on the coarse grid, interpolated to every pixel. Positions are linear in p, so the
     # interpolation is exact for them; the -0.5 undoes the half-cell shift of resizing step-wide cells.
-    coarse = np.stack([gx, gy], -1) - d - 0.5
-    full = cv2.resize(coarse, (gx.shape[1] * step, gx.shape[0] * step), interpolation=cv2.INTER_LINEAR)
+    coarse = np.empty_like(d)
+    np.subtract(gx, d[..., 0], out=coarse[..., 0])
+    np.subtract(gy, d[..., 1], out=coarse[..., 1])
+    coarse -= 0.5
+    full = cv2.resize(coarse, (len(xs) * step, len(ys) * step), interpolation=cv2.INTER_LINEAR)
     off = step // 2
     # pixel p interpolates grid nodes floor(p / step) and the next one, so a node's move reaches the
     # cells on either side of it and nothing further (an interpolated offset is never larger than its nodes')

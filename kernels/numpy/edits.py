@@ -109,10 +109,13 @@ def apply_appearance(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     return x
 
 
-def _appearance(x: np.ndarray, plan: FacePlan) -> tuple[int, int, int, int] | None:
+def _appearance(x: np.ndarray, plan: FacePlan,
+                eight_bit: bool = False) -> tuple[tuple[int, int, int, int], np.ndarray] | None:
     """`apply_appearance`'s work, done only inside the part of the ROI its fields reach (the masks are
-    the face's, the ROI is wider for the warp): the (y0, y1, x0, x1) of `x` it changed, None for nothing.
-    Outside that box every field is zero and x' = x, so leaving it alone changes no value."""
+    the face's, the ROI is wider for the warp): the (y0, y1, x0, x1) of `x` it changed and that part's new
+    pixels (in `x`; with `eight_bit`, a new uint8 array instead, rounded half to even and saturated by the
+    blend's last pass), None for nothing. Outside that box every field is zero and x' = x, so leaving it
+    alone changes no value."""
     h, w = x.shape[:2]
     c = 2 * plan.level
     small = cv2.resize(x, (w // c, h // c), interpolation=cv2.INTER_AREA)
@@ -144,10 +147,13 @@ def _appearance(x: np.ndarray, plan: FacePlan) -> tuple[int, int, int, int] | No
         guide = cv2.cvtColor(_grey(part), cv2.COLOR_GRAY2RGB)
         cv2.multiply(part, up(1.0 - km3), dst=part)
         cv2.accumulateProduct(up(a), guide, part)   # part += a * guide, one pass
-        cv2.add(part, up(b), dst=part)
+        last = up(b)
     else:
-        cv2.add(part, up(change), dst=part)
-    return r0, r1, c0, c1
+        last = up(change)
+    if eight_bit:
+        return (r0, r1, c0, c1), cv2.add(part, last, dtype=cv2.CV_8U)
+    cv2.add(part, last, dst=part)
+    return (r0, r1, c0, c1), part
 
 
 def reach(*fields: np.ndarray | None, grow: int = 1) -> tuple[int, int, int, int] | None:
@@ -340,12 +346,10 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     if plan.appearance:                # the part of the ROI the masks cover, and of it only where they reach
         a0, a1, b0, b1 = plan.appearance_box or (0, y1 - y0, 0, x1 - x0)
         x = roi[a0:a1, b0:b1].astype(np.float32)
-        box = _appearance(x, plan)
-        if box is not None:            # the rest of the ROI is left as it is
-            r0, r1, c0, c1 = box
-            part = x[r0:r1, c0:c1]
-            # saturating, round-half-even: np.rint + clip in one pass
-            roi[a0 + r0:a0 + r1, b0 + c0:b0 + c1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
+        done = _appearance(x, plan, eight_bit=True)
+        if done is not None:           # the rest of the ROI is left as it is
+            (r0, r1, c0, c1), pixels = done
+            roi[a0 + r0:a0 + r1, b0 + c0:b0 + c1] = pixels
     if plan.map_xy is not None:        # only where the map moves pixels: elsewhere the remap gives them back
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

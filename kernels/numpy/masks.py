@@ -51,7 +51,9 @@ def gaussian_blobs(shape: tuple[int, int], centres: Sequence[np.ndarray], sigma:
     inv = np.float32(1.0 / (2.0 * sigma * sigma))
     ey = np.exp(-(np.arange(h, dtype=np.float32)[None] - c[:, 1:2]) ** 2 * inv)   # (K, rows)
     ex = np.exp(-(np.arange(w, dtype=np.float32)[None] - c[:, 0:1]) ** 2 * inv)   # (K, cols)
-    return np.minimum(ey.T @ ex, np.float32(1.0))
+    # one blob is an outer product (NumPy's matmul takes 3-4 times as long over a single row)
+    blobs = np.multiply.outer(ey[0], ex[0]) if len(c) == 1 else ey.T @ ex
+    return np.minimum(blobs, np.float32(1.0))
 
 
 def limb_mask(shape: tuple[int, int], points: np.ndarray, outlines: Iterable[Sequence[int]],

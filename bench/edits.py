@@ -3,7 +3,8 @@
 Renderer: the astronaut at 640x480 as a whole portrait (face ~112 px), a close-up (~180 px) and near the
 camera (~240 px), landmarks from MediaPipe on that frame, every edit at --value; median and p95 per frame
 over --frames, variants interleaved: all, geometry, appearance, all_uncapped (EditConfig(detail_cap_px=0):
-full detail at any size) and, with --baseline FILE, another version of the renderer. Prompt switch: a Session + EditsStage + PromptCache run
+full detail at any size), all_plan and all_pixels (all's planning and its pixel work apart) and, with
+--baseline FILE, another version of the renderer. Prompt switch: a Session + EditsStage + PromptCache run
 frame by frame; after the prompt changes, count the frames (cached prompt) and the wall time (uncached
 prompt) until the frame's edits move.
 """
@@ -87,9 +88,12 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = 
     import cv2
     import os
 
+    from engines.edit_plan import plan_face
+    from kernels.numpy.edits import apply_plan
+
     cv2.setNumThreads(1)  # one frame worker per stream; measured single-threaded so cpu_ms is this thread's all
-    times: dict[str, list[float]] = {k: [] for k in sets}
-    cpu: dict[str, list[float]] = {k: [] for k in sets}
+    times: dict[str, list[float]] = {k: [] for k in [*sets, "all_plan", "all_pixels"]}
+    cpu: dict[str, list[float]] = {k: [] for k in times}
     for _ in range(3):
         render_edits(img, [lm], sets["all"][0])
     for _ in range(frames):
@@ -98,6 +102,15 @@ def renderer(frames: int, value: float, with_torch: bool, closeup: bool | str = 
             renderers[k](img, [lm], e, cfg)
             times[k].append((time.perf_counter() - t0) * 1000.0)
             cpu[k].append((time.thread_time() - c0) * 1000.0)
+        # "all" apart: planning (masks, warp map) and the pixel work on a copy of the frame
+        t0, c0 = time.perf_counter(), time.thread_time()
+        plan = plan_face(img.shape[:2], lm, sets["all"][0], capped)
+        t1, c1 = time.perf_counter(), time.thread_time()
+        apply_plan(img.copy(), plan)
+        times["all_plan"].append((t1 - t0) * 1000.0)
+        cpu["all_plan"].append((c1 - c0) * 1000.0)
+        times["all_pixels"].append((time.perf_counter() - t1) * 1000.0)
+        cpu["all_pixels"].append((time.thread_time() - c1) * 1000.0)
     out["numpy"] = {k: _stats(v, cpu[k]) for k, v in times.items()}
     out["load_average_1min"] = round(os.getloadavg()[0], 2)
     out["cores"] = os.cpu_count()

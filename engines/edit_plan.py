@@ -88,6 +88,9 @@ class EditConfig:
     contour: float = 0.22
     eye_makeup: float = 0.45
     eye_makeup_less: float = 0.25  # eye_makeup = -1: lids this far toward white
+    lid_width: float = 1.25        # the shadow: the eye's outline scaled by these (across, up and down)...
+    lid_height: float = 2.3
+    lid_rise: float = 0.45         # ...and raised this many eye heights, less the eye itself
     brow_tint: float = 0.26        # brow_tint = 1: the brows this far toward their shade (more moves dlib's identity past 0.2)
     brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
     brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
@@ -355,7 +358,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
         for name in ("left_eye", "right_eye"):
             eye = _loop(local, name)
             height = float(np.ptp(eye[:, 1]))
-            lid = polygon_mask(shape, [_scaled(eye, 1.25, 2.3, -0.45 * height)])
+            lid = polygon_mask(shape, [_scaled(eye, cfg.lid_width, cfg.lid_height, -cfg.lid_rise * height)])
             rings.append(lid * (1.0 - polygon_mask(shape, [eye])))
         masks["eye_makeup"] = feather(np.maximum(rings[0], rings[1]), 0.01 * fw)
     if "brow_tint" in e:

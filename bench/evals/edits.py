@@ -123,6 +123,7 @@ CASES: tuple[Case, ...] = (
     Case("lip_tint", {"lip_tint": 1.0}, (Target("lip_da", ">=", 10.0),), skin=True),
     Case("tan", {"tan": 1.0}, (Target("skin_dL", "<=", -6.0), Target("skin_db", ">=", 3.0)), skin=True),
     Case("brow_tint", {"brow_tint": 1.0}, (Target("brow_dL", "<=", -5.0),), skin=True),   # the issue names no figure
+    Case("eye_makeup", {"eye_makeup": 1.0}, (Target("lid_dL", "<=", -4.0),), skin=True),   # nor here
     # gloss and glow put a highlight on; matte takes the shine off (the issue names no figures for these).
     # Matte's bound asks only that the shine a face has goes down, on every face: studio portraits carry
     # little, and how much of a known shine it takes off is tests/kernels/test_edits.py's to show
@@ -308,6 +309,24 @@ def brow_band(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     return m > 0
 
 
+def lid_band(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
+    """Where an eyeshadow goes, read off the judge's points: each upper lid (36-39, 42-45) and the same
+    points moved two fifths of the way up to the brow above them (17-21 reversed, 22-26 reversed)."""
+    import cv2
+
+    m = np.zeros(shape, np.uint8)
+    for lid, brow in ((p[36:40], p[21:16:-1]), (p[42:46], p[26:21:-1])):
+        # the brow's five points brought to the lid's four, outer end to outer end
+        b = np.stack([np.interp(np.linspace(0, 4, 4), np.arange(5), brow[::-1][:, k]) for k in (0, 1)], 1)
+        if lid[0, 0] > lid[-1, 0]:
+            b = b[::-1]
+        if np.linalg.norm(b[0] - lid[0]) > np.linalg.norm(b[-1] - lid[0]):
+            b = b[::-1]
+        up = lid + 0.4 * (b - lid)
+        cv2.fillPoly(m, [np.round(np.vstack([lid, up[::-1]])).astype(np.int32)], 1)
+    return m > 0
+
+
 def high_points(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     """Where a highlighter goes, read off the judge's points: the nose's bridge (27-30, a band a
     twentieth of the face's width thick) and a disc on each cheekbone, below the eye's outer corner
@@ -395,7 +414,7 @@ def colour_figures(before: np.ndarray, after: np.ndarray, p: np.ndarray) -> dict
     out = {}
     for name, m in (("cheek", cheek_mask(before.shape[:2], p)), ("lip", lip_mask(before.shape[:2], p)),
                     ("skin", skin_region(before.shape[:2], p)), ("brow", brow_band(before.shape[:2], p)),
-                    ("high", high_points(before.shape[:2], p))):
+                    ("high", high_points(before.shape[:2], p)), ("lid", lid_band(before.shape[:2], p))):
         d = lb[m].mean(axis=0) - la[m].mean(axis=0)
         out[f"{name}_dL"], out[f"{name}_da"], out[f"{name}_db"] = (float(v) for v in d)
         if name in ("lip", "skin"):

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             from streamer.app.commands.serve import stop_on_early_sigterm
 
             stop_on_early_sigterm()
-        from streamer.app.allocator import keep_freed_memory
+        from streamer.ops.memory import keep_freed_memory
 
         keep_freed_memory()   # frames on the main thread (process, bench) reuse their memory as workers do
     parser = build_parser()

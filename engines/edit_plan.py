@@ -91,6 +91,10 @@ class EditConfig:
     lid_width: float = 1.25        # the shadow: the eye's outline scaled by these (across, up and down)...
     lid_height: float = 2.3
     lid_rise: float = 0.45         # ...and raised this many eye heights, less the eye itself
+    lid_soft: float = 0.025        # the shadow's edges: a Gaussian this many face widths wide (sharper edges follow
+                                   # the eye landmarks' jitter: 0.01 added 1.97 grey levels of flicker on a still face)
+    lid_grey: float = 110.0        # the shadow darkens every lid as it darkens one of this grey (kernels' lid_scale;
+                                   # 0: off): the astronaut's light lids (grey 155-160) less, Biden's shaded ones (80) more
     brow_tint: float = 0.26        # brow_tint = 1: the brows this far toward their shade (more moves dlib's identity past 0.2)
     brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
     brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
@@ -208,7 +212,8 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
     return FacePlan(
         roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops, appearance_box=box,
         smooth_radius=smooth_radius, smooth_eps=config.smooth_eps if smooth else 0.0,
-        shine_radius=shine_radius, tone_radius=tone_radius, map_xy=map_xy, map_box=map_box,
+        shine_radius=shine_radius, tone_radius=tone_radius, lid_grey=config.lid_grey if "eye_makeup" in e else 0.0,
+        map_xy=map_xy, map_box=map_box,
     )
 
 
@@ -360,7 +365,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
             height = float(np.ptp(eye[:, 1]))
             lid = polygon_mask(shape, [_scaled(eye, cfg.lid_width, cfg.lid_height, -cfg.lid_rise * height)])
             rings.append(lid * (1.0 - polygon_mask(shape, [eye])))
-        masks["eye_makeup"] = feather(np.maximum(rings[0], rings[1]), 0.01 * fw)
+        masks["eye_makeup"] = feather(np.maximum(rings[0], rings[1]), cfg.lid_soft * fw)
     if "brow_tint" in e:
         # each brow's hull grown across (a fuller brow) and a little along; two or three cells tall at the
         # colour level, so, as for the lips, a gain brings its middle to full weight

@@ -34,7 +34,7 @@ class FacePlan:
       lips        > 0: toward rgb by amount (chroma; lightness PAINT_LUMA of it); < 0: toward a nude grey + 12
       blush       > 0: toward rgb by amount (as lips); < 0: red channel += amount (8-bit levels)
       contour     x *= 1 - amount
-      lids        > 0: toward rgb by amount, lightness too; < 0: toward white by -amount
+      lids        > 0: toward rgb by amount (scaled by lid_grey, below), lightness too; < 0: toward white by -amount
       brows       as lids
       saturation  chroma *= 1 + amount
       gloss       > 0: toward white by amount (a highlight); < 0: -amount of the shine taken off
@@ -62,6 +62,9 @@ class FacePlan:
     smooth_eps: float = 0.0                 # guided-filter eps in 8-bit units squared
     shine_radius: int = 0                   # matte's base colour: box radius in colour-level cells
     tone_radius: int = 0                    # even tone's skin colour: box radius in colour-level cells
+    lid_grey: float = 0.0                   # lids > 0: the amount scaled by (lid_grey - ink) / (the lids' own
+                                            # mask-weighted grey - ink), ink the colour's grey, within [0.5, 2]:
+                                            # a shadow darkens a light and a dark lid alike (0: as given)
     appearance_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI the colour ops and the
                                             # smoothing work on (the masks cover it, at the colour level; sides
                                             # multiples of 4 * level); None: all of the ROI

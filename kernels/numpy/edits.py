@@ -257,8 +257,11 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     for op in (plan.lids, plan.brows):    # eyeshadow and brow colour: worn to darken, lightness and all
         if op is None or not (where := _where(op)):
             continue
+        lids = op is plan.lids
         part, op = _part(x, op, where)
         if op.amount > 0:
+            if lids and plan.lid_grey > 0:
+                op = Masked(op.amount * lid_scale(part, op, plan.lid_grey), op.mask, op.rgb)
             _paint(part, op, LIDS_LUMA)
         else:
             t = 255.0 - part
@@ -281,6 +284,23 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         else:
             x -= _rgb(-op.amount * op.mask * shine(x, plan.shine_radius, op.mask))
     return x
+
+
+LID_INK_GAP = 10.0   # a shadow whose grey is within this of the lids' (or above it) is a colour, not a darkening
+
+
+def lid_scale(x: np.ndarray, op: Masked, grey: float) -> float:
+    """How much the lids' shadow is scaled so that it darkens these lids' grey as it darkens a lid of `grey`:
+    toward a colour of grey `ink` by a, a grey g moves by a (g - ink), so a (grey - ink) / (g - ink), g the
+    lids' mask-weighted grey; within [0.5, 2]. A shade as light as the lids (gold, a pastel) is left as given."""
+    ink = float(np.dot(LUMA, toward_rgb(op)))
+    w = float(op.mask.sum())
+    if w <= 1e-6:
+        return 1.0
+    g = float((_grey(np.ascontiguousarray(x)) * op.mask).sum()) / w
+    if min(g, grey) - ink < LID_INK_GAP:
+        return 1.0
+    return float(np.clip((grey - ink) / (g - ink), 0.5, 2.0))
 
 
 def local_mean(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
-from kernels.numpy.edits import (LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB, TONE_EVEN, TONE_KEEP,
-                                 TONE_NEAR, WARMTH_RGB, toward_rgb)
+from kernels.numpy.edits import (LID_INK_GAP, LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB,
+                                 TONE_EVEN, TONE_KEEP, TONE_NEAR, WARMTH_RGB, toward_rgb)
 from kernels.numpy.flow import WARP_SUBPIXEL
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
@@ -119,7 +119,15 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
         x = x * (1.0 - op.amount * m(op))
     for op in (plan.lids, plan.brows):    # eyeshadow and brow colour: as the NumPy twin
         if op is not None:
-            x = x + op.amount * m(op) * paint(op, LIDS_LUMA) if op.amount > 0 else x + (-op.amount) * m(op) * (255.0 - x)
+            a = op.amount
+            if op is plan.lids and a > 0 and plan.lid_grey > 0:   # as the NumPy twin's lid_scale
+                ink = float(np.dot(LUMA, toward_rgb(op)))
+                w = m(op).sum()
+                if float(w) > 1e-6:
+                    g = float(((x @ luma).unsqueeze(-1) * m(op)).sum() / w)
+                    if min(g, plan.lid_grey) - ink >= LID_INK_GAP:
+                        a = a * min(2.0, max(0.5, (plan.lid_grey - ink) / (g - ink)))
+            x = x + a * m(op) * paint(op, LIDS_LUMA) if a > 0 else x + (-a) * m(op) * (255.0 - x)
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))

@@ -25,7 +25,7 @@ from engines.edit_vocabulary import COLOURED, GEOMETRY, SPECS_BY_NAME
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.edits import reach
 from kernels.numpy.flow import moving_map
-from kernels.numpy.masks import feather, gaussian_blobs, polygon_mask
+from kernels.numpy.masks import feather, gaussian_blobs, polygon_coverage, polygon_mask
 
 # MediaPipe face-mesh landmarks the plan anchors to.
 MOUTH_CORNERS = (61, 291)
@@ -226,7 +226,7 @@ def _cropped(ops: Mapping[str, Masked], margin: int, c: int) -> tuple[dict[str, 
         return dict(ops), (0, h * c, 0, w * c)
     i0, i1, j0, j1 = cells
     i0, j0, i1, j1 = i0 & ~1, j0 & ~1, min(h, (i1 + 1) & ~1), min(w, (j1 + 1) & ~1)
-    cut = {k: replace(op, mask=np.ascontiguousarray(op.mask[i0:i1, j0:j1])) for k, op in ops.items()}
+    cut = {k: replace(op, mask=op.mask[i0:i1, j0:j1]) for k, op in ops.items()}   # views: the kernels copy what they need whole
     return cut, (i0 * c, i1 * c, j0 * c, j1 * c)
 
 
@@ -514,10 +514,10 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: E
         x1, y1 = min(w, math.ceil(ex1) + 3), min(h, math.ceil(ey1) + 3)
         if x1 - x0 < 3 or y1 - y0 < 3:
             continue
-        inside = polygon_mask((y1 - y0, x1 - x0), [eye - np.array([x0, y0], np.float32)])
+        inside = polygon_coverage((y1 - y0, x1 - x0), [eye - np.array([x0, y0], np.float32)]) >= 128
         # nothing moves at the lids (the weight rises from 0 on the outline to 1 a little inside it) nor at
         # the corners (0 there, 1 over the middle of the opening): the white between them stretches
-        weight = np.minimum(cv2.distanceTransform((inside > 0.5).astype(np.uint8), cv2.DIST_L2, 3)
+        weight = np.minimum(cv2.distanceTransform(inside.view(np.uint8), cv2.DIST_L2, 3)
                             * np.float32(1.0 / max(1.0, cfg.gaze_lid * eye_w)), 1.0)
         xs = np.arange(x0, x1, dtype=np.float32)[None, :]
         ys = np.arange(y0, y1, dtype=np.float32)[:, None]
@@ -565,11 +565,11 @@ def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: Ed
             return cv2.distanceTransform(ink, cv2.DIST_L2, 3)
 
         d_out, d_in = dist_to(outer), dist_to(inner)
-        lip = polygon_mask(size, [np.concatenate([outer, inner[::-1]]) - at]) > 0.5
-        beyond = polygon_mask(size, [mouth - at]) < 0.5       # outside the whole mouth: the skin around it
+        lip = polygon_coverage(size, [np.concatenate([outer, inner[::-1]]) - at]) >= 128   # over half covered
+        beyond = polygon_coverage(size, [mouth - at]) < 128   # outside the whole mouth: the skin around it
         # how far each pixel's sample moves: the lip's own depth there (so it grows by lip_grow of its local
         # height, thick at the middle, thin at the corners), and beyond the edge the edge's move, easing off
-        weight = np.where(lip, d_in, 0.0)
+        weight = d_in * lip
         weight = np.where(beyond, np.maximum(d_in - d_out, 0.0) * (1.0 - _smoothstep(d_out * (1.0 / reach))),
                           weight).astype(np.float32)
         xs = np.arange(x0, x1, dtype=np.float32)[None, :]

@@ -32,14 +32,20 @@ def inner_ramp(mask: np.ndarray, start: float, width: float) -> np.ndarray:
     return ramp((d - start) / max(width, 1e-3))
 
 
-def polygon_mask(shape: tuple[int, int], polygons: Iterable[np.ndarray], feather_px: float = 0.0) -> np.ndarray:
-    """Fill each (N, 2) pixel polygon, then feather the edge with a Gaussian of sigma `feather_px`."""
+def polygon_coverage(shape: tuple[int, int], polygons: Iterable[np.ndarray]) -> np.ndarray:
+    """Each (N, 2) pixel polygon filled, antialiased: uint8 coverage, 255 inside (a test against half
+    coverage is `>= 128`, with no float mask made)."""
     h, w = shape
     mask = np.zeros((h, w), np.uint8)
     for poly in polygons:
         pts = np.round(np.asarray(poly, np.float32)[:, :2] * 16).astype(np.int32)  # 4 fractional bits
         cv2.fillPoly(mask, [pts], 255, lineType=cv2.LINE_AA, shift=4)
-    return feather(mask.astype(np.float32) * (1.0 / 255.0), feather_px)
+    return mask
+
+
+def polygon_mask(shape: tuple[int, int], polygons: Iterable[np.ndarray], feather_px: float = 0.0) -> np.ndarray:
+    """Fill each (N, 2) pixel polygon, then feather the edge with a Gaussian of sigma `feather_px`."""
+    return feather(polygon_coverage(shape, polygons).astype(np.float32) * (1.0 / 255.0), feather_px)
 
 
 def gaussian_blobs(shape: tuple[int, int], centres: Sequence[np.ndarray], sigma: float) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 from engines import mesh
 from engines.colours import RGB, resolve
 from engines.edit_vocabulary import COLOURED, GEOMETRY, SPECS_BY_NAME
-from kernels.face_plan import FacePlan, Masked
+from kernels.face_plan import Drawn, FacePlan, Masked
 from kernels.numpy.edits import reach
 from kernels.numpy.flow import moving_map
 from kernels.numpy.masks import feather, gaussian_blobs, polygon_coverage, polygon_mask
@@ -43,6 +43,9 @@ FOREHEAD_TOP = (10, 109, 338, 67, 297)
 # where a highlighter goes: the cheekbones, down the nose's bridge, the forehead's middle, the chin's ball
 GLOW_POINTS = {"cheekbones": (117, 346), "bridge": (6, 197, 195, 5), "forehead": (151,), "chin": (199,)}
 EYE_CORNERS = ((33, 133), (362, 263))
+# each eye's upper lid along the lash line, inner corner to outer corner (the mesh's rightEyeUpper0, leftEyeUpper0)
+UPPER_LIDS = ((133, 173, 157, 158, 159, 160, 161, 246, 33), (362, 398, 384, 385, 386, 387, 388, 466, 263))
+LID_BROWS = ("right_brow", "left_brow")   # the brow above each of UPPER_LIDS
 EYE_SPAN = 0.64   # the outer eye corners' span (33 to 263) in face widths: 0.61-0.67 on the four test portraits
 # each eye: its outline's loop name, its corners and its iris ring's loop name (engines.mesh.loops)
 EYES = (("right_eye", (33, 133), "right_iris"), ("left_eye", (362, 263), "left_iris"))
@@ -93,8 +96,15 @@ class EditConfig:
     lid_rise: float = 0.45         # ...and raised this many eye heights, less the eye itself
     lid_soft: float = 0.025        # the shadow's edges: a Gaussian this many face widths wide (sharper edges follow
                                    # the eye landmarks' jitter: 0.01 added 1.97 grey levels of flicker on a still face)
-    lid_grey: float = 110.0        # the shadow darkens every lid as it darkens one of this grey (kernels' lid_scale;
+    lid_grey: float = 100.0        # the shadow darkens every lid as it darkens one of this grey (kernels' lid_scale;
                                    # 0: off): the astronaut's light lids (grey 155-160) less, Biden's shaded ones (80) more
+    liner: float = 0.65            # eye_makeup = 1: the liner this far toward the colour (more moves dlib's identity
+                                   # past 0.2 on the astronaut: 1.2 read 0.25)
+    liner_width: float = 0.065     # the liner's width at the outer corner, in eye widths (a quarter of it at the inner)
+    liner_wing: float = 0.28       # the wing's tip this far past the outer corner (eye widths)...
+    liner_aim: float = 0.4         # ...its direction this share of the way from the eye's axis to the brow's tail
+    liner_soft: float = 1.5        # the liner's edges: a Gaussian this many pixels wide (0.5 px edges follow the eye
+                                   # landmarks' jitter: 2.4 grey levels of flicker on a still face)
     brow_tint: float = 0.26        # brow_tint = 1: the brows this far toward their shade (more moves dlib's identity past 0.2)
     brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
     brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
@@ -209,12 +219,58 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
         margin = max(shine_radius, tone_radius, 4 * max(1, smooth_radius // (2 * c)) + 4 if smooth else 0) + 2
         ops, box = _cropped(ops, margin, c)
     map_xy, map_box = _warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else (None, None)
+    liners = ()
+    if e.get("eye_makeup", 0.0) > 0 and config.liner > 0 and len(local) >= 468:
+        liners = _liners((rh, rw), local, min(1.0, e["eye_makeup"] * config.liner), paint["eye_makeup"], config)
     return FacePlan(
         roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops, appearance_box=box,
         smooth_radius=smooth_radius, smooth_eps=config.smooth_eps if smooth else 0.0,
         shine_radius=shine_radius, tone_radius=tone_radius, lid_grey=config.lid_grey if "eye_makeup" in e else 0.0,
-        map_xy=map_xy, map_box=map_box,
+        liners=liners, map_xy=map_xy, map_box=map_box,
     )
+
+
+def _liners(shape: tuple[int, int], local: np.ndarray, amount: float, rgb: RGB, cfg: EditConfig) -> tuple[Drawn, ...]:
+    """The eyeliner at full resolution (a line a few pixels wide is under a cell of the colour level), both
+    eyes in one patch: a band along each upper lash line, a quarter of liner_width at the inner corner growing
+    to all of it at the outer, and a wing from the band's top near the outer corner to a tip liner_wing past
+    the corner, aimed from the eye's axis toward the brow's tail (where a winged liner points). Drawn
+    antialiased, its edges a Gaussian liner_soft px wide."""
+    h, w = shape
+    up = _unit(local[FOREHEAD] - local[CHIN])
+    lids = local[np.asarray(UPPER_LIDS)][..., :2].astype(np.float32)          # (2 eyes, 9 points, 2)
+    inner, outer = lids[:, 0], lids[:, -1]
+    eye_w = np.linalg.norm(outer - inner, axis=1)
+    if eye_w.min() < 4.0:
+        return ()
+    along = (outer - inner) / eye_w[:, None]
+    # each point's normal, away from the eye: the tangent (central differences) turned toward the face's top
+    tangent = np.empty_like(lids)
+    tangent[:, 1:-1] = (lids[:, 2:] - lids[:, :-2]) * 0.5
+    tangent[:, 0], tangent[:, -1] = lids[:, 1] - lids[:, 0], lids[:, -1] - lids[:, -2]
+    normal = np.stack([tangent[..., 1], -tangent[..., 0]], -1)
+    normal /= np.maximum(np.linalg.norm(normal, axis=-1, keepdims=True), 1e-6)
+    normal *= np.where(normal @ up >= 0, 1.0, -1.0)[..., None]
+    s = np.clip(np.einsum("epk,ek->ep", lids - inner[:, None], along) / eye_w[:, None], 0.0, 1.0)
+    top = lids + normal * (cfg.liner_width * eye_w[:, None] * (0.25 + 0.75 * s))[..., None]
+    polys = []
+    for k, brow_name in enumerate(LID_BROWS):
+        brow = local[mesh.loops()[brow_name], :2]
+        tail = brow[int(np.argmax((brow - inner[k]) @ along[k]))]
+        aim = _unit((1.0 - cfg.liner_aim) * along[k] + cfg.liner_aim * _unit(tail - outer[k]))
+        wing = outer[k] + aim * (cfg.liner_wing * float(eye_w[k]))
+        # the wing's upper edge leaves the band before its last two points, whose normals turn outward
+        polys.append(np.concatenate([lids[k], wing[None], top[k, -3::-1]]))
+    both = np.concatenate(polys)
+    reach = 3.0 * cfg.liner_soft + 2.0
+    x0, y0 = np.floor(both.min(0) - reach).astype(int).tolist()
+    x1, y1 = np.ceil(both.max(0) + reach + 1).astype(int).tolist()
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if x1 - x0 < 3 or y1 - y0 < 3:
+        return ()
+    at = np.array([x0, y0], np.float32)
+    mask = polygon_mask((y1 - y0, x1 - x0), [p - at for p in polys], feather_px=cfg.liner_soft)
+    return (Drawn((y0, y1, x0, x1), Masked(amount, mask, rgb)),)
 
 
 def _cropped(ops: Mapping[str, Masked], margin: int, c: int) -> tuple[dict[str, Masked], tuple[int, int, int, int]]:
@@ -359,13 +415,11 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
                    for s, m in zip(FACE_SIDES, MOUTH_CORNERS)]
         masks["contour"] = gaussian_blobs(shape, centres, 0.075 * fw) * masks["face"]
     if "eye_makeup" in e:
-        rings = []
-        for name in ("left_eye", "right_eye"):
-            eye = _loop(local, name)
-            height = float(np.ptp(eye[:, 1]))
-            lid = polygon_mask(shape, [_scaled(eye, cfg.lid_width, cfg.lid_height, -cfg.lid_rise * height)])
-            rings.append(lid * (1.0 - polygon_mask(shape, [eye])))
-        masks["eye_makeup"] = feather(np.maximum(rings[0], rings[1]), cfg.lid_soft * fw)
+        # both lids in one fill and both eyes in another (the two lids lie an eye's width apart: no overlap)
+        eyes = [_loop(local, name) for name in ("left_eye", "right_eye")]
+        lids = polygon_mask(shape, [_scaled(eye, cfg.lid_width, cfg.lid_height, -cfg.lid_rise * float(np.ptp(eye[:, 1])))
+                                    for eye in eyes])
+        masks["eye_makeup"] = feather(lids * (1.0 - polygon_mask(shape, eyes)), cfg.lid_soft * fw)
     if "brow_tint" in e:
         # each brow's hull grown across (a fuller brow) and a little along; two or three cells tall at the
         # colour level, so, as for the lips, a gain brings its middle to full weight

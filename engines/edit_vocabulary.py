@@ -69,7 +69,7 @@ EDIT_SPECS: tuple[EditSpec, ...] = (
     EditSpec("blush", "Blush", "appearance", "less", "more", "the blush's colour on the cheeks (< 0: less red)", colour="pink"),
     EditSpec("contour", "Contour", "appearance", "less", "more", "shading under the cheekbones (< 0: lighter hollows)"),
     EditSpec("eye_makeup", "Eye makeup", "appearance", "less", "more",
-             "the lids' shadow in its colour, softly blended, a light and a dark lid darkened alike (< 0: lighter)", colour="black"),
+             "the lids' shadow and a soft winged liner in its colour, a light and a dark lid darkened alike (< 0: lighter lids)", colour="black"),
     EditSpec("brow_tint", "Brow fill", "appearance", "lighter", "filled in",
              "brows filled in with their shade, a little past their edges (< 0: lighter brows)", colour="brown"),
     EditSpec("saturation", "Saturation", "appearance", "muted", "vivid", "colour of the face (< 0: toward grey)"),

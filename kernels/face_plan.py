@@ -23,6 +23,15 @@ class Masked:
 
 
 @dataclass(frozen=True, slots=True)
+class Drawn:
+    """Makeup drawn at full resolution on part of the ROI, where the colour level is too coarse for it (an
+    eyeliner a few pixels wide): its (y0, y1, x0, x1) in ROI pixels and the op, whose mask covers that box."""
+
+    box: tuple[int, int, int, int]
+    op: Masked
+
+
+@dataclass(frozen=True, slots=True)
 class FacePlan:
     """The ops on one face, each None when off. Colour ops run in field order, at 1/(2 level) of the ROI;
     their amounts are at full strength (the mask scales them per pixel):
@@ -41,6 +50,9 @@ class FacePlan:
                   (matte; kernels.numpy.edits.shine: the white on top of the region's own colour)
       glow        as gloss
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
+
+    Then `liners`, each at full resolution on its box: toward rgb by amount, lightness too (as lids); then
+    the warp.
     """
 
     roi: tuple[int, int, int, int]          # y0, y1, x0, x1 in the frame; sides multiples of 4 * level
@@ -68,6 +80,7 @@ class FacePlan:
     appearance_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI the colour ops and the
                                             # smoothing work on (the masks cover it, at the colour level; sides
                                             # multiples of 4 * level); None: all of the ROI
+    liners: tuple[Drawn, ...] = ()           # eyeliner, one per eye, drawn over the colour work
     map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
     map_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI where the map moves pixels
                                             # (kernels.numpy.flow.moving_map); elsewhere it is the identity

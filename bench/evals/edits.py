@@ -327,6 +327,19 @@ def lid_band(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     return m > 0
 
 
+def lash_band(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
+    """Where an eyeliner goes, read off the judge's points: a band along each upper lid (36-39, 42-45), a
+    twelfth of the eye's width thick, its middle a twentieth of the eye's width above the lid's points."""
+    import cv2
+
+    m = np.zeros(shape, np.uint8)
+    for lid in (p[36:40], p[42:46]):
+        eye_w = float(np.linalg.norm(lid[-1] - lid[0]))
+        line = lid - np.array([0.0, 0.05 * eye_w])
+        cv2.polylines(m, [np.round(line).astype(np.int32)], False, 1, max(1, int(round(eye_w / 12))))
+    return m > 0
+
+
 def high_points(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     """Where a highlighter goes, read off the judge's points: the nose's bridge (27-30, a band a
     twentieth of the face's width thick) and a disc on each cheekbone, below the eye's outer corner
@@ -414,7 +427,8 @@ def colour_figures(before: np.ndarray, after: np.ndarray, p: np.ndarray) -> dict
     out = {}
     for name, m in (("cheek", cheek_mask(before.shape[:2], p)), ("lip", lip_mask(before.shape[:2], p)),
                     ("skin", skin_region(before.shape[:2], p)), ("brow", brow_band(before.shape[:2], p)),
-                    ("high", high_points(before.shape[:2], p)), ("lid", lid_band(before.shape[:2], p))):
+                    ("high", high_points(before.shape[:2], p)), ("lid", lid_band(before.shape[:2], p)),
+                    ("lash", lash_band(before.shape[:2], p))):
         d = lb[m].mean(axis=0) - la[m].mean(axis=0)
         out[f"{name}_dL"], out[f"{name}_da"], out[f"{name}_db"] = (float(v) for v in d)
         if name in ("lip", "skin"):
@@ -518,6 +532,9 @@ def edit_weight(shape: tuple[int, int], landmarks: np.ndarray, controls: Mapping
         if op is not None:
             field_ = cv2.resize(np.abs(op.amount) * op.mask.astype(np.float32), (b1 - b0, a1 - a0), interpolation=cv2.INTER_LINEAR)
             np.maximum(roi[a0:a1, b0:b1], field_, out=roi[a0:a1, b0:b1])
+    for drawn in plan.liners:      # full resolution already
+        a0, a1, b0, b1 = drawn.box
+        np.maximum(roi[a0:a1, b0:b1], np.abs(drawn.op.amount) * drawn.op.mask, out=roi[a0:a1, b0:b1])
     if plan.map_xy is not None:
         gy, gx = np.mgrid[0:y1 - y0, 0:x1 - x0].astype(np.float32)
         np.maximum(roi, np.hypot(plan.map_xy[..., 0] - gx, plan.map_xy[..., 1] - gy), out=roi)

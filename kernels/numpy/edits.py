@@ -359,6 +359,15 @@ def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     return np.maximum(white, 0.0)
 
 
+def draw_liners(roi: np.ndarray, plan: FacePlan) -> None:
+    """The plan's full-resolution makeup (FacePlan.liners) painted on the uint8 ROI in place."""
+    for drawn in plan.liners:
+        a0, a1, b0, b1 = drawn.box
+        part = roi[a0:a1, b0:b1].astype(np.float32)
+        _paint(part, drawn.op, LIDS_LUMA)
+        roi[a0:a1, b0:b1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
+
+
 def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
     """Edits one face in place on `image` (H x W x 3 uint8) and returns it."""
     y0, y1, x0, x1 = plan.roi
@@ -370,6 +379,7 @@ def apply_plan(image: np.ndarray, plan: FacePlan) -> np.ndarray:
         if done is not None:           # the rest of the ROI is left as it is
             (r0, r1, c0, c1), pixels = done
             roi[a0 + r0:a0 + r1, b0 + c0:b0 + c1] = pixels
+    draw_liners(roi, plan)             # over the colour work, under the warp (the eyes move with the liner on)
     if plan.map_xy is not None:        # only where the map moves pixels: elsewhere the remap gives them back
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

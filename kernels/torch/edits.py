@@ -196,6 +196,15 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
         a0, a1, b0, b1 = plan.appearance_box or (0, y1 - y0, 0, x1 - x0)
         roi = roi.clone()
         roi[a0:a1, b0:b1] = apply_appearance(roi[a0:a1, b0:b1].float(), plan).round().clamp(0, 255).to(torch.uint8)
+    if plan.liners and not plan.appearance:
+        roi = roi.clone()
+    for drawn in plan.liners:          # as the NumPy twin: over the colour work, under the warp
+        a0, a1, b0, b1 = drawn.box
+        part = roi[a0:a1, b0:b1].float()
+        m = _t(drawn.op.mask, part).unsqueeze(-1)
+        t = _t(toward_rgb(drawn.op), part) - part
+        t = t - (1.0 - LIDS_LUMA) * (t @ _t(LUMA, part)).unsqueeze(-1)
+        roi[a0:a1, b0:b1] = (part + drawn.op.amount * m * t).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

@@ -74,6 +74,7 @@ def test_working_only_where_the_fields_and_the_warp_reach_changes_no_pixel(portr
     if plan.appearance:                                    # every pixel of the ROI through the blend
         x = ne.apply_appearance(roi.astype(np.float32), whole)
         roi[:] = cv2.add(x, np.zeros_like(x), dtype=cv2.CV_8U)
+    ne.draw_liners(roi, plan)                              # the eyeliner, drawn on its own patch either way
     if plan.map_xy is not None:                            # and through the remap
         roi[:] = warp(roi.copy(), plan.map_xy)
     got = ne.apply_plan(img.copy(), plan)
@@ -254,6 +255,33 @@ def test_eye_makeup_darkens_the_lids_and_takes_its_shade(portrait):
     assert gold[2] > black[2] + 10, (gold, black)
 
 
+def test_eye_makeup_draws_a_winged_liner_along_the_upper_lash_line(closeup):
+    """The liner alone (the shadow's amount at 0): just above each upper lid the grey drops by a line's
+    darkness, past the outer corner a wing rises toward the brow's tail, and below the outer corner, on the
+    iris and on the brows nothing moves."""
+    from engines.edit_plan import UPPER_LIDS
+
+    img, lm = closeup
+    out = render_edits(img, [lm], {"eye_makeup": 1.0}, EditConfig(eye_makeup=0.0))
+    grey = lambda im, p: float(cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)[int(round(p[1])), int(round(p[0]))])  # noqa: E731
+    up = lm[10, :2] - lm[152, :2]
+    up /= np.linalg.norm(up)
+    for lid in UPPER_LIDS:
+        pts = lm[list(lid), :2]
+        eye_w = float(np.linalg.norm(pts[-1] - pts[0]))
+        above = [p + 0.03 * eye_w * up for p in pts[1:9]]             # along the lid, on the line (10-34 here)
+        assert min(grey(img, p) - grey(out, p) for p in above) > 6, [grey(img, p) - grey(out, p) for p in above]
+        outward = (pts[-1] - pts[0]) / eye_w
+        wing = pts[-1] + 0.12 * eye_w * outward + 0.06 * eye_w * up   # 24-26 here
+        below = pts[-1] + 0.12 * eye_w * outward - 0.12 * eye_w * up
+        assert grey(img, wing) - grey(out, wing) > 15
+        assert abs(grey(img, below) - grey(out, below)) <= 1
+    for iris in (468, 473):
+        assert grey(out, lm[iris, :2]) == grey(img, lm[iris, :2])
+    brows = cv2.cvtColor(out, cv2.COLOR_RGB2GRAY)[int(lm[[70, 300], 1].min()) - 3:int(lm[[105, 334], 1].max()) + 3]
+    assert np.array_equal(brows, cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[int(lm[[70, 300], 1].min()) - 3:int(lm[[105, 334], 1].max()) + 3])
+
+
 def test_a_shadow_darkens_a_light_and_a_dark_lid_alike(portrait):
     """The same face, and the same face at 55 % of its light (a darker skin's lids, or a dim room): the black
     shadow takes the lids' grey down by the same amount on both, where a fixed share of the way to black took
@@ -270,7 +298,7 @@ def test_a_shadow_darkens_a_light_and_a_dark_lid_alike(portrait):
     def darkening(frame, config):
         return grey(render_edits(frame, [lm], {"eye_makeup": 1.0}, config)) - grey(frame)
 
-    config = EditConfig()
+    config = EditConfig(liner=0.0)    # the shadow alone: the liner is a line in its own colour on any lid
     light, shaded = darkening(img, config), darkening(dark, config)
     assert light < -15 and shaded < -15 and abs(light - shaded) < 0.15 * abs(light), (light, shaded)
     fixed = replace(config, lid_grey=0.0)

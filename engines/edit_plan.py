@@ -251,16 +251,19 @@ def _liners(shape: tuple[int, int], local: np.ndarray, amount: float, rgb: RGB, 
     normal = np.stack([tangent[..., 1], -tangent[..., 0]], -1)
     normal /= np.maximum(np.linalg.norm(normal, axis=-1, keepdims=True), 1e-6)
     normal *= np.where(normal @ up >= 0, 1.0, -1.0)[..., None]
-    s = np.clip(np.einsum("epk,ek->ep", lids - inner[:, None], along) / eye_w[:, None], 0.0, 1.0)
+    rel = lids - inner[:, None]
+    s = np.clip((rel[..., 0] * along[:, None, 0] + rel[..., 1] * along[:, None, 1]) / eye_w[:, None], 0.0, 1.0)
     top = lids + normal * (cfg.liner_width * eye_w[:, None] * (0.25 + 0.75 * s))[..., None]
-    polys = []
-    for k, brow_name in enumerate(LID_BROWS):
-        brow = local[mesh.loops()[brow_name], :2]
-        tail = brow[int(np.argmax((brow - inner[k]) @ along[k]))]
-        aim = _unit((1.0 - cfg.liner_aim) * along[k] + cfg.liner_aim * _unit(tail - outer[k]))
-        wing = outer[k] + aim * (cfg.liner_wing * float(eye_w[k]))
-        # the wing's upper edge leaves the band before its last two points, whose normals turn outward
-        polys.append(np.concatenate([lids[k], wing[None], top[k, -3::-1]]))
+    loops = mesh.loops()
+    tails = np.stack([(b := local[loops[name], :2])[int(np.argmax((b - inner[k]) @ along[k]))]
+                      for k, name in enumerate(LID_BROWS)])
+    toward = tails - outer
+    toward /= np.maximum(np.linalg.norm(toward, axis=1, keepdims=True), 1e-6)
+    aim = (1.0 - cfg.liner_aim) * along + cfg.liner_aim * toward
+    aim /= np.maximum(np.linalg.norm(aim, axis=1, keepdims=True), 1e-6)
+    wings = outer + aim * (cfg.liner_wing * eye_w)[:, None]
+    # the wing's upper edge leaves the band before its last two points, whose normals turn outward
+    polys = [np.concatenate([lids[k], wings[k][None], top[k, -3::-1]]) for k in range(len(LID_BROWS))]
     both = np.concatenate(polys)
     reach = 3.0 * cfg.liner_soft + 2.0
     x0, y0 = np.floor(both.min(0) - reach).astype(int).tolist()

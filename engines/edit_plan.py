@@ -5,7 +5,8 @@ moves at the mouth corners and brows, zooms about the eyes and along the nose wi
 lower face that ends a set distance outside the jaw line, so the map fades to nothing away from the face,
 and each iris moved inside its eye's opening. Appearance edits become masked colour amounts over regions
 built from the landmarks (face oval, skin without eyes, brows and lips, the lip ring, cheek blobs, contour
-blobs, the lids, the brows). The region of interest and the plan's detail level come from the face's size.
+blobs, the lids, the brows), and the eyeliner a full-resolution patch along the upper lids. The region of
+interest and the plan's detail level come from the face's size.
 Drawing is done by the NumPy kernels (masks, blobs, backward map); nothing here touches the frame's pixels.
 """
 

@@ -80,7 +80,7 @@ class FacePlan:
     appearance_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI the colour ops and the
                                             # smoothing work on (the masks cover it, at the colour level; sides
                                             # multiples of 4 * level); None: all of the ROI
-    liners: tuple[Drawn, ...] = ()           # eyeliner, one per eye, drawn over the colour work
+    liners: tuple[Drawn, ...] = ()           # eyeliner (both eyes in one patch), drawn over the colour work
     map_xy: np.ndarray | None = None        # (h, w, 2) float32 sample positions in ROI pixels
     map_box: tuple[int, int, int, int] | None = None   # y0, y1, x0, x1 of the ROI where the map moves pixels
                                             # (kernels.numpy.flow.moving_map); elsewhere it is the identity

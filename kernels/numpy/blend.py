@@ -14,6 +14,8 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
+from kernels.numpy.masks import in_channels
+
 
 def alpha_blend(fg: np.ndarray, bg: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """float32 fg * alpha + bg * (1 - alpha); alpha H x W in [0, 1]."""
@@ -80,11 +82,10 @@ def pyramid_levels(shape: tuple[int, int], levels: int, min_size: int = 8) -> in
 
 
 def _weighted(x: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """x (H x W x C float32) times the (H x W) weights m in every channel. Three channels meet m through
-    OpenCV's expansion: NumPy's (h, w, 1) broadcasting runs a 3-long inner loop per pixel, several times
-    slower than a same-shaped product."""
+    """x (H x W x C float32) times the (H x W) weights m in every channel (three channels through
+    kernels.numpy.masks.in_channels)."""
     if x.ndim == 3 and x.shape[2] == 3:
-        return x * cv2.cvtColor(np.ascontiguousarray(m, np.float32), cv2.COLOR_GRAY2RGB)
+        return x * in_channels(m)
     return x * (m[..., None] if x.ndim == 3 else m)
 
 
@@ -125,7 +126,7 @@ def detail_blend(bg: np.ndarray, bg_low: np.ndarray, change: np.ndarray, alpha: 
     out = up(bg_low)
     cv2.subtract(out, bg, dst=out, dtype=cv2.CV_32F)
     a = up(alpha)
-    cv2.multiply(out, cv2.merge((a, a, a)), dst=out)   # alpha (up(bg_low) - bg)
+    cv2.multiply(out, in_channels(a), dst=out)   # alpha (up(bg_low) - bg)
     cv2.add(out, up(change), dst=out)
     return cv2.add(out, bg, dtype=cv2.CV_8U)
 

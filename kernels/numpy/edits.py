@@ -12,7 +12,7 @@ import numpy as np
 
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.flow import warp
-from kernels.numpy.masks import ramp
+from kernels.numpy.masks import in_channels, ramp
 
 WARMTH_RGB = np.array([12.0, 4.0, -14.0], np.float32)
 # tanned skin holds more melanin, which absorbs blue most and red least: per-channel transmission, so skin
@@ -35,17 +35,9 @@ def _grey(x: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(x, cv2.COLOR_RGB2GRAY)
 
 
-def _rgb(m: np.ndarray) -> np.ndarray:
-    """(h, w) float32 -> (h, w, 3), the value in each channel. NumPy's (h, w, 1) broadcasting against three
-    channels, and a (3,) colour's against an image, run a 3-long inner loop per pixel: 16 and 23 us at
-    88 x 68, where a same-shaped operation takes 3 and this expansion 1.5 (OpenCV's per-channel scalars
-    then apply a colour: `_times`)."""
-    return cv2.cvtColor(np.ascontiguousarray(m, np.float32), cv2.COLOR_GRAY2RGB)
-
-
 def _times(m: np.ndarray, rgb: np.ndarray) -> np.ndarray:
-    """(h, w) x (3,) -> (h, w, 3): m's value times each channel's factor."""
-    return cv2.multiply(_rgb(m), (float(rgb[0]), float(rgb[1]), float(rgb[2]), 0.0))
+    """(h, w) x (3,) -> (h, w, 3): m's value times each channel's factor (OpenCV's per-channel scalars)."""
+    return cv2.multiply(in_channels(m), (float(rgb[0]), float(rgb[1]), float(rgb[2]), 0.0))
 
 
 _ONES = np.ones((1, 3), np.float32)
@@ -77,9 +69,9 @@ def guided_coefficients(small: np.ndarray, radius: int, eps: float) -> tuple[np.
     mean_i = box(g)
     var_i = box(g * g) - mean_i * mean_i
     mean_p = box(half)
-    mean_i3 = _rgb(mean_i)
-    cov = box(half * _rgb(g)) - mean_i3 * mean_p
-    a = cov / _rgb(var_i + eps)
+    mean_i3 = in_channels(mean_i)
+    cov = box(half * in_channels(g)) - mean_i3 * mean_p
+    a = cov / in_channels(var_i + eps)
     b = mean_p - a * mean_i3
     return (cv2.resize(box(a), (w, h), interpolation=cv2.INTER_LINEAR),
             cv2.resize(box(b), (w, h), interpolation=cv2.INTER_LINEAR))
@@ -93,7 +85,7 @@ def guided_smooth(x: np.ndarray, radius: int, eps: float, factor: int = 4) -> np
     small = cv2.resize(x, (w // (factor // 2), h // (factor // 2)), interpolation=cv2.INTER_AREA)
     a, b = guided_coefficients(small, radius // factor, eps)
     out = cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR)
-    out *= _rgb(_grey(x))
+    out *= in_channels(_grey(x))
     out += cv2.resize(b, (w, h), interpolation=cv2.INTER_LINEAR)
     return out
 
@@ -126,7 +118,7 @@ def _appearance(x: np.ndarray, plan: FacePlan,
     km = a = b = None
     if plan.smooth is not None:
         km = plan.smooth.amount * plan.smooth.mask
-        km3 = _rgb(km)
+        km3 = in_channels(km)
         a, b = guided_coefficients(small, plan.smooth_radius // (2 * c), plan.smooth_eps)
         a *= km3
         b *= km3
@@ -144,7 +136,7 @@ def _appearance(x: np.ndarray, plan: FacePlan,
     if km is not None:
         # full resolution in OpenCV's SIMD passes on same-shaped arrays (numpy's (h, w, 1) broadcasting is
         # several times slower); resizing 1 - k m is the same as 1 - k resize(m), bilinear being affine
-        guide = cv2.cvtColor(_grey(part), cv2.COLOR_GRAY2RGB)
+        guide = in_channels(_grey(part))
         cv2.multiply(part, up(1.0 - km3), dst=part)
         cv2.accumulateProduct(up(a), guide, part)   # part += a * guide, one pass
         last = up(b)
@@ -202,8 +194,8 @@ def _paint(x: np.ndarray, op: Masked, luma: float = PAINT_LUMA) -> None:
     way in lightness, so the named shade lands while the region keeps some of its own light."""
     r, g, b = toward_rgb(op).tolist()
     t = cv2.subtract((r, g, b, 0.0), x)
-    t -= _rgb((1.0 - luma) * _grey(t))
-    t *= _rgb(op.amount * op.mask)
+    t -= in_channels((1.0 - luma) * _grey(t))
+    t *= in_channels(op.amount * op.mask)
     x += t
 
 
@@ -224,11 +216,11 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
     """The plan's colour ops on a float32 (h, w, 3) image in 0..255 at the masks' resolution, in place, in
     the plan's field order (the torch twin repeats it)."""
     if (op := plan.tone) is not None:
-        x += _rgb(op.amount * op.mask) * even_tone(x, plan.tone_radius, op.mask)
+        x += in_channels(op.amount * op.mask) * even_tone(x, plan.tone_radius, op.mask)
     if (op := plan.warmth) is not None:
         x += _times(op.amount * op.mask, WARMTH_RGB)
     if (op := plan.brightness) is not None:
-        b = _rgb(op.amount * op.mask)
+        b = in_channels(op.amount * op.mask)
         if op.amount > 0:
             t = 255.0 - x
             t *= b
@@ -242,8 +234,8 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         if op.amount > 0:
             _paint(part, op)
         else:
-            target = _rgb(_grey(part) + NUDE_LIFT) - part
-            target *= _rgb(-op.amount * op.mask)
+            target = in_channels(_grey(part) + NUDE_LIFT) - part
+            target *= in_channels(-op.amount * op.mask)
             part += target
     if (op := plan.blush) is not None and (where := _where(op)):
         part, op = _part(x, op, where)
@@ -253,7 +245,7 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             part[..., 0] += op.amount * op.mask
     if (op := plan.contour) is not None and (where := _where(op)):
         part, op = _part(x, op, where)
-        part *= _rgb(1.0 - op.amount * op.mask)
+        part *= in_channels(1.0 - op.amount * op.mask)
     for op in (plan.lids, plan.brows):    # eyeshadow and brow colour: worn to darken, lightness and all
         if op is None or not (where := _where(op)):
             continue
@@ -265,12 +257,12 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             _paint(part, op, LIDS_LUMA)
         else:
             t = 255.0 - part
-            t *= _rgb((-op.amount) * op.mask)
+            t *= in_channels((-op.amount) * op.mask)
             part += t
     if (op := plan.saturation) is not None:
-        grey = _rgb(_grey(x))
+        grey = in_channels(_grey(x))
         x -= grey
-        x *= _rgb(1.0 + op.amount * op.mask)
+        x *= in_channels(1.0 + op.amount * op.mask)
         x += grey
     for op in (plan.gloss, plan.glow):    # lip gloss and the skin's glow: a highlight, or matte
         if op is None:
@@ -279,10 +271,10 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
             if where := _where(op):
                 part, op = _part(x, op, where)
                 t = 255.0 - part
-                t *= _rgb(op.amount * op.mask)
+                t *= in_channels(op.amount * op.mask)
                 part += t
         else:
-            x -= _rgb(-op.amount * op.mask * shine(x, plan.shine_radius, op.mask))
+            x -= in_channels(-op.amount * op.mask * shine(x, plan.shine_radius, op.mask))
     return x
 
 
@@ -309,8 +301,8 @@ def local_mean(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     r = max(1, radius)
     k = (2 * r + 1, 2 * r + 1)
     w = np.ascontiguousarray(weight, np.float32)
-    mean = cv2.boxFilter(x * _rgb(w), -1, k, borderType=cv2.BORDER_REFLECT_101)
-    mean /= _rgb(np.maximum(cv2.boxFilter(w, -1, k, borderType=cv2.BORDER_REFLECT_101), 1e-3))
+    mean = cv2.boxFilter(x * in_channels(w), -1, k, borderType=cv2.BORDER_REFLECT_101)
+    mean /= in_channels(np.maximum(cv2.boxFilter(w, -1, k, borderType=cv2.BORDER_REFLECT_101), 1e-3))
     return mean
 
 
@@ -325,13 +317,13 @@ def even_tone(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     move, far = _to_skin(x, g, local_mean(x, radius, weight))
     near = weight * np.maximum(np.exp(-np.square(far * (1.0 / TONE_NEAR))), 0.02)
     move, far = _to_skin(x, g, local_mean(x, radius, near))
-    move *= _rgb(1.0 - ramp((far - TONE_EVEN) * (1.0 / (TONE_KEEP - TONE_EVEN))))
+    move *= in_channels(1.0 - ramp((far - TONE_EVEN) * (1.0 / (TONE_KEEP - TONE_EVEN))))
     return move
 
 
 def _to_skin(x: np.ndarray, g: np.ndarray, skin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The move from x to its grey `g` in the colour `skin`, and how far that is (its largest channel over g)."""
-    move = skin * _rgb(g / np.maximum(_grey(skin), 1.0))
+    move = skin * in_channels(g / np.maximum(_grey(skin), 1.0))
     move -= x
     return move, _channel_absmax(move) / np.maximum(g, 8.0)
 

@@ -18,6 +18,13 @@ def feather(mask: np.ndarray, sigma: float) -> np.ndarray:
     return cv2.GaussianBlur(mask, (k, k), sigma)
 
 
+def in_channels(m: np.ndarray) -> np.ndarray:
+    """(h, w) weights -> (h, w, 3) float32, the value in each channel. NumPy's (h, w, 1) broadcasting against
+    three channels, and a (3,) colour's against an image, run a 3-long inner loop per pixel: 16 and 23 us at
+    88 x 68, where a same-shaped product takes 3 and this expansion 1.5."""
+    return cv2.cvtColor(np.ascontiguousarray(m, np.float32), cv2.COLOR_GRAY2RGB)
+
+
 def ramp(x: np.ndarray) -> np.ndarray:
     """Smoothstep of x clipped to [0, 1]: a soft edge from a distance map."""
     t = np.clip(x, 0.0, 1.0).astype(np.float32)

@@ -82,6 +82,13 @@ def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     return x
 
 
+def _toward(x: torch.Tensor, op: Masked, part: float, luma: torch.Tensor) -> torch.Tensor:
+    """Makeup's move at full amount, as the NumPy twin's _paint: to the op's colour in chroma, `part` of the
+    way in lightness."""
+    t = _t(toward_rgb(op), x) - x
+    return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
+
+
 def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     luma = _t(LUMA, x)
     uploaded: dict[int, torch.Tensor] = {}   # ops share masks (brightness and saturation: the face)
@@ -91,9 +98,8 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
             uploaded[id(op.mask)] = _t(op.mask, x).unsqueeze(-1)
         return uploaded[id(op.mask)]
 
-    def paint(op: Masked, part: float = PAINT_LUMA) -> torch.Tensor:   # as the NumPy twin's _paint
-        t = _t(toward_rgb(op), x) - x
-        return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
+    def paint(op: Masked, part: float = PAINT_LUMA) -> torch.Tensor:
+        return _toward(x, op, part, luma)
 
     if (op := plan.tone) is not None:
         x = x + op.amount * m(op) * _even_tone(x, plan.tone_radius, m(op), luma)
@@ -201,10 +207,8 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     for drawn in plan.liners:          # as the NumPy twin: over the colour work, under the warp
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].float()
-        m = _t(drawn.op.mask, part).unsqueeze(-1)
-        t = _t(toward_rgb(drawn.op), part) - part
-        t = t - (1.0 - LIDS_LUMA) * (t @ _t(LUMA, part)).unsqueeze(-1)
-        roi[a0:a1, b0:b1] = (part + drawn.op.amount * m * t).round().clamp(0, 255).to(torch.uint8)
+        t = _toward(part, drawn.op, LIDS_LUMA, _t(LUMA, part))
+        roi[a0:a1, b0:b1] = (part + drawn.op.amount * _t(drawn.op.mask, part).unsqueeze(-1) * t).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

@@ -1,7 +1,7 @@
 """The named colours a makeup edit can be painted in: one palette that the prompt's colour words, the
 control protocol (`set_params.colours`), the page's swatches and the renderer all read.
 
-A colour is a parameter of an edit (lip_tint, blush, eye_makeup), not an edit of its own: "coral
+A colour is a parameter of an edit (lip_tint, blush, eye_makeup, eyeliner, brow_tint), not an edit of its own: "coral
 lipstick" is lip_tint with the colour coral. The values are sRGB, chosen as the shade a cosmetics
 swatch of that name shows; the renderer moves the region toward it at the colour level, so the skin's
 fine texture and shading stay (kernels/numpy/edits.py). Their CIELAB hues are what `livefuse eval

@@ -90,7 +90,7 @@ class EditConfig:
     blush: float = 0.9
     blush_less: float = 14.0       # blush = -1: red levels taken off the cheeks
     contour: float = 0.22
-    eye_makeup: float = 0.45
+    eye_makeup: float = 0.52
     eye_makeup_less: float = 0.25  # eye_makeup = -1: lids this far toward white
     lid_width: float = 1.25        # the shadow: the eye's outline scaled by these (across, up and down)...
     lid_height: float = 2.3
@@ -99,13 +99,13 @@ class EditConfig:
                                    # the eye landmarks' jitter: 0.01 added 1.97 grey levels of flicker on a still face)
     lid_grey: float = 100.0        # the shadow darkens every lid as it darkens one of this grey (kernels' lid_scale;
                                    # 0: off): the astronaut's light lids (grey 155-160) less, Biden's shaded ones (80) more
-    liner: float = 0.65            # eye_makeup = 1: the liner this far toward the colour (more moves dlib's identity
-                                   # past 0.2 on the astronaut: 1.2 read 0.25)
-    liner_width: float = 0.065     # the liner's width at the outer corner, in eye widths (a quarter of it at the inner)
+    liner: float = 1.0             # eyeliner = 1: the liner this far toward the colour
+    liner_width: float = 0.075     # the liner's width at the outer corner, in eye widths (a quarter of it at the inner)
     liner_wing: float = 0.28       # the wing's tip this far past the outer corner (eye widths)...
     liner_aim: float = 0.4         # ...its direction this share of the way from the eye's axis to the brow's tail
-    liner_soft: float = 1.5        # the liner's edges: a Gaussian this many pixels wide (0.5 px edges follow the eye
-                                   # landmarks' jitter: 2.4 grey levels of flicker on a still face)
+    liner_soft: float = 0.04       # the liner's edges: a Gaussian this many eye widths wide...
+    liner_soft_px: float = 2.0     # ...and at least this many pixels (0.5 px edges follow the eye landmarks' jitter:
+                                   # 2.4 grey levels of flicker on a still face)
     brow_tint: float = 0.26        # brow_tint = 1: the brows this far toward their shade (more moves dlib's identity past 0.2)
     brow_tint_less: float = 0.3    # brow_tint = -1: brows this far toward white
     brow_fill: float = 1.15        # the filled brow's height over the landmarks' (a fuller brow)
@@ -221,8 +221,8 @@ def plan_face(shape: tuple[int, int], landmarks: np.ndarray, edits: Mapping[str,
         ops, box = _cropped(ops, margin, c)
     map_xy, map_box = _warp(e, (rh, rw), local, fw, config) if any(k in e for k in GEOMETRY) else (None, None)
     liners = ()
-    if e.get("eye_makeup", 0.0) > 0 and config.liner > 0 and len(local) >= 468:
-        liners = _liners((rh, rw), local, min(1.0, e["eye_makeup"] * config.liner), paint["eye_makeup"], config)
+    if e.get("eyeliner", 0.0) > 0 and config.liner > 0 and len(local) >= 468:   # no line has no opposite
+        liners = _liners((rh, rw), local, min(1.0, e["eyeliner"] * config.liner), paint["eyeliner"], config)
     return FacePlan(
         roi=(int(y0), int(y1), int(x0), int(x1)), level=q, **ops, appearance_box=box,
         smooth_radius=smooth_radius, smooth_eps=config.smooth_eps if smooth else 0.0,
@@ -236,7 +236,7 @@ def _liners(shape: tuple[int, int], local: np.ndarray, amount: float, rgb: RGB, 
     eyes in one patch: a band along each upper lash line, a quarter of liner_width at the inner corner growing
     to all of it at the outer, and a wing from the band's top near the outer corner to a tip liner_wing past
     the corner, aimed from the eye's axis toward the brow's tail (where a winged liner points). Drawn
-    antialiased, its edges a Gaussian liner_soft px wide."""
+    antialiased, its edges a Gaussian liner_soft eye widths wide (liner_soft_px at least)."""
     h, w = shape
     up = _unit(local[FOREHEAD] - local[CHIN])
     lids = local[np.asarray(UPPER_LIDS)][..., :2].astype(np.float32)          # (2 eyes, 9 points, 2)
@@ -266,14 +266,15 @@ def _liners(shape: tuple[int, int], local: np.ndarray, amount: float, rgb: RGB, 
     # the wing's upper edge leaves the band before its last two points, whose normals turn outward
     polys = [np.concatenate([lids[k], wings[k][None], top[k, -3::-1]]) for k in range(len(LID_BROWS))]
     both = np.concatenate(polys)
-    reach = 3.0 * cfg.liner_soft + 2.0
+    soft = max(cfg.liner_soft_px, cfg.liner_soft * float(eye_w.mean()))
+    reach = 3.0 * soft + 2.0
     x0, y0 = np.floor(both.min(0) - reach).astype(int).tolist()
     x1, y1 = np.ceil(both.max(0) + reach + 1).astype(int).tolist()
     x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
     if x1 - x0 < 3 or y1 - y0 < 3:
         return ()
     at = np.array([x0, y0], np.float32)
-    mask = polygon_mask((y1 - y0, x1 - x0), [p - at for p in polys], feather_px=cfg.liner_soft)
+    mask = polygon_mask((y1 - y0, x1 - x0), [p - at for p in polys], feather_px=soft)
     return (Drawn((y0, y1, x0, x1), Masked(amount, mask, rgb)),)
 
 

@@ -51,8 +51,8 @@ class FacePlan:
       glow        as gloss
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
 
-    Then `liners`, each at full resolution on its box: toward rgb by amount, lightness too (as lids); then
-    the warp.
+    Then `liners`, each at full resolution on its box: toward rgb by amount, lightness one way only (a dark
+    ink darkens and never lifts lashes darker than itself, a light one lightens: liner_darkens); then the warp.
     """
 
     roi: tuple[int, int, int, int]          # y0, y1, x0, x1 in the frame; sides multiples of 4 * level

@@ -124,6 +124,7 @@ CASES: tuple[Case, ...] = (
     Case("tan", {"tan": 1.0}, (Target("skin_dL", "<=", -6.0), Target("skin_db", ">=", 3.0)), skin=True),
     Case("brow_tint", {"brow_tint": 1.0}, (Target("brow_dL", "<=", -5.0),), skin=True),   # the issue names no figure
     Case("eye_makeup", {"eye_makeup": 1.0}, (Target("lid_dL", "<=", -4.0),), skin=True),   # nor here
+    Case("eyeliner", {"eyeliner": 1.0}, (Target("lash_dL", "<=", -4.0),), skin=True),   # nor here
     # gloss and glow put a highlight on; matte takes the shine off (the issue names no figures for these).
     # Matte's bound asks only that the shine a face has goes down, on every face: studio portraits carry
     # little, and how much of a known shine it takes off is tests/kernels/test_edits.py's to show
@@ -340,6 +341,24 @@ def lash_band(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     return m > 0
 
 
+LASH_INK_GAP = 5.0   # L*: a lash line less than this lighter than the liner's ink has less room to darken than
+                     # the eyeliner case's target (-4) asks, over a band the line covers only in part
+
+
+def lash_readable(lash_L: float, ink: str | None = None) -> bool:
+    """Whether a liner's darkening can be read on this lash line: the line's mean L* at least LASH_INK_GAP
+    above the ink's. Biden's lashes and lid crease read L* 13-14 at the lash line, the black ink's 14: a
+    black line drawn there is on black, and its width, not its lightness, is what changes."""
+    from skimage.color import rgb2lab
+
+    from engines.colours import PALETTE
+    from engines.edit_vocabulary import SPECS_BY_NAME
+
+    rgb = PALETTE[ink or SPECS_BY_NAME["eyeliner"].colour]     # the liner's default shade unless named
+    ink_L = float(rgb2lab(np.asarray(rgb, np.float64)[None, None] / 255.0)[0, 0, 0])
+    return lash_L - ink_L >= LASH_INK_GAP
+
+
 def high_points(shape: tuple[int, int], p: np.ndarray) -> np.ndarray:
     """Where a highlighter goes, read off the judge's points: the nose's bridge (27-30, a band a
     twentieth of the face's width thick) and a disc on each cheekbone, below the eye's outer corner
@@ -431,6 +450,8 @@ def colour_figures(before: np.ndarray, after: np.ndarray, p: np.ndarray) -> dict
                     ("lash", lash_band(before.shape[:2], p))):
         d = lb[m].mean(axis=0) - la[m].mean(axis=0)
         out[f"{name}_dL"], out[f"{name}_da"], out[f"{name}_db"] = (float(v) for v in d)
+        if name == "lash":     # how dark the lash line is to begin with (lash_readable)
+            out["lash_L"] = float(la[m][:, 0].mean())
         if name in ("lip", "skin"):
             a, b = la[m][:, 0], lb[m][:, 0]
             out[f"{name}_hi_dL"] = float(np.percentile(b, 90) - np.percentile(a, 90))
@@ -834,6 +855,10 @@ def measure(sc: Scene, case: Case, judge: Judge, config, embedder=None, render: 
     fig["unreadable"] = [k for k, v in sc.readable.items() if not v["readable"]]
     fig.update(colour_figures(sc.image, out_img, sc.judge))
     wanted = {t.figure for t in case.targets}
+    # the lash band is a twelfth of an eye's width along the judge's lid: read only where the judge places the
+    # lids (readability's eye_opening: not Hopper's, behind her glasses) and the line has room to darken
+    if "lash_dL" in wanted and ("eye_opening" in fig["unreadable"] or not lash_readable(fig["lash_L"])):
+        fig["unreadable"].append("lash_dL")
     if wanted & {"skin_tone_spread", "skin_texture"}:
         fig.update(tone_figures(sc.image, out_img, sc.judge))
     if "forehead_height" in wanted:
@@ -985,6 +1010,9 @@ def run(args) -> dict:
         close = [sc for sc in scenes if sc.name.endswith("@close")]
         for case in cases:
             gallery_png(Path(args.gallery) / f"{case.name}.png", close, [per[case.name][sc.name]["_output"] for sc in close])
+            if case.name in EYES_GALLERY:   # a few pixels wide in a whole face: the eyes as well, before | after
+                eyes_png(Path(args.gallery) / f"{case.name}_eyes.png", close,
+                         [(sc.image, per[case.name][sc.name]["_output"]) for sc in close])
         shades_png(Path(args.gallery) / "lipstick_shades.png", close, config)
         eyes_png(Path(args.gallery) / "eye_contact.png", [sc for sc in close if "_images" in contact[sc.name]],
                  [contact[sc.name]["_images"] for sc in close if "_images" in contact[sc.name]])
@@ -1033,8 +1061,8 @@ def shades_png(path: Path, scenes: list[Scene], config, size: int = 160) -> None
 
 
 def eyes_png(path: Path, scenes: list[Scene], images: list[tuple[np.ndarray, ...]], width: int = 1080) -> None:
-    """One row per scene: the eyes looking into the lens, looking aside, and aside with eye_contact = 1,
-    each a third of `width`."""
+    """One row per scene: its images' eyes side by side, `width` in all (eye contact: looking into the lens,
+    looking aside, and aside with eye_contact = 1; eye makeup: before and after)."""
     import cv2
     from PIL import Image
 
@@ -1045,11 +1073,14 @@ def eyes_png(path: Path, scenes: list[Scene], images: list[tuple[np.ndarray, ...
         cy = float(p[36:48, 1].mean())
         a, b = int(cy - 0.16 * fw), int(cy + 0.16 * fw)
         c, d = int(p[36, 0] - 0.12 * fw), int(p[45, 0] + 0.12 * fw)
-        w3 = width // 3
-        h3 = int(round(w3 * (b - a) / max(d - c, 1)))
-        rows.append(np.hstack([cv2.resize(x[a:b, c:d], (w3, h3), interpolation=cv2.INTER_AREA) for x in imgs]))
+        each = width // len(imgs)
+        high = int(round(each * (b - a) / max(d - c, 1)))
+        rows.append(np.hstack([cv2.resize(x[a:b, c:d], (each, high), interpolation=cv2.INTER_AREA) for x in imgs]))
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(np.vstack(rows)).save(path, optimize=True)
+
+
+EYES_GALLERY = ("eye_makeup", "eyeliner")
 
 
 def gallery_png(path: Path, scenes: list[Scene], afters: list[np.ndarray], size: int = 256) -> None:

@@ -78,7 +78,7 @@ PROMPTS: dict[str, list[tuple[str, list[tuple[str, float | str]]]]] = {
         ("hochgezogene Augenbrauen", [("brows_up", N)]), ("glatte Haut", [("smooth", N)]), ("gebräunte Haut", [("tan", N)]),
         ("kühle blasse Haut", [("cool", N)]), ("helleres Gesicht", [("bright", N)]), ("dunkler", [("dark", N)]),
         ("kräftige Farben", [("vivid", N)]), ("rote Lippen", [("lips", N)]), ("rosige Wangen", [("blush", N)]),
-        ("markante Wangenknochen", [("contour", N)]), ("dunkler Lidstrich", [("eye_makeup", N)]), ("ungeschminkt", [("no_makeup", N)]),
+        ("markante Wangenknochen", [("contour", N)]), ("dunkler Lidstrich", [("eyeliner", N)]), ("ungeschminkt", [("no_makeup", N)]),
         ("starkes Make-up", [("heavy_makeup", N)]), ("müdes Gesicht", [("tired", N)]), ("jünger aussehen", [("younger", N)]),
         ("ein leichtes Lächeln", [("smile_low", N)]), ("sehr große Augen", [("eyes_big", HIGH)]),
         ("rote Lippen und rosige Wangen", [("lips", N), ("blush", N)]), ("keine roten Lippen", [("lips", "neg")]),

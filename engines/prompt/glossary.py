@@ -63,6 +63,9 @@ GLOSSARY: dict[str, str] = {
     "裸色唇": "nude lips", "淡唇": "pale lips", "腮红": "blush", "红润的脸颊": "rosy cheeks", "粉嫩脸颊": "pink cheeks",
     "修容": "contour", "立体轮廓": "defined cheekbones", "高颧骨": "sharp cheekbones",
     "烟熏妆": "smoky eyes", "眼线": "eyeliner", "眼妆": "eye makeup", "浓眼妆": "dramatic eye makeup",
+    "烟熏眼妆": "smoky eye makeup", "上扬眼线": "winged eyeliner", "猫眼线": "cat eye liner", "画眼线": "eyeliner",
+    "眼尾上挑的眼线": "a winged liner", "涂眼影": "eyeshadow", "画眼影": "eyeshadow", "珠光眼影": "shimmery eyeshadow",
+    "咖啡色": "brown", "蓝色": "blue",
     "素颜": "no makeup", "不化妆": "no makeup", "裸妆": "bare face", "浓妆": "heavy makeup", "全妆": "full glam",
     "淡妆": "light makeup", "化妆": "makeup",
     # brows

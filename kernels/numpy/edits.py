@@ -351,12 +351,31 @@ def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     return np.maximum(white, 0.0)
 
 
+LINER_LIGHT = 128.0   # an ink at or above this grey is a light liner (white, gold): it lightens, and a darker one darkens
+
+
+def liner_darkens(op: Masked) -> bool:
+    """Whether a liner darkens the lids (a dark ink: black, brown, plum) or lightens them (gold, white). It
+    moves lightness that way only: under the line lie lashes and lid shadow darker than a black ink, and
+    moving them toward the ink's own grey would lighten them and lose the line on a dark lash line
+    (Biden's reads L* 13-14, the black ink 14). The ink decides, not the grey under it, which the lashes
+    and the light of the room set."""
+    return float(np.dot(LUMA, toward_rgb(op))) < LINER_LIGHT
+
+
 def draw_liners(roi: np.ndarray, plan: FacePlan) -> None:
-    """The plan's full-resolution makeup (FacePlan.liners) painted on the uint8 ROI in place."""
+    """The plan's full-resolution makeup (FacePlan.liners) painted on the uint8 ROI in place: toward the
+    ink in colour, and in lightness only the way the ink goes from the lids (liner_darkens)."""
     for drawn in plan.liners:
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].astype(np.float32)
-        _paint(part, drawn.op, LIDS_LUMA)
+        op = drawn.op
+        r, g, b = toward_rgb(op).tolist()
+        t = cv2.subtract((r, g, b, 0.0), part)
+        lightness = _grey(t)
+        t -= in_channels(np.maximum(lightness, 0.0) if liner_darkens(op) else np.minimum(lightness, 0.0))
+        t *= in_channels(op.amount * op.mask)
+        part += t
         roi[a0:a1, b0:b1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
 
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.edits import (LID_INK_GAP, LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB,
-                                 TONE_EVEN, TONE_KEEP, TONE_NEAR, WARMTH_RGB, toward_rgb)
+                                 TONE_EVEN, TONE_KEEP, TONE_NEAR, WARMTH_RGB, liner_darkens, toward_rgb)
 from kernels.numpy.flow import WARP_SUBPIXEL
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
@@ -207,8 +207,11 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     for drawn in plan.liners:          # as the NumPy twin: over the colour work, under the warp
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].float()
-        t = _toward(part, drawn.op, LIDS_LUMA, _t(LUMA, part))
-        roi[a0:a1, b0:b1] = (part + drawn.op.amount * _t(drawn.op.mask, part).unsqueeze(-1) * t).round().clamp(0, 255).to(torch.uint8)
+        luma, mask = _t(LUMA, part), _t(drawn.op.mask, part)
+        t = _toward(part, drawn.op, 1.0, luma)
+        lightness = t @ luma           # lightness one way only, as liner_darkens decides
+        t = t - (lightness.clamp(min=0.0) if liner_darkens(drawn.op) else lightness.clamp(max=0.0)).unsqueeze(-1)
+        roi[a0:a1, b0:b1] = (part + drawn.op.amount * mask.unsqueeze(-1) * t).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

@@ -13,11 +13,11 @@ from engines.edit_plan import colours_for
 from engines.edit_vocabulary import APPEARANCE, COLOURED, EDIT_NAMES, EDIT_SPECS, GEOMETRY, SPECS_BY_NAME, vocabulary_json
 
 
-ONE_SIDED = {"eye_contact", "even_tone"}     # looking at the lens, an even tone: no opposite worth a slider
+ONE_SIDED = {"eye_contact", "even_tone", "eyeliner"}   # looking at the lens, an even tone, a line: no opposite worth a slider
 
 
 def test_names_are_unique_wire_names_and_every_range_holds_no_change():
-    assert len(EDIT_NAMES) == len(set(EDIT_NAMES)) == 23
+    assert len(EDIT_NAMES) == len(set(EDIT_NAMES)) == 24
     for s in EDIT_SPECS:
         assert s.name.isidentifier() and s.name == s.name.lower() and len(s.name) <= 32
         assert s.low <= 0.0 < s.high and s.label and s.minus and s.plus and s.help
@@ -42,7 +42,7 @@ def test_json_is_the_specs_in_order():
     assert [r["name"] for r in rows] == list(EDIT_NAMES)
     assert set(rows[0]) == {"name", "label", "kind", "minus", "plus", "help", "low", "high", "colour"}
     swatches = {r["name"]: r["colour_hex"] for r in rows if "colour_hex" in r}
-    assert set(swatches) == set(COLOURED) == {"lip_tint", "blush", "eye_makeup", "brow_tint"}
+    assert set(swatches) == set(COLOURED) == {"lip_tint", "blush", "eye_makeup", "eyeliner", "brow_tint"}
     assert swatches["lip_tint"] == "#b92d4b"                       # rose, the lipstick's default
 
 

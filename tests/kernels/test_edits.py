@@ -215,8 +215,8 @@ def test_twins_agree_on_a_coloured_makeup(odd_frame):
     from engines.edit_plan import colours_for
 
     img, lm = odd_frame
-    paint = colours_for({"lip_tint": "plum", "blush": "#ff9966", "eye_makeup": "gold"})
-    edits = {"lip_tint": 0.9, "blush": 0.8, "eye_makeup": 0.7}
+    paint = colours_for({"lip_tint": "plum", "blush": "#ff9966", "eye_makeup": "gold", "eyeliner": "brown"})
+    edits = {"lip_tint": 0.9, "blush": 0.8, "eye_makeup": 0.7, "eyeliner": 0.8}
     a = render_edits(img, [lm], edits, colours=paint).astype(int)
     b = render_edits(torch.from_numpy(img), [lm], edits, colours=paint).numpy().astype(int)
     assert np.abs(a - b).max() <= 2 and not np.array_equal(a, render_edits(img, [lm], edits).astype(int))
@@ -255,14 +255,14 @@ def test_eye_makeup_darkens_the_lids_and_takes_its_shade(portrait):
     assert gold[2] > black[2] + 10, (gold, black)
 
 
-def test_eye_makeup_draws_a_winged_liner_along_the_upper_lash_line(closeup):
-    """The liner alone (the shadow's amount at 0): just above each upper lid the grey drops by a line's
-    darkness, past the outer corner a wing rises toward the brow's tail, and below the outer corner, on the
-    iris and on the brows nothing moves."""
+def test_eyeliner_draws_a_winged_line_along_the_upper_lash_line(closeup):
+    """Eyeliner on its own: just above each upper lid the grey drops by a line's darkness, past the outer
+    corner a wing rises toward the brow's tail, and below the outer corner, on the iris and on the brows
+    nothing moves."""
     from engines.edit_plan import UPPER_LIDS
 
     img, lm = closeup
-    out = render_edits(img, [lm], {"eye_makeup": 1.0}, EditConfig(eye_makeup=0.0))
+    out = render_edits(img, [lm], {"eyeliner": 1.0})
     grey = lambda im, p: float(cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)[int(round(p[1])), int(round(p[0]))])  # noqa: E731
     up = lm[10, :2] - lm[152, :2]
     up /= np.linalg.norm(up)
@@ -273,13 +273,39 @@ def test_eye_makeup_draws_a_winged_liner_along_the_upper_lash_line(closeup):
         assert min(grey(img, p) - grey(out, p) for p in above) > 6, [grey(img, p) - grey(out, p) for p in above]
         outward = (pts[-1] - pts[0]) / eye_w
         wing = pts[-1] + 0.12 * eye_w * outward + 0.06 * eye_w * up   # 24-26 here
-        below = pts[-1] + 0.12 * eye_w * outward - 0.12 * eye_w * up
+        below = pts[-1] + 0.12 * eye_w * outward - 0.2 * eye_w * up    # past the soft edge (3 sigma: 0.12)
         assert grey(img, wing) - grey(out, wing) > 15
         assert abs(grey(img, below) - grey(out, below)) <= 1
     for iris in (468, 473):
         assert grey(out, lm[iris, :2]) == grey(img, lm[iris, :2])
     brows = cv2.cvtColor(out, cv2.COLOR_RGB2GRAY)[int(lm[[70, 300], 1].min()) - 3:int(lm[[105, 334], 1].max()) + 3]
     assert np.array_equal(brows, cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[int(lm[[70, 300], 1].min()) - 3:int(lm[[105, 334], 1].max()) + 3])
+
+
+def test_a_black_liner_never_lifts_lashes_darker_than_its_ink_and_a_light_one_only_lightens(closeup):
+    """On a frame at a third of its light the lash line is darker than the black ink (L* 14): moving toward
+    the ink's own grey would lighten it and the line would vanish there (Biden's lash line reads L* 13-14).
+    The black line darkens or keeps every pixel (to within a level: its colour moves) and darkens the line
+    where it is lighter than the ink; a gold one on the same dark lids lightens or keeps every pixel. Both
+    twins."""
+    from engines.edit_plan import colours_for
+
+    img, lm = closeup
+    dark = (img.astype(np.float32) * 0.45).astype(np.uint8)
+    plan = plan_face(dark.shape[:2], lm, {"eyeliner": 1.0})
+    (drawn,) = plan.liners
+    y0, y1, x0, x1 = plan.roi
+    a0, a1, b0, b1 = drawn.box
+    grey = lambda im: cv2.cvtColor(np.ascontiguousarray(im), cv2.COLOR_RGB2GRAY)[y0:y1, x0:x1][a0:a1, b0:b1].astype(int)  # noqa: E731
+    line = drawn.op.mask > 0.5
+    assert (grey(dark)[line] < 36).mean() > 0.2          # much of the line darker than the ink's grey (36)
+    room = line & (grey(dark) > 50)                       # where a black line has room to darken
+    for colour, sign, where in ((None, -1, room), ("gold", 1, line)):
+        paint = colours_for({"eyeliner": colour}) if colour else None
+        for out in (render_edits(dark, [lm], {"eyeliner": 1.0}, colours=paint),
+                    render_edits(torch.from_numpy(dark), [lm], {"eyeliner": 1.0}, colours=paint).numpy()):
+            d = (grey(out) - grey(dark)) * sign               # > 0: the way the ink goes
+            assert d.min() >= -1 and d[where].mean() > 5, (colour, d.min(), d[where].mean())
 
 
 def test_a_shadow_darkens_a_light_and_a_dark_lid_alike(portrait):
@@ -298,7 +324,7 @@ def test_a_shadow_darkens_a_light_and_a_dark_lid_alike(portrait):
     def darkening(frame, config):
         return grey(render_edits(frame, [lm], {"eye_makeup": 1.0}, config)) - grey(frame)
 
-    config = EditConfig(liner=0.0)    # the shadow alone: the liner is a line in its own colour on any lid
+    config = EditConfig()
     light, shaded = darkening(img, config), darkening(dark, config)
     assert light < -15 and shaded < -15 and abs(light - shaded) < 0.15 * abs(light), (light, shaded)
     fixed = replace(config, lid_grey=0.0)

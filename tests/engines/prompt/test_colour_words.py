@@ -48,8 +48,10 @@ def test_each_clause_colours_its_own_makeup(model):
     assert c.painted() == {"lip_tint": "berry", "blush": "peach"}
     (c,) = model.encode(["gold eyeshadow and red lips"])
     assert c.painted() == {"eye_makeup": "gold", "lip_tint": "red"}
-    (c,) = model.encode(["smile like a black cat"])                # a colour with no makeup asked for paints nothing
+    (c,) = model.encode(["a big smile in my black jacket"])        # a colour with no makeup asked for paints nothing
     assert c.painted() == {} and c.edits["smile"] > 0.3
+    (c,) = model.encode(["black winged eyeliner and gold eyeshadow"])   # liner and shadow, each its own shade
+    assert c.painted() == {"eyeliner": "black", "eye_makeup": "gold"}
 
 
 @pytest.mark.parametrize("text", ["a deep sun tan", "小麦色皮肤", "日焼けした肌", "gebräunte Haut", "un bronzage", "pele bronzeada"])

@@ -365,7 +365,7 @@ def liner_darkens(op: Masked) -> bool:
 
 def draw_liners(roi: np.ndarray, plan: FacePlan) -> None:
     """The plan's full-resolution makeup (FacePlan.liners) painted on the uint8 ROI in place: toward the
-    ink in colour, and in lightness only the way the ink goes from the lids (liner_darkens)."""
+    ink in colour, and in lightness only darker for a dark ink, only lighter for a light one (liner_darkens)."""
     for drawn in plan.liners:
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].astype(np.float32)

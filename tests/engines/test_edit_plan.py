@@ -43,7 +43,8 @@ def test_each_edit_plans_only_its_own_work(closeup):
         plan = plan_face(img.shape[:2], lm, {name: 0.5})
         assert plan is not None, name
         assert (plan.map_xy is not None) == (name in GEOMETRY), name
-        assert plan.appearance == (name not in GEOMETRY), name
+        assert (plan.appearance or bool(plan.liners)) == (name not in GEOMETRY), name
+        assert bool(plan.liners) == (name == "eyeliner"), name     # the liner is the eyeliner's alone
         y0, y1, x0, x1 = plan.roi
         assert (y1 - y0) % (4 * plan.level) == 0 and (x1 - x0) % (4 * plan.level) == 0
         if plan.map_xy is not None:

@@ -189,12 +189,17 @@ def toward_rgb(op: Masked) -> np.ndarray:
     return np.asarray(op.rgb, np.float32)
 
 
-def _paint(x: np.ndarray, op: Masked, luma: float = PAINT_LUMA) -> None:
+def _paint(x: np.ndarray, op: Masked, luma: float = PAINT_LUMA, darkens: bool | None = None) -> None:
     """Makeup: x moves toward the op's colour by amount * mask, all the way in chroma and `luma` of the
-    way in lightness, so the named shade lands while the region keeps some of its own light."""
+    way in lightness, so the named shade lands while the region keeps some of its own light. `darkens`
+    (a liner): lightness all the way, but only darker (True) or only lighter (False)."""
     r, g, b = toward_rgb(op).tolist()
     t = cv2.subtract((r, g, b, 0.0), x)
-    t -= in_channels((1.0 - luma) * _grey(t))
+    lightness = _grey(t)
+    if darkens is None:
+        t -= in_channels((1.0 - luma) * lightness)
+    else:
+        t -= in_channels(np.maximum(lightness, 0.0) if darkens else np.minimum(lightness, 0.0))
     t *= in_channels(op.amount * op.mask)
     x += t
 
@@ -369,13 +374,7 @@ def draw_liners(roi: np.ndarray, plan: FacePlan) -> None:
     for drawn in plan.liners:
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].astype(np.float32)
-        op = drawn.op
-        r, g, b = toward_rgb(op).tolist()
-        t = cv2.subtract((r, g, b, 0.0), part)
-        lightness = _grey(t)
-        t -= in_channels(np.maximum(lightness, 0.0) if liner_darkens(op) else np.minimum(lightness, 0.0))
-        t *= in_channels(op.amount * op.mask)
-        part += t
+        _paint(part, drawn.op, darkens=liner_darkens(drawn.op))
         roi[a0:a1, b0:b1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
 
 

@@ -82,11 +82,14 @@ def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     return x
 
 
-def _toward(x: torch.Tensor, op: Masked, part: float, luma: torch.Tensor) -> torch.Tensor:
+def _toward(x: torch.Tensor, op: Masked, part: float, luma: torch.Tensor, darkens: bool | None = None) -> torch.Tensor:
     """Makeup's move at full amount, as the NumPy twin's _paint: to the op's colour in chroma, `part` of the
-    way in lightness."""
+    way in lightness; `darkens` (a liner): lightness all the way, only darker (True) or only lighter (False)."""
     t = _t(toward_rgb(op), x) - x
-    return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
+    if darkens is None:
+        return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
+    lightness = t @ luma
+    return t - (lightness.clamp(min=0.0) if darkens else lightness.clamp(max=0.0)).unsqueeze(-1)
 
 
 def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
@@ -207,11 +210,8 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     for drawn in plan.liners:          # as the NumPy twin: over the colour work, under the warp
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].float()
-        luma, mask = _t(LUMA, part), _t(drawn.op.mask, part)
-        t = _toward(part, drawn.op, 1.0, luma)
-        lightness = t @ luma           # lightness one way only, as liner_darkens decides
-        t = t - (lightness.clamp(min=0.0) if liner_darkens(drawn.op) else lightness.clamp(max=0.0)).unsqueeze(-1)
-        roi[a0:a1, b0:b1] = (part + drawn.op.amount * mask.unsqueeze(-1) * t).round().clamp(0, 255).to(torch.uint8)
+        t = _toward(part, drawn.op, LIDS_LUMA, _t(LUMA, part), darkens=liner_darkens(drawn.op))
+        roi[a0:a1, b0:b1] = (part + drawn.op.amount * _t(drawn.op.mask, part).unsqueeze(-1) * t).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)
         if a1 > a0 and b1 > b0:

@@ -13,7 +13,7 @@ Drawing is done by the NumPy kernels (masks, blobs, backward map); nothing here 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -238,43 +238,44 @@ def _liners(shape: tuple[int, int], local: np.ndarray, amount: float, rgb: RGB, 
     the corner, aimed from the eye's axis toward the brow's tail (where a winged liner points). Drawn
     antialiased, its edges a Gaussian liner_soft eye widths wide (liner_soft_px at least)."""
     h, w = shape
-    up = _unit(local[FOREHEAD] - local[CHIN])
-    lids = local[np.asarray(UPPER_LIDS)][..., :2].astype(np.float32)          # (2 eyes, 9 points, 2)
-    inner, outer = lids[:, 0], lids[:, -1]
-    eye_w = np.linalg.norm(outer - inner, axis=1)
-    if eye_w.min() < 4.0:
-        return ()
-    along = (outer - inner) / eye_w[:, None]
-    # each point's normal, away from the eye: the tangent (central differences) turned toward the face's top
-    tangent = np.empty_like(lids)
-    tangent[:, 1:-1] = (lids[:, 2:] - lids[:, :-2]) * 0.5
-    tangent[:, 0], tangent[:, -1] = lids[:, 1] - lids[:, 0], lids[:, -1] - lids[:, -2]
-    normal = np.stack([tangent[..., 1], -tangent[..., 0]], -1)
-    normal /= np.maximum(np.linalg.norm(normal, axis=-1, keepdims=True), 1e-6)
-    normal *= np.where(normal @ up >= 0, 1.0, -1.0)[..., None]
-    rel = lids - inner[:, None]
-    s = np.clip((rel[..., 0] * along[:, None, 0] + rel[..., 1] * along[:, None, 1]) / eye_w[:, None], 0.0, 1.0)
-    top = lids + normal * (cfg.liner_width * eye_w[:, None] * (0.25 + 0.75 * s))[..., None]
+    (fx, fy), (cx, cy) = local[FOREHEAD, :2].tolist(), local[CHIN, :2].tolist()
+    ux, uy = _unit_xy(fx - cx, fy - cy)                              # up the face
     loops = mesh.loops()
-    tails = np.stack([(b := local[loops[name], :2])[int(np.argmax((b - inner[k]) @ along[k]))]
-                      for k, name in enumerate(LID_BROWS)])
-    toward = tails - outer
-    toward /= np.maximum(np.linalg.norm(toward, axis=1, keepdims=True), 1e-6)
-    aim = (1.0 - cfg.liner_aim) * along + cfg.liner_aim * toward
-    aim /= np.maximum(np.linalg.norm(aim, axis=1, keepdims=True), 1e-6)
-    wings = outer + aim * (cfg.liner_wing * eye_w)[:, None]
-    # the wing's upper edge leaves the band before its last two points, whose normals turn outward
-    polys = [np.concatenate([lids[k], wings[k][None], top[k, -3::-1]]) for k in range(len(LID_BROWS))]
-    both = np.concatenate(polys)
-    soft = max(cfg.liner_soft_px, cfg.liner_soft * float(eye_w.mean()))
+    polys, widths = [], []
+    for lid_idx, brow in zip(UPPER_LIDS, LID_BROWS):
+        lid = local[list(lid_idx), :2].tolist()
+        (ix, iy), (ox, oy) = lid[0], lid[-1]
+        eye_w = math.hypot(ox - ix, oy - iy)
+        if eye_w < 4.0:
+            return ()
+        ax, ay = (ox - ix) / eye_w, (oy - iy) / eye_w               # along the eye, inner to outer corner
+        top = []
+        for i, (px, py) in enumerate(lid):
+            # the point's normal, away from the eye: the tangent (central differences) turned toward the face's top
+            a, b = lid[max(i - 1, 0)], lid[min(i + 1, len(lid) - 1)]
+            nx, ny = _unit_xy(b[1] - a[1], a[0] - b[0], 1e-6)
+            if nx * ux + ny * uy < 0:
+                nx, ny = -nx, -ny
+            s = min(max(((px - ix) * ax + (py - iy) * ay) / eye_w, 0.0), 1.0)
+            r = cfg.liner_width * eye_w * (0.25 + 0.75 * s)
+            top.append((px + nx * r, py + ny * r))
+        tails = local[loops[brow], :2]
+        tx, ty = tails[int(np.argmax((tails[:, 0] - ix) * ax + (tails[:, 1] - iy) * ay))].tolist()
+        tx, ty = _unit_xy(tx - ox, ty - oy, 1e-6)
+        mx, my = _unit_xy((1.0 - cfg.liner_aim) * ax + cfg.liner_aim * tx, (1.0 - cfg.liner_aim) * ay + cfg.liner_aim * ty, 1e-6)
+        wing = (ox + mx * cfg.liner_wing * eye_w, oy + my * cfg.liner_wing * eye_w)
+        # the wing's upper edge leaves the band before its last two points, whose normals turn outward
+        polys.append(lid + [wing] + top[-3::-1])
+        widths.append(eye_w)
+    soft = max(cfg.liner_soft_px, cfg.liner_soft * sum(widths) / len(widths))
     reach = 3.0 * soft + 2.0
-    x0, y0 = np.floor(both.min(0) - reach).astype(int).tolist()
-    x1, y1 = np.ceil(both.max(0) + reach + 1).astype(int).tolist()
-    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    xs, ys = [p[0] for poly in polys for p in poly], [p[1] for poly in polys for p in poly]
+    x0, y0 = max(0, math.floor(min(xs) - reach)), max(0, math.floor(min(ys) - reach))
+    x1, y1 = min(w, math.ceil(max(xs) + reach + 1)), min(h, math.ceil(max(ys) + reach + 1))
     if x1 - x0 < 3 or y1 - y0 < 3:
         return ()
     at = np.array([x0, y0], np.float32)
-    mask = polygon_mask((y1 - y0, x1 - x0), [p - at for p in polys], feather_px=soft)
+    mask = polygon_mask((y1 - y0, x1 - x0), [np.array(p, np.float32) - at for p in polys], feather_px=soft)
     return (Drawn((y0, y1, x0, x1), Masked(amount, mask, rgb)),)
 
 
@@ -287,7 +288,7 @@ def _cropped(ops: Mapping[str, Masked], margin: int, c: int) -> tuple[dict[str, 
         return dict(ops), (0, h * c, 0, w * c)
     i0, i1, j0, j1 = cells
     i0, j0, i1, j1 = i0 & ~1, j0 & ~1, min(h, (i1 + 1) & ~1), min(w, (j1 + 1) & ~1)
-    cut = {k: replace(op, mask=op.mask[i0:i1, j0:j1]) for k, op in ops.items()}   # views: the kernels copy what they need whole
+    cut = {k: Masked(op.amount, op.mask[i0:i1, j0:j1], op.rgb) for k, op in ops.items()}   # views: the kernels copy what they need whole
     return cut, (i0 * c, i1 * c, j0 * c, j1 * c)
 
 
@@ -348,6 +349,17 @@ def _scaled(points: np.ndarray, sx: float, sy: float, dy: float = 0.0) -> np.nda
 def _unit(v: np.ndarray) -> np.ndarray:
     n = float(np.linalg.norm(v))
     return v / n if n > 1e-6 else v
+
+
+def _unit_xy(x: float, y: float, floor: float = 0.0) -> tuple[float, float]:
+    """(x, y) over its length (a length under 1e-6 left as it is, or taken as `floor` when one is given): the
+    plan's few-point geometry runs in plain floats, where each NumPy call on a 2-vector costs microseconds."""
+    n = math.hypot(x, y)
+    if floor > 0.0:
+        n = max(n, floor)
+    elif n <= 1e-6:
+        return x, y
+    return x / n, y / n
 
 
 def _sampled(patch: Any, origin: tuple[int, int], c: int, shape: tuple[int, int]) -> np.ndarray:
@@ -522,11 +534,15 @@ def _forehead_centres(points: np.ndarray, cfg: EditConfig) -> tuple[np.ndarray, 
     sized by the outer eye corners' span (EYE_SPAN face widths) and placed by the mean of five points: on a
     still portrait with sensor noise the cheekbones' width jitters 1.6 % frame to frame, the eyes' span
     0.4 %, and a point of the mesh's top 0.46 px."""
-    up = _unit(points[FOREHEAD] - points[CHIN])
-    right = np.array([-up[1], up[0]], np.float32)
-    unit = float(np.linalg.norm(points[EYE_CORNERS[1][1]] - points[EYE_CORNERS[0][0]])) / EYE_SPAN
-    middle = points[list(FOREHEAD_TOP)].mean(0) + cfg.forehead_above * unit * up
-    return middle + np.array([[0.0], [-0.14], [0.14]], np.float32) * unit * right, unit
+    (fx, fy), (cx, cy) = points[FOREHEAD, :2].tolist(), points[CHIN, :2].tolist()
+    ux, uy = _unit_xy(fx - cx, fy - cy)
+    (ax, ay), (bx, by) = points[EYE_CORNERS[0][0], :2].tolist(), points[EYE_CORNERS[1][1], :2].tolist()
+    unit = math.hypot(bx - ax, by - ay) / EYE_SPAN
+    top = points[list(FOREHEAD_TOP), :2].tolist()
+    mx = sum(p[0] for p in top) / len(top) + cfg.forehead_above * unit * ux
+    my = sum(p[1] for p in top) / len(top) + cfg.forehead_above * unit * uy
+    # the middle, and 0.14 of the unit either side of it across the face (right = up turned a quarter)
+    return np.array([[mx + k * unit * -uy, my + k * unit * ux] for k in (0.0, -0.14, 0.14)], np.float32), unit
 
 
 # A move drawn on part of the ROI: its (y0, y1, x0, x1) in ROI pixels, the (h, w) float32 weights there and
@@ -553,8 +569,9 @@ def _gaze_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: E
         eye_w = math.hypot(bx - ax, by - ay)
         if eye_w < 4.0:
             continue
-        ix, iy = ring.mean(0).tolist()
-        radius = max(1.0, float(np.hypot(*(ring - ring.mean(0)).T).mean()))
+        pts = ring[:, :2].tolist()
+        ix, iy = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+        radius = max(1.0, sum(math.hypot(px - ix, py - iy) for px, py in pts) / len(pts))
         mx, my = (ax + bx) / 2.0, (ay + by) / 2.0
         tx, ty = mx - nx, my - ny                                 # away from the nose, across the face
         along = tx * ux + ty * uy

@@ -61,7 +61,7 @@ class EditConfig:
     smile_spread: float = 0.04     # each mouth corner outward: the mouth about 12 % wider at smile = 1
     smile_sigma: float = 0.11      # reach of the corners' moves: lips and cheeks follow them
     eye_zoom: float = 0.28
-    slim_shift: float = 0.18       # the lower face squeezed toward its midline: about 10 % off the jaw's width
+    slim_shift: float = 0.19       # the lower face squeezed toward its midline: 10-12 % off the jaw's width
     slim_core: float = 0.3         # the middle of the face (this fraction of the jaw's half-width) keeps its width
     slim_inset: float = 0.12       # the squeeze starts to ease off this far inside the jaw line...
     slim_reach: float = 0.13       # ...and ends this far outside it: the background beyond stays as it was
@@ -681,10 +681,13 @@ def _smoothstep(t: np.ndarray) -> np.ndarray:
 def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float, amount: float,
                 cfg: EditConfig) -> np.ndarray:
     """face_slim's offsets on moving_map's grid (every `step` px), (rows, cols, 2): the lower face squeezed
-    toward its midline by slim_shift of its half-width at each height, the middle (slim_core, and beside
+    toward its midline by slim_shift of the jaw's half-width at each height, the middle (slim_core, and beside
     the mouth out to its corners) kept, easing off from slim_inset inside the jaw line to nothing slim_reach outside it, and fading out
     above the nose tip. Gaussian moves at the jaw line would reach as far into the background as into
-    the face and bend what stands beside it; this field stops a known distance from the jaw."""
+    the face and bend what stands beside it; this field stops a known distance from the jaw. The
+    half-width is the mean of the two sides', so both move alike: a turned head's near side is wider in
+    the picture (Biden's reaches 0.61 face widths, his far side 0.39), and squeezed by its own width the
+    ease past its jaw line stretched the background 2.6 times."""
     h, w = shape
     up = _unit(local[FOREHEAD] - local[CHIN])
     right = np.array([up[1], -up[0]], np.float32)
@@ -710,6 +713,7 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
     mouth_half = float(np.abs(corners @ right).max())
     mouth_h = float((corners @ up).mean())
     mouth_core = mouth_half * np.exp(-(((ph - mouth_h) / (cfg.slim_mouth_reach * fw)) ** 2))
+    sides = {}   # each side's distance from the midline, jaw half-width and squeeze profile, at each grid node
     for sgn in (-1.0, 1.0):
         side = (ou * sgn > 0) & (oh < nose + 0.15 * fw)
         if side.sum() < 2:
@@ -720,5 +724,8 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
         core = np.minimum(np.maximum(cfg.slim_core * half, mouth_core), 0.8 * half)
         ramp = np.where(x < half, np.clip((x - core) / np.maximum(half - core, 1e-3), 0.0, 1.0), 1.0)
         ease = 1.0 - _smoothstep((x - half + cfg.slim_inset * fw) / ((cfg.slim_reach + cfg.slim_inset) * fw))
-        d[r0:r1] += np.where(x > 0, -sgn * amount * cfg.slim_shift * half * ramp * ease * band, 0.0)
+        sides[sgn] = (x, half, ramp * ease)
+    mean_half = sum(half for _, half, _ in sides.values()) / max(1, len(sides))
+    for sgn, (x, _, profile) in sides.items():
+        d[r0:r1] += np.where(x > 0, -sgn * amount * cfg.slim_shift * mean_half * profile * band, 0.0)
     return d[..., None] * right

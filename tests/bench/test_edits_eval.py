@@ -66,8 +66,8 @@ def test_the_judge_reads_known_changes_where_it_counts_and_not_through_glasses(s
 
 
 # Where the tuned strengths stay short of a target, each measured (`livefuse eval edits --json`):
-# - face_slim's jaw as the judge reads it on the astronaut (-5.7 %), Hopper (-4.0 %) and Obama (-2.6 %): the
-#   warp narrows their lower jaws by 9.9 %, 10.2 % and 10.5 % in the pixels under the judge's own jaw points
+# - face_slim's jaw as the judge reads it on the astronaut (-5.9 %), Hopper (-3.8 %) and Obama (-2.5 %): the
+#   warp narrows their lower jaws by 10.6 %, 10.9 % and 11.3 % in the pixels under the judge's own jaw points
 #   (fig["warp"]), and the judge, which ties its jaw points to the rest of the face, reads back less than
 #   half of that on Obama's broad smile (it reads a known 6 % squeeze of his whole frame as 5.0 %). It ties
 #   them to the mouth too: with the mouth squeezed along (6-10 % narrower in the pixels) it read the
@@ -86,10 +86,10 @@ KNOWN_SHORT = {("face_slim", "jaw_width", "astronaut@640"), ("face_slim", "jaw_w
                ("brow_tint", "brow_dL", "biden@640"),
                ("lip_gloss", "lip_hi_dL", "astronaut@640"), ("lip_gloss", "lip_hi_dL", "astronaut@close")}
 
-# face_slim beside Biden's turned head: the squeeze is a fraction of the jaw's half-width at each height,
-# and his near side is wide, so the field's ease outside the jaw line is steep (local stretch 2.6x, over
-# MAX_STRETCH) and reaches the line drawn 8 % of a face width outside his jaw (bent 2.7 px).
-GEOMETRY_SHORT = {("face_slim", "biden@640")}
+# face_slim beside Biden's turned head: the line drawn 8 % of a face width outside his jaw on his near side
+# crosses his ear, which the squeeze's ease (slim_reach outside the mesh's jaw line, here 7 % of a face width
+# outside it) takes along: bent 2.0 px. His background's stretch is within MAX_STRETCH (2.13).
+LINES_SHORT = {("face_slim", "biden@640")}
 
 
 # (case, figure, bound with the test's margin): the issue's targets, a little inside them
@@ -117,17 +117,16 @@ def test_full_scale_edit_meets_its_target_as_the_judge_reads_it(figures, scenes,
     assert judged >= 2, f"{case}: {figure} is judged on only {judged} scenes"
 
 
-@pytest.mark.xfail(strict=True, reason="the judge reads -5.7 % / -4.0 % / -2.6 % of the astronaut's / Hopper's / Obama's "
-                   "jaw for a ~10 % narrower jaw in the pixels")
+@pytest.mark.xfail(strict=True, reason="the judge reads -5.9 % / -3.8 % / -2.5 % of the astronaut's / Hopper's / Obama's "
+                   "jaw for an 11 % narrower jaw in the pixels")
 @pytest.mark.parametrize("scene", ["astronaut@640", "hopper@640", "obama@640"])
 def test_face_slim_jaw_as_the_judge_reads_it_on_hopper_and_obama(figures, scene):
     assert figures[("face_slim", scene)]["jaw_width"] <= -0.06
 
 
-@pytest.mark.xfail(strict=True, reason="face_slim's squeeze beside Biden's turned head: stretch 2.6x, a line 2.7 px bent")
-def test_face_slim_keeps_the_background_straight_beside_a_turned_head(figures):
-    fig = figures[("face_slim", "biden@640")]
-    assert fig["lines_px"] <= ev.LINE_MAX_PX and fig["fold"]["max_stretch"] <= ev.MAX_STRETCH, (fig["lines_px"], fig["fold"])
+@pytest.mark.xfail(strict=True, reason="face_slim beside Biden's turned head: the line over his ear bent 2.0 px")
+def test_face_slim_keeps_the_lines_straight_beside_a_turned_head(figures):
+    assert figures[("face_slim", "biden@640")]["lines_px"] <= ev.LINE_MAX_PX
 
 
 def test_face_slim_narrows_the_jaw_in_the_pixels_on_every_face(figures):
@@ -138,7 +137,7 @@ def test_face_slim_narrows_the_jaw_in_the_pixels_on_every_face(figures):
 
 def test_face_slim_keeps_the_smiles_width(figures):
     """A slimmer face, the same smile: what the warp did to the judge's own mouth corners (dlib's 48 and 54,
-    a little outside the product's 61 and 291), measured -1.0 to -3.9 % on these scenes against -6.4 to
+    a little outside the product's 61 and 291), measured -1.0 to -4.2 % on these scenes against -6.4 to
     -9.7 % when the squeeze took the mouth along."""
     for n in SCENES:
         fig = figures[("face_slim", n)]
@@ -148,11 +147,10 @@ def test_face_slim_keeps_the_smiles_width(figures):
 @pytest.mark.parametrize("case", _cases(lambda c: c.geometry))
 def test_geometry_keeps_the_background_straight_and_the_map_monotonic(figures, case):
     for n in SCENES:
-        if (case, n) in GEOMETRY_SHORT:
-            continue
         fig = figures[(case, n)]
         assert fig["lines_input_px"] <= 0.3, (n, fig["lines_input_px"])   # the finder itself reads drawn lines as straight
-        assert fig["lines_px"] <= ev.LINE_MAX_PX, (case, n, fig["lines_px"])
+        if (case, n) not in LINES_SHORT:
+            assert fig["lines_px"] <= ev.LINE_MAX_PX, (case, n, fig["lines_px"])
         f = fig["fold"]
         assert min(f["min_dx"], f["min_dy"], f["min_det"]) >= ev.MIN_JACOBIAN, (case, n, f)
         assert f["max_stretch"] <= ev.MAX_STRETCH, (case, n, f)

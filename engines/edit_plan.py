@@ -619,7 +619,7 @@ def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: Ed
     reach = max(2.0, cfg.lip_reach * mouth_w)
     mouth = np.concatenate([local[list(LIPS[0][0]), :2], local[list(LIPS[1][0][-2:0:-1]), :2]])
     out = []
-    for outer_idx, inner_idx in LIPS:
+    for k, (outer_idx, inner_idx) in enumerate(LIPS):
         outer, inner = local[list(outer_idx), :2], local[list(inner_idx), :2]
         o_mid, i_mid = outer[len(outer) // 2], inner[len(inner) // 2]
         height = float(np.linalg.norm(i_mid - o_mid))
@@ -630,6 +630,12 @@ def _lip_moves(shape: tuple[int, int], local: np.ndarray, amount: float, cfg: Ed
         pts = np.concatenate([outer, inner])
         x0, y0 = (np.floor(pts.min(0) - reach - 2)).astype(int).tolist()
         x1, y1 = (np.ceil(pts.max(0) + reach + 3)).astype(int).tolist()
+        # the skin that takes up a lip's move lies beyond its outer edge: above the upper lip, below the
+        # lower (past its inner edge lie the mouth and the other lip, which a lip's move leaves alone)
+        if k == 0:
+            y1 = math.ceil(float(pts[:, 1].max()) + 3)
+        else:
+            y0 = math.floor(float(pts[:, 1].min()) - 2)
         x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
         if x1 - x0 < 3 or y1 - y0 < 3:
             continue

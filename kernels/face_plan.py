@@ -44,7 +44,7 @@ class FacePlan:
       blush       > 0: toward rgb by amount (as lips); < 0: red channel += amount (8-bit levels)
       contour     x *= 1 - amount
       lids        > 0: toward rgb by amount (scaled by lid_grey, below), lightness too; < 0: toward white by -amount
-      brows       as lids
+      brows       as lids (not scaled), lightness one way only, as a liner's (below)
       saturation  chroma *= 1 + amount
       gloss       > 0: toward white by amount (a highlight); < 0: -amount of the shine taken off
                   (matte; kernels.numpy.edits.shine: the white on top of the region's own colour)
@@ -52,7 +52,7 @@ class FacePlan:
       smooth      self-guided filter blended in by amount (< 0 pushes texture past the original)
 
     Then `liners`, each at full resolution on its box: toward rgb by amount, lightness one way only (a dark
-    ink darkens and never lifts lashes darker than itself, a light one lightens: liner_darkens); then the warp.
+    ink darkens and never lifts lashes darker than itself, a light one lightens: ink_darkens); then the warp.
     """
 
     roi: tuple[int, int, int, int]          # y0, y1, x0, x1 in the frame; sides multiples of 4 * level

@@ -259,7 +259,7 @@ def apply_colour(x: np.ndarray, plan: FacePlan) -> np.ndarray:
         if op.amount > 0:
             if lids and plan.lid_grey > 0:
                 op = Masked(op.amount * lid_scale(part, op, plan.lid_grey), op.mask, op.rgb)
-            _paint(part, op, LIDS_LUMA)
+            _paint(part, op, LIDS_LUMA, darkens=None if lids else ink_darkens(op))   # a brow's fill: one way, as a liner
         else:
             t = 255.0 - part
             t *= in_channels((-op.amount) * op.mask)
@@ -356,25 +356,26 @@ def shine(x: np.ndarray, radius: int, weight: np.ndarray) -> np.ndarray:
     return np.maximum(white, 0.0)
 
 
-LINER_LIGHT = 128.0   # an ink at or above this grey is a light liner (white, gold): it lightens, and a darker one darkens
+INK_LIGHT = 128.0   # an ink at or above this grey is a light one (white, gold, blonde): it lightens, and a darker one darkens
 
 
-def liner_darkens(op: Masked) -> bool:
-    """Whether a liner darkens the lids (a dark ink: black, brown, plum) or lightens them (gold, white). It
-    moves lightness that way only: under the line lie lashes and lid shadow darker than a black ink, and
-    moving them toward the ink's own grey would lighten them and lose the line on a dark lash line
-    (Biden's reads L* 13-14, the black ink 14). The ink decides, not the grey under it, which the lashes
+def ink_darkens(op: Masked) -> bool:
+    """Whether a liner or a brow colour darkens what it covers (a dark ink: black, brown, plum) or lightens
+    it (gold, white, blonde). Each moves lightness that way only: under a liner lie lashes and lid shadow
+    darker than a black ink, and in a dark brow hairs darker than a brown one, and moving them toward the
+    ink's own grey would lighten them: a liner lost on a dark lash line (Biden's reads L* 13-14, the black
+    ink 14), a dark brow made paler by its fill. The ink decides, not the grey under it, which the hairs
     and the light of the room set."""
-    return float(np.dot(LUMA, toward_rgb(op))) < LINER_LIGHT
+    return float(np.dot(LUMA, toward_rgb(op))) < INK_LIGHT
 
 
 def draw_liners(roi: np.ndarray, plan: FacePlan) -> None:
     """The plan's full-resolution makeup (FacePlan.liners) painted on the uint8 ROI in place: toward the
-    ink in colour, and in lightness only darker for a dark ink, only lighter for a light one (liner_darkens)."""
+    ink in colour, and in lightness only darker for a dark ink, only lighter for a light one (ink_darkens)."""
     for drawn in plan.liners:
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].astype(np.float32)
-        _paint(part, drawn.op, darkens=liner_darkens(drawn.op))
+        _paint(part, drawn.op, darkens=ink_darkens(drawn.op))
         roi[a0:a1, b0:b1] = cv2.add(part, np.zeros_like(part), dtype=cv2.CV_8U)
 
 

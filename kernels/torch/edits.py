@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from kernels.face_plan import FacePlan, Masked
 from kernels.numpy.edits import (LID_INK_GAP, LIDS_LUMA, LUMA, NUDE_LIFT, PAINT_LUMA, SHINE_FLOOR, TAN_ABSORB,
-                                 TONE_EVEN, TONE_KEEP, TONE_NEAR, WARMTH_RGB, liner_darkens, toward_rgb)
+                                 TONE_EVEN, TONE_KEEP, TONE_NEAR, WARMTH_RGB, ink_darkens, toward_rgb)
 from kernels.numpy.flow import WARP_SUBPIXEL
 
 __all__ = ["apply_plan", "apply_appearance", "apply_colour", "guided_coefficients", "guided_smooth"]
@@ -84,7 +84,8 @@ def apply_appearance(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
 
 def _toward(x: torch.Tensor, op: Masked, part: float, luma: torch.Tensor, darkens: bool | None = None) -> torch.Tensor:
     """Makeup's move at full amount, as the NumPy twin's _paint: to the op's colour in chroma, `part` of the
-    way in lightness; `darkens` (a liner): lightness all the way, only darker (True) or only lighter (False)."""
+    way in lightness; `darkens` (a liner, a brow's fill): lightness all the way, only darker (True) or only
+    lighter (False)."""
     t = _t(toward_rgb(op), x) - x
     if darkens is None:
         return t - (1.0 - part) * (t @ luma).unsqueeze(-1)
@@ -136,7 +137,11 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
                     g = float(((x @ luma).unsqueeze(-1) * m(op)).sum() / w)
                     if min(g, plan.lid_grey) - ink >= LID_INK_GAP:
                         a = a * min(2.0, max(0.5, (plan.lid_grey - ink) / (g - ink)))
-            x = x + a * m(op) * paint(op, LIDS_LUMA) if a > 0 else x + (-a) * m(op) * (255.0 - x)
+            if a > 0:
+                darkens = None if op is plan.lids else ink_darkens(op)
+                x = x + a * m(op) * _toward(x, op, LIDS_LUMA, luma, darkens=darkens)
+            else:
+                x = x + (-a) * m(op) * (255.0 - x)
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))
@@ -210,7 +215,7 @@ def apply_plan(image: torch.Tensor, plan: FacePlan) -> torch.Tensor:
     for drawn in plan.liners:          # as the NumPy twin: over the colour work, under the warp
         a0, a1, b0, b1 = drawn.box
         part = roi[a0:a1, b0:b1].float()
-        t = _toward(part, drawn.op, LIDS_LUMA, _t(LUMA, part), darkens=liner_darkens(drawn.op))
+        t = _toward(part, drawn.op, LIDS_LUMA, _t(LUMA, part), darkens=ink_darkens(drawn.op))
         roi[a0:a1, b0:b1] = (part + drawn.op.amount * _t(drawn.op.mask, part).unsqueeze(-1) * t).round().clamp(0, 255).to(torch.uint8)
     if plan.map_xy is not None:        # only where the map moves pixels, as the NumPy twin
         a0, a1, b0, b1 = plan.map_box or (0, y1 - y0, 0, x1 - x0)

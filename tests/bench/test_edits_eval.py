@@ -73,7 +73,7 @@ def test_the_judge_reads_known_changes_where_it_counts_and_not_through_glasses(s
 #   them to the mouth too: with the mouth squeezed along (6-10 % narrower in the pixels) it read the
 #   astronaut's jaw -6.2 %; the squeeze keeps the mouth's corners now (a slimmer face is not a narrower
 #   smile). A stronger squeeze bends the background and stretches it past 2.2x on the close-ups.
-# - brow_tint on Hopper, Obama and Biden (L* -3.0, -3.4, -1.3 against -5): the tint moves the brows toward
+# - brow_tint on Hopper, Obama and Biden (L* -3.5, -3.5, -1.5 against -5): the tint moves the brows toward
 #   their shade (a brown of L* 37), and theirs are already near it in lightness (Hopper's grey brows half
 #   behind her glasses' frames, Obama's dark ones, Biden's pale ones in his brow's shadow: the dlib band
 #   reads L* 43 there). A stronger tint takes the astronaut past dlib's 0.2 identity bound (0.21 at L* -7).

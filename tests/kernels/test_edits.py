@@ -366,6 +366,30 @@ def test_eye_contact_brings_a_look_aside_back_to_the_lens_and_keeps_the_lids(clo
         assert np.linalg.norm(dark_centre(kept, eye) - dark_centre(close_up, eye)) <= 0.05 * eye_w
 
 
+def test_a_brown_brow_fill_never_lightens_brows_darker_than_it_and_a_blonde_one_only_lightens(closeup):
+    """A brow's fill moves lightness one way, as a liner does (kernels.numpy.edits.ink_darkens): on a frame at
+    60 % of its light much of the brows is darker than the brown's grey (86), and moving them toward it would
+    lighten the hairs while the skin between them darkens (a dark brow, or glasses' frames under it, made
+    paler by its fill). The brown darkens or keeps every pixel (to within a level: its colour moves) and
+    darkens where the brows are lighter than it; a blonde (#e8d0a8) lightens or keeps every pixel. Both twins."""
+    from engines.edit_plan import colours_for
+
+    img, lm = closeup
+    dark = (img.astype(np.float32) * 0.6).astype(np.uint8)
+    plan = plan_face(dark.shape[:2], lm, {"brow_tint": 1.0}, whole_roi=True)
+    y0, y1, x0, x1 = plan.roi
+    brows = cv2.resize(plan.brows.mask, (x1 - x0, y1 - y0)) > 0.5
+    grey = lambda im: cv2.cvtColor(np.ascontiguousarray(im), cv2.COLOR_RGB2GRAY)[y0:y1, x0:x1][brows].astype(int)  # noqa: E731
+    assert (grey(dark) < 86).mean() > 0.2              # much of the brows darker than the brown's grey
+    room = grey(dark) > 100                            # where a brown fill has room to darken
+    for colour, sign, where in (("brown", -1, room), ("#e8d0a8", 1, np.ones_like(room))):
+        paint = colours_for({"brow_tint": colour})
+        for out in (render_edits(dark, [lm], {"brow_tint": 1.0}, colours=paint),
+                    render_edits(torch.from_numpy(dark), [lm], {"brow_tint": 1.0}, colours=paint).numpy()):
+            d = (grey(out) - grey(dark)) * sign            # > 0: the way the ink goes
+            assert d.min() >= -1 and d[where].mean() > 2, (colour, d.min(), d[where].mean())
+
+
 def test_brow_tint_fills_the_brows_in_their_shade_and_leaves_the_eyes(astronaut):
     """Judged on dlib's brow points (a band along each brow) and eye outlines, in CIE Lab."""
     from skimage.color import rgb2lab

@@ -381,13 +381,19 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     need_skin = any(k in e for k in ("skin_smooth", "skin_warmth", "even_tone")) or e.get("skin_glow", 0.0) < 0
     face = polygon_mask(shape, [_loop(local, "face_oval")]) if (need_face or need_skin or "tan" in e) else None
 
+    brow_hulls: list[np.ndarray] = []   # both brows' hulls, drawn once for the skin, the tan and the brows
+
+    def brows_hull() -> list[np.ndarray]:
+        if not brow_hulls:
+            brow_hulls.extend(_hull(_loop(local, n)) for n in ("left_brow", "right_brow"))
+        return brow_hulls
+
     def bare(eyes: tuple[float, float], lips: tuple[float, float]) -> np.ndarray:
         """1 on skin, 0 on the eyes (their outline scaled by `eyes`), the brows and the lips (`lips`)."""
         if "skin" in parsed:
             return parsed["skin"]
         holes = [_scaled(_loop(local, "left_eye"), *eyes), _scaled(_loop(local, "right_eye"), *eyes),
-                 _hull(local[mesh.loops()["left_brow"]]), _hull(local[mesh.loops()["right_brow"]]),
-                 _scaled(_loop(local, "lips_outer"), *lips)]
+                 *brows_hull(), _scaled(_loop(local, "lips_outer"), *lips)]
         return 1.0 - polygon_mask(shape, holes)
 
     if need_skin:    # smoothing, warmth, even tone and matte keep clear of the lashes and the lip line
@@ -422,7 +428,10 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
             sizes = {"cheekbones": 0.075, "bridge": 0.03, "forehead": 0.08, "chin": 0.045}
             spots = [gaussian_blobs(shape, [local[i] for i in idx], sizes[k] * fw)
                      for k, idx in GLOW_POINTS.items()]
-            masks["glow"] = np.maximum.reduce(spots) * masks["face"]
+            glow = spots[0]
+            for spot in spots[1:]:
+                np.maximum(glow, spot, out=glow)   # in place: maximum.reduce stacks the four into one array first
+            masks["glow"] = glow * masks["face"]
         else:
             masks["glow"] = masks["skin"]
     if "blush" in e:
@@ -440,7 +449,7 @@ def _masks(e: Mapping[str, float], shape: tuple[int, int], local: np.ndarray, fw
     if "brow_tint" in e:
         # each brow's hull grown across (a fuller brow) and a little along; two or three cells tall at the
         # colour level, so, as for the lips, a gain brings its middle to full weight
-        brows = [_scaled(_hull(local[mesh.loops()[n]]), 1.06, cfg.brow_fill) for n in ("left_brow", "right_brow")]
+        brows = [_scaled(hull, 1.06, cfg.brow_fill) for hull in brows_hull()]
         masks["brows"] = np.minimum(1.0, 1.4 * feather(polygon_mask(shape, brows), 0.012 * fw))
     return masks
 

@@ -976,18 +976,10 @@ def _rounded(x):
 
 def config_from(settings: list[str]):
     """EditConfig with NAME=VALUE overrides."""
-    from dataclasses import fields, replace
-
+    from bench.evals._settings import overridden
     from engines.edit_plan import EditConfig
 
-    types = {f.name: f.type for f in fields(EditConfig)}
-    over = {}
-    for s in settings:
-        k, _, v = s.partition("=")
-        if k not in types:
-            raise SystemExit(f"--set: EditConfig has no field {k!r}")
-        over[k] = int(v) if types[k] in (int, "int") else float(v)
-    return replace(EditConfig(), **over)
+    return overridden(EditConfig(), settings)[0]
 
 
 def run(args) -> dict:

@@ -42,6 +42,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--still-frames", type=int, default=12, help="frames of the still clip with sensor noise")
     parser.add_argument("--shape-weight", type=float, default=None, help="override FusionConfig.shape_weight (ablation)")
     parser.add_argument("--blend-levels", type=int, default=None, help="override FusionConfig.blend_levels (ablation)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override any FusionConfig field (ablation; repeatable)")
     parser.add_argument("--distractors", type=int, default=60, help="lfw_subset faces added to the retrieval gallery")
 
 
@@ -185,6 +187,16 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 # -- run -----------------------------------------------------------------------------------------------
+def config_of(args):
+    """The FusionConfig the eval runs: the defaults with --shape-weight, --blend-levels and each --set put in,
+    and those overrides as a dict (the output's `config.overrides`)."""
+    from bench.evals._settings import overridden
+    from streamer.pipeline.stages.fusion import FusionConfig
+
+    named = [f"{k}={v}" for k, v in (("shape_weight", args.shape_weight), ("blend_levels", args.blend_levels)) if v is not None]
+    return overridden(FusionConfig(), [*named, *args.set])
+
+
 def run(args) -> dict:
     import cv2
     import skimage.data
@@ -196,10 +208,9 @@ def run(args) -> dict:
     from engines.sources import SourceRegistry
     from streamer.pipeline.pipeline import FrameState
     from streamer.session.session import Session
-    from streamer.pipeline.stages.fusion import FusionConfig, FusionStage
+    from streamer.pipeline.stages.fusion import FusionStage
 
-    overrides = {k: v for k, v in (("shape_weight", args.shape_weight), ("blend_levels", args.blend_levels)) if v is not None}
-    config = FusionConfig(**overrides)
+    config, overrides = config_of(args)
     pairs = _pairs(args.pairs)
     imgs = photos.portraits()
     embedder = IdentityEmbedder()
@@ -347,7 +358,7 @@ def run(args) -> dict:
     step_in = float(np.mean([np.abs(b - a)[area].mean() for a, b in zip(ins, ins[1:])]))
 
     return {
-        "config": {"shape_weight": config.shape_weight, "blend_levels": config.blend_levels},
+        "config": {"shape_weight": config.shape_weight, "blend_levels": config.blend_levels, "overrides": overrides},
         "identities": list(photos.PORTRAITS),
         "pairs": [f"{a}->{b}" for a, b in pairs],
         "gallery_size": len(names),

@@ -193,6 +193,19 @@ def test_terms_spare_ordinary_near_misses_and_refuse_their_twins():
     assert not passed_harmful
 
 
+@pytest.mark.xfail(strict=True, reason="the terms refuse their words wherever they stand: 431 of 448 such prompts")
+def test_terms_spare_a_topic_word_in_the_chat_around_a_request():
+    """data/policy/near_misses/topics_<lang>.txt: ordinary requests whose chat mentions a word of the term
+    lists in its everyday sense ("l'école de mon enfant organise une visio parents", "nach der tagesschau
+    hab ich noch nen call", "anéis de lula na praia"), French, German and Portuguese. A term refuses its
+    word wherever it stands, so the terms alone refuse 96 % of them (431 of 448); the goal is the near
+    misses' 1 %, which needs a topic word to refuse only where the prompt asks for that look."""
+    terms = PromptFilter(None, None)
+    prompts = [t for lang in ("fr", "de", "pt") for t in _near_misses(f"topics_{lang}.txt")]
+    refused = [t for t in prompts if not terms.check(t).allowed]
+    assert len(prompts) > 400 and len(refused) <= 0.01 * len(prompts), (len(refused), len(prompts))
+
+
 def test_no_pattern_backtracks_without_end_on_a_long_prompt():
     """A pattern that lets a word split into several (a repeated group of optional separators and
     word characters) backtracks exponentially on a long word after its trigger: "arabe " and 30 more

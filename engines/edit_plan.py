@@ -702,7 +702,7 @@ def _slim_field(shape: tuple[int, int], step: int, local: np.ndarray, fw: float,
     the face and bend what stands beside it; this field stops a known distance from the jaw. The
     half-width is the mean of the two sides', so both move alike: a turned head's near side is wider in
     the picture (Biden's reaches 0.61 face widths, his far side 0.39), and squeezed by its own width the
-    ease past its jaw line stretched the background 2.6 times."""
+    ease past its jaw line stretches the background 2.6 times."""
     h, w = shape
     up = _unit(local[FOREHEAD] - local[CHIN])
     right = np.array([up[1], -up[0]], np.float32)

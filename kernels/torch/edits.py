@@ -102,8 +102,8 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
             uploaded[id(op.mask)] = _t(op.mask, x).unsqueeze(-1)
         return uploaded[id(op.mask)]
 
-    def paint(op: Masked, part: float = PAINT_LUMA) -> torch.Tensor:
-        return _toward(x, op, part, luma)
+    def paint(op: Masked, part: float = PAINT_LUMA, darkens: bool | None = None) -> torch.Tensor:
+        return _toward(x, op, part, luma, darkens)
 
     if (op := plan.tone) is not None:
         x = x + op.amount * m(op) * _even_tone(x, plan.tone_radius, m(op), luma)
@@ -137,11 +137,8 @@ def apply_colour(x: torch.Tensor, plan: FacePlan) -> torch.Tensor:
                     g = float(((x @ luma).unsqueeze(-1) * m(op)).sum() / w)
                     if min(g, plan.lid_grey) - ink >= LID_INK_GAP:
                         a = a * min(2.0, max(0.5, (plan.lid_grey - ink) / (g - ink)))
-            if a > 0:
-                darkens = None if op is plan.lids else ink_darkens(op)
-                x = x + a * m(op) * _toward(x, op, LIDS_LUMA, luma, darkens=darkens)
-            else:
-                x = x + (-a) * m(op) * (255.0 - x)
+            darkens = None if op is plan.lids else ink_darkens(op)   # a brow's fill: one way, as a liner
+            x = x + a * m(op) * paint(op, LIDS_LUMA, darkens) if a > 0 else x + (-a) * m(op) * (255.0 - x)
     if (op := plan.saturation) is not None:
         grey = (x @ luma).unsqueeze(-1)
         x = grey + (x - grey) * (1.0 + op.amount * m(op))

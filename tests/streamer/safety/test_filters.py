@@ -193,17 +193,18 @@ def test_terms_spare_ordinary_near_misses_and_refuse_their_twins():
     assert not passed_harmful
 
 
-@pytest.mark.xfail(strict=True, reason="the terms refuse their words wherever they stand: 431 of 448 such prompts")
+@pytest.mark.xfail(strict=True, reason="the terms refuse their words wherever they stand: 1,261 of 1,297 such prompts")
 def test_terms_spare_a_topic_word_in_the_chat_around_a_request():
     """data/policy/near_misses/topics_<lang>.txt: ordinary requests whose chat mentions a word of the term
     lists in its everyday sense ("l'école de mon enfant organise une visio parents", "nach der tagesschau
-    hab ich noch nen call", "anéis de lula na praia"), French, German and Portuguese. A term refuses its
-    word wherever it stands, so the terms alone refuse 96 % of them (431 of 448); the goal is the near
-    misses' 1 %, which needs a topic word to refuse only where the prompt asks for that look."""
+    hab ich noch nen call", "anéis de lula na praia", "I teach a history class on WWII"), in French,
+    German, Portuguese, English and Spanish. A term refuses its word wherever it stands, so the terms alone
+    refuse 97 % of them (1,261 of 1,297); the goal is the near misses' 1 %, which needs a topic word to
+    refuse only where the prompt asks for that look (docs/safety.md: what was measured toward it)."""
     terms = PromptFilter(None, None)
-    prompts = [t for lang in ("fr", "de", "pt") for t in _near_misses(f"topics_{lang}.txt")]
+    prompts = [t for lang in ("fr", "de", "pt", "en", "es") for t in _near_misses(f"topics_{lang}.txt")]
     refused = [t for t in prompts if not terms.check(t).allowed]
-    assert len(prompts) > 400 and len(refused) <= 0.01 * len(prompts), (len(refused), len(prompts))
+    assert len(prompts) > 1200 and len(refused) <= 0.01 * len(prompts), (len(refused), len(prompts))
 
 
 def test_no_pattern_backtracks_without_end_on_a_long_prompt():

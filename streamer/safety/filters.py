@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from engines.prompt.language import MAX_PROMPT_CHARS, clauses, latin_only, negation_after, negation_before, normalise_prompt
 
@@ -61,6 +61,11 @@ class PromptPolicy:
     categories: tuple[Category, ...]
     allow_terms: tuple[str, ...] = ()      # blanked before terms and patterns: "nude lipstick"
     allow_patterns: tuple[str, ...] = ()   # likewise, as regular expressions: "5 years younger"
+    # a term in a clause of at least this many words with no match of `request_patterns` (the words that
+    # ask for a look), in a prompt of several clauses, is chat around the request and is left to the
+    # classifier (0: every term refuses wherever it stands)
+    chat_min_words: int = 0
+    request_patterns: tuple[str, ...] = ()
     source: str = ""
 
     @classmethod
@@ -72,10 +77,13 @@ class PromptPolicy:
             allow_patterns = raw.get("allow_patterns", {})
             if isinstance(allow_patterns, Mapping):
                 allow_patterns = [pat for pats in allow_patterns.values() for pat in pats]
-            for pat in [pt for c in cats for pt in c.patterns] + list(allow_patterns):
+            request_patterns = [str(pat) for pats in raw.get("request_patterns", {}).values() for pat in pats]
+            for pat in [pt for c in cats for pt in c.patterns] + list(allow_patterns) + request_patterns:
                 re.compile(pat)
             return cls(categories=cats, allow_terms=tuple(normalise_prompt(t) for t in raw.get("allow_terms", ())),
-                       allow_patterns=tuple(str(pt) for pt in allow_patterns), source=str(p))
+                       allow_patterns=tuple(str(pt) for pt in allow_patterns),
+                       chat_min_words=int(raw.get("chat_min_words", 0)), request_patterns=tuple(request_patterns),
+                       source=str(p))
         except FileNotFoundError:
             raise PolicyError(f"prompt policy file {p} not found") from None
         except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:
@@ -138,6 +146,7 @@ class _Compiled:
     substrings: tuple[dict[str, list[tuple[int, str]]], ...]
     patterns: tuple[tuple[Category, tuple[re.Pattern, ...]], ...]
     allow: tuple[re.Pattern, ...]
+    request: re.Pattern      # request_patterns: words that ask for a look
 
     @classmethod
     def of(cls, policy: PromptPolicy) -> "_Compiled":
@@ -162,23 +171,31 @@ class _Compiled:
             substrings.append(by_char)
         return cls(policy, tuple(words), tuple(substrings),
                    tuple((c, tuple(re.compile(p, re.IGNORECASE) for p in c.patterns)) for c in policy.categories),
-                   tuple(re.compile(p, re.IGNORECASE) for p in policy.allow_patterns))
+                   tuple(re.compile(p, re.IGNORECASE) for p in policy.allow_patterns),
+                   re.compile("|".join(f"(?:{p})" for p in policy.request_patterns) or r"(?!)", re.IGNORECASE))
 
-    def term_hit(self, screened: str, compact: str, norm: str) -> tuple[Category, str] | None:
-        """The first term (in the file's order: a category's words, then its substrings, category by
-        category) found in the prompt and not negated there."""
+    def term_hits(self, screened: str, compact: str, norm: str) -> Iterator[tuple[Category, str]]:
+        """The terms found in the prompt and not negated there, in the file's order (a category's words,
+        then its substrings, category by category)."""
         tokens = set(_TOKEN.findall(screened))
         chars = set(compact)
         for (cat, index, wordless), by_char in zip(self.words, self.substrings):
             found = [e for tok in tokens for e in index.get(tok, ())] + list(wordless)
             for _, term, rx in sorted(found, key=lambda e: e[0]):
                 if rx.search(screened) and not _negated(norm, term):
-                    return cat, term
+                    yield cat, term
             subs = sorted(e for ch in chars for e in by_char.get(ch, ()))
             for _, term in subs:
                 if term in compact and not _negated(norm, term):
-                    return cat, term
-        return None
+                    yield cat, term
+
+    def chat(self, clause: str, norm: str) -> bool:
+        """The clause is chat around a request: a prompt of several clauses, and this one long enough to
+        be a sentence of its own with no word that asks for a look ("l'école de mon enfant organise une
+        visio parents", beside "look sobre")."""
+        min_words = self.policy.chat_min_words
+        return (min_words > 0 and len(clause.split()) >= min_words and not self.request.search(clause)
+                and len(clauses(norm)) > 1)
 
 
 class PromptFilter:
@@ -249,10 +266,12 @@ class PromptFilter:
         for rx in compiled.allow:
             screened = rx.sub(" ", screened)
         compact = screened.replace(" ", "")
-        hit = compiled.term_hit(screened, compact, norm)
-        if hit is not None:
-            cat, term = hit
-            return self._refuse(cat, "term", term, _clause_with(norm, term))
+        for cat, term in compiled.term_hits(screened, compact, norm):
+            holding = _clauses_with(norm, term)
+            for clause in holding or [_clause_with(norm, term)]:
+                if not (holding and self.classifier and compiled.chat(clause, norm)
+                        and (not self.latin_only or latin_only(clause))):
+                    return self._refuse(cat, "term", term, clause)
         spaced = compact != screened
         for cat, pats in compiled.patterns:
             for rx in pats:
@@ -297,6 +316,12 @@ def _negated(norm: str, needle: str) -> bool:
     bare, bare_needle = clause.replace(" ", ""), needle.replace(" ", "")
     at = bare.find(bare_needle)
     return at >= 0 and (negation_before(bare, at) or negation_after(bare, at + len(bare_needle)))
+
+
+def _clauses_with(norm: str, needle: str) -> list[str]:
+    """Every clause of the prompt that holds `needle` (spaces ignored, as substring terms are matched)."""
+    bare = needle.replace(" ", "")
+    return [c for c in clauses(norm) if needle in c or bare in c.replace(" ", "")]
 
 
 def _clause_with(norm: str, needle: str) -> str:

@@ -89,15 +89,42 @@ def backgrounds() -> dict[str, np.ndarray]:
     }
 
 
+def held_out_rooms() -> dict[str, np.ndarray]:
+    """Rooms no setting of the matte was chosen on (the background stage's held-out check): a garage with a
+    red motorcycle, a deep-sky photo, a stained tissue section, a retina, grass, gravel and a cell
+    micrograph (scikit-image's bundled images; grey ones as grey RGB)."""
+    import skimage.data
+
+    from tests.photos import _rgb
+
+    grey = lambda x: np.repeat(x[..., None], 3, axis=2)  # noqa: E731
+    return {
+        "motorcycle": _rgb(skimage.data.stereo_motorcycle()[0]),
+        "hubble": _rgb(skimage.data.hubble_deep_field()),
+        "tissue": _rgb(skimage.data.immunohistochemistry()),
+        "retina": _rgb(skimage.data.retina()),
+        "grass": _rgb(grey(skimage.data.grass())),
+        "gravel": _rgb(grey(skimage.data.gravel())),
+        "cell": _rgb(grey(skimage.data.cell())),
+    }
+
+
+def room_photo(room: str) -> np.ndarray:
+    """A room of `backgrounds()` or of `held_out_rooms()` by name."""
+    rooms = backgrounds()
+    return rooms[room] if room in rooms else held_out_rooms()[room]
+
+
 def pasted_scene(name: str, room: str, size: tuple[int, int] = (1280, 720), height: float = 1.0,
                  centre_x: float = 0.5) -> Scene:
     """The person of photo `name` cut along the drawn polygon (void areas with them), scaled to `height` of
-    the frame and standing on its bottom edge at `centre_x`, on the room photo `room` scaled to cover."""
+    the frame and standing on its bottom edge at `centre_x`, on the room photo `room` (room_photo) scaled to
+    cover."""
     from kernels.numpy.background import cover
 
     src = photo_scene(name)
     w, h = size
-    frame = cover(backgrounds()[room], size)
+    frame = cover(room_photo(room), size)
     k = height * h / src.image.shape[0]
     pw, ph = int(round(src.image.shape[1] * k)), int(round(src.image.shape[0] * k))
     x0, y0 = int(round(centre_x * w - pw / 2)), h - ph

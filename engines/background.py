@@ -9,11 +9,13 @@ torch device take the torch twins; the network itself reads a small thumbnail on
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
+from engines.pose_segmentation import PoseConfig, PoseSegmenter
 from engines.segmentation import PersonSegmenter, SegmentationConfig
 from kernels.numpy.background import scratch
 from kernels.twins import twin_for
@@ -22,6 +24,8 @@ Mode = Literal["none", "blur", "color", "image"]
 MODES: tuple[str, ...] = ("none", "blur", "color", "image")
 DEFAULT_STRENGTH = 0.7
 DEFAULT_COLOR = (0, 255, 0)     # a green key: OBS's chroma key default
+
+log = logging.getLogger(__name__)
 
 
 class BackgroundError(ValueError):
@@ -161,7 +165,15 @@ class MatteConfig:
     then the oldest read), and holds each read between: on the network's other runs a held read, moved along
     with its face, goes into the new mask where the picture has not moved since it was read
     (kernels.numpy.background.moved), and the new run's own read stays where it has. A still person keeps the
-    second look's mask; a hand or a turn has the first look where it moves until the next read."""
+    second look's mask; a hand or a turn has the first look where it moves until the next read.
+    pose_look: wherever the second look runs on every network run (photos, and clips that ask), BlazePose's
+    person segmentation (engines.pose_segmentation) is a third vote: the mask is the mean of the first look,
+    the first look with the second written in, and BlazePose's read of the frame (`pose_side` pixels on its
+    long side). A network that finds the body first and reads it in its own square errs elsewhere than the
+    selfie network's two zooms: where one of those takes a thing beside the person for the person, the other
+    two outvote it (docs/background.md, rooms the looks were not tuned on). No body found: the two looks
+    alone, as without it. It costs about 20 ms a read (the detector and the landmark network, one core),
+    which a stream's frame does not hold, so streams go without it."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -184,6 +196,9 @@ class MatteConfig:
     second_mirror: bool = True
     second_feather: float = 0.1
     stream_look_frames: int = 30
+    pose_look: bool = True
+    pose_side: int = 640
+    pose: PoseConfig = field(default_factory=PoseConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +222,18 @@ class Matte:
     mask is steadied against the previous frame's; photos and the first frame take the network's alone."""
 
     def __init__(self, config: MatteConfig = MatteConfig(), segmenter: PersonSegmenter | None = None,
-                 reuse: bool = False) -> None:
+                 reuse: bool = False, pose: PoseSegmenter | None = None) -> None:
+        """`segmenter` / `pose`: networks to share (the caller closes them); by default the matte makes its
+        own on first use and closes them with itself."""
         self.config = config
         self.reuse = reuse           # the alphas land in buffers kept from frame to frame (valid until the next call)
         self._ws: dict[str, np.ndarray] = {}
         self._own = segmenter is None
         self.segmenter = segmenter if segmenter is not None else PersonSegmenter(config.segmentation)
+        self._own_pose = pose is None
+        self.pose = pose if pose is not None else PoseSegmenter(config.pose)
+        self.pose_reads = 0          # BlazePose's reads that found a body and voted (MatteConfig.pose_look)
+        self.pose_error: str | None = None   # why BlazePose could not read, once it failed (the looks go on alone)
         self._mask: np.ndarray | None = None
         self._guide: np.ndarray | None = None
         self._coef: Any = None
@@ -253,11 +274,12 @@ class Matte:
         guide = kn.thumbnail_guide(thumb)
         mask = self.segmenter(thumb, frame_size)
         self.network_runs += 1
-        if crop is not None and keep and c.second_look > 0:
-            if second:
-                mask = self._second_look(mask, frame_size, keep, crop, twin_for(like))
-            elif steady and c.stream_look_frames > 0:
-                mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
+        looks = crop is not None and keep and c.second_look > 0
+        if crop is not None and second:
+            looked = self._second_look(mask, frame_size, keep, crop, twin_for(like)) if looks else mask
+            mask = self._with_pose(mask, looked, frame_size, crop, twin_for(like))
+        elif looks and steady and c.stream_look_frames > 0:
+            mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
@@ -335,6 +357,36 @@ class Matte:
                 grey = None if guide is None else guide[y:y + q.shape[0], x:x + q.shape[1]].copy()
                 looks.append(HeadLook(x, y, q, _mask_centre(hull, size, mask.shape), grey, frame))
         return looks
+
+    def _with_pose(self, first: np.ndarray, looked: np.ndarray, size: tuple[int, int], crop: Crop,
+                   twin: Any) -> np.ndarray:
+        """The mean of the first look, `looked` (the first with the second look written in) and BlazePose's read
+        (MatteConfig.pose_look); `looked` alone when that is off or finds no body."""
+        if not self.config.pose_look or self.pose_error is not None:
+            return looked
+        vote = self._pose_vote(first.shape, size, crop, twin)
+        if vote is None:
+            return looked
+        vote += first
+        vote += looked
+        vote *= np.float32(1.0 / 3.0)
+        return vote
+
+    def _pose_vote(self, shape: tuple[int, int], size: tuple[int, int], crop: Crop, twin: Any) -> np.ndarray | None:
+        """BlazePose's person probability over the frame at the mask's `shape` (MatteConfig.pose_look), read
+        from the frame brought to `pose_side` on its long side; None when it finds no body, or cannot read
+        (then `pose_error` says why, once in the log, and the matte goes on without it)."""
+        w, h = size
+        k = min(1.0, self.config.pose_side / max(w, h))
+        small = (max(2, int(round(w * k))) & ~1, max(2, int(round(h * k))) & ~1)
+        try:
+            vote = self.pose(np.asarray(twin.host(crop((0, 0, w & ~1, h & ~1), small))), (shape[1], shape[0]))
+        except Exception as exc:   # a missing or broken model file: the selfie network's looks still stand
+            self.pose_error = f"{type(exc).__name__}: {exc}"
+            log.warning("background: BlazePose's vote is off: %s", self.pose_error)
+            return None
+        self.pose_reads += vote is not None
+        return vote
 
     def _second_look(self, mask: np.ndarray, size: tuple[int, int], keep: Sequence[np.ndarray], crop: Crop,
                      twin: Any) -> np.ndarray:
@@ -481,6 +533,8 @@ class Matte:
     def close(self) -> None:
         if self._own:
             self.segmenter.close()
+        if self._own_pose:
+            self.pose.close()
 
 
 def _centre(polygon: np.ndarray) -> np.ndarray:

@@ -329,7 +329,29 @@ SELFIE_SEGMENTATION = WheelFileCard(
     outputs="activation_10 [1, 256, 256, 1]: person probability per pixel",
 )
 
+POSE_DETECTION = WheelFileCard(
+    name="pose_detection",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/pose_detection/pose_detection.tflite",
+    sha256="9ba9dd3d42efaaba86b4ff0122b06f29c4122e756b329d89dca1e297fd8f866c",
+    input_size=(224, 224),
+    normalisation="RGB float32 in [-1, 1], the image letterboxed to a square (zero border)",
+    outputs="regressors [1, 2254, 12] (box + 4 keypoints in 224-px units: mid-hip, full-body circle, mid-shoulder, "
+            "upper-body circle; anchors at strides 8, 16, 32, 32, 32), classificators [1, 2254, 1] (logits)",
+)
+
+POSE_LANDMARKS = WheelFileCard(
+    name="pose_landmark_full",
+    wheel=MEDIAPIPE_WHEEL,
+    member="mediapipe/modules/pose_landmark/pose_landmark_full.tflite",
+    sha256="e9a5c5cb17f736fafd4c2ec1da3b3d331d6edbe8a0d32395855aeb2cdfd64b9f",
+    input_size=(256, 256),
+    normalisation="RGB float32 in [0, 1], the body's square (mid-hip centred, rotated upright, scaled 1.25)",
+    outputs="39 x 5 landmarks, pose presence [1, 1] (logit), person segmentation [1, 256, 256, 1] (logits) over "
+            "the square, heatmap, world landmarks; the background stage reads the segmentation",
+)
+
 WHEEL_FILE_CARDS: dict[str, WheelFileCard] = {
     c.name: c for c in (FACE_DETECTOR_FULL_RANGE, PALM_DETECTOR, HAND_LANDMARKS, SELFIE_SEGMENTATION_LANDSCAPE,
-                        SELFIE_SEGMENTATION)
+                        SELFIE_SEGMENTATION, POSE_DETECTION, POSE_LANDMARKS)
 }

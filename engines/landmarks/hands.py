@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from engines.faces import Face, MaskPatch
-from engines.landmarks.networks import RotatedRect, normalize_radians, sigmoid, weighted_nms, crop, ssd_anchors
+from engines.landmarks.networks import RotatedRect, crop, decode_ssd, normalize_radians, sigmoid, ssd_anchors
 from kernels.numpy.masks import limb_mask
 
 PALM_SIZE = 192
@@ -115,20 +115,8 @@ class PalmDetector:
         return self.detect_regions(image, [RotatedRect(w / 2.0, h / 2.0, side, side)])
 
     def decode(self, reg: np.ndarray, scores: np.ndarray, to_frame: np.ndarray) -> list[Palm]:
-        keep = np.nonzero(scores >= self.min_score)[0]
-        if keep.size == 0:
-            return []
-        a = self.anchors[keep] * PALM_SIZE
-        r = reg[keep]
-        cx, cy, w, h = r[:, 0] + a[:, 0], r[:, 1] + a[:, 1], r[:, 2], r[:, 3]
-        boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-        kps = r[:, 4:18].reshape(-1, 7, 2) + a[:, None, :]
-        out = []
-        for box, kp, s in weighted_nms(boxes, kps, scores[keep], self.nms_iou):
-            corners = np.array([[box[0], box[1]], [box[2], box[3]]]) @ to_frame[:, :2].T + to_frame[:, 2]
-            out.append(Palm(corners.reshape(-1).astype(np.float32),
-                            (kp @ to_frame[:, :2].T + to_frame[:, 2]).astype(np.float32), float(s)))
-        return out
+        return [Palm(box, kp, s) for box, kp, s in
+                decode_ssd(reg, scores, self.anchors, PALM_SIZE, 7, self.min_score, self.nms_iou, to_frame)]
 
 
 def _transform(cx: float, cy: float, w: float, h: float, rotation: float, scale: float, shift_y: float) -> RotatedRect:

@@ -305,22 +305,31 @@ class FaceDetectorNet:
         return out
 
     def decode(self, reg: np.ndarray, scores: np.ndarray, to_frame: np.ndarray) -> list[Detection]:
-        keep = np.nonzero(scores >= self.min_score)[0]
-        if keep.size == 0:
-            return []
-        a = self.anchors[keep] * self.size
-        r = reg[keep]
-        cx, cy = r[:, 0] + a[:, 0], r[:, 1] + a[:, 1]
-        w, h = r[:, 2], r[:, 3]
-        boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-        kps = r[:, 4:16].reshape(-1, 6, 2) + a[:, None, :]
-        dets = weighted_nms(boxes, kps, scores[keep], self.nms_iou)
-        out = []
-        for box, kp, s in dets:
-            corners = np.array([[box[0], box[1]], [box[2], box[3]]]) @ to_frame[:, :2].T + to_frame[:, 2]
-            kp_f = kp @ to_frame[:, :2].T + to_frame[:, 2]
-            out.append(Detection(corners.reshape(-1).astype(np.float32), kp_f.astype(np.float32), float(s)))
-        return out
+        return [Detection(box, kp, s) for box, kp, s in
+                decode_ssd(reg, scores, self.anchors, self.size, 6, self.min_score, self.nms_iou, to_frame)]
+
+
+def decode_ssd(reg: np.ndarray, scores: np.ndarray, anchors: np.ndarray, size: int, keypoints: int,
+               min_score: float, nms_iou: float, to_frame: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """MediaPipe's SSD detectors (faces, palms, bodies) decoded alike: for each anchor (normalised centres,
+    `anchors`) scoring `min_score` or more, a box (centre offset, width, height) and `keypoints` points
+    in input pixels of a `size`-px square, merged by weighted NMS, then taken to the frame by `to_frame`
+    (2 x 3): [(box x0, y0, x1, y1 float32, (K, 2) float32 keypoints, score)], best first."""
+    keep = np.nonzero(scores >= min_score)[0]
+    if keep.size == 0:
+        return []
+    a = anchors[keep] * size
+    r = reg[keep]
+    cx, cy = r[:, 0] + a[:, 0], r[:, 1] + a[:, 1]
+    w, h = r[:, 2], r[:, 3]
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
+    kps = r[:, 4:4 + 2 * keypoints].reshape(-1, keypoints, 2) + a[:, None, :]
+    out = []
+    for box, kp, s in weighted_nms(boxes, kps, scores[keep], nms_iou):
+        corners = np.array([[box[0], box[1]], [box[2], box[3]]]) @ to_frame[:, :2].T + to_frame[:, 2]
+        kp_f = kp @ to_frame[:, :2].T + to_frame[:, 2]
+        out.append((corners.reshape(-1).astype(np.float32), kp_f.astype(np.float32), float(s)))
+    return out
 
 
 def _iou_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:

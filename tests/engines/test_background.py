@@ -3,11 +3,12 @@ on the project's photos and on pasted scenes, the same person on different rooms
 a colour key that survives the stream's encoder, a still person's steady mask and a moving one's
 untrailed mask; and the spec a client sends, refused with reasons.
 
-Figures a photo's matte reaches here, each face read a second time (the margins below are set from them):
-IoU 0.98 / 0.96 on the two photos; on 20 pasted scenes mean 0.978, 19 of 20 at or over 0.92 (Grace Hopper
-full height in front of a giant coffee cup: 0.904, some of the cup's rim beside her taken for her); the
-same person on two rooms at or over 0.95 in 36 of 40 pairs, all but the four with that scene
-(`livefuse bench background --no-stream --json`)."""
+Figures a photo's matte reaches here, each face read a second time and BlazePose's read as a third vote
+(the margins below are set from them): IoU 0.98 / 0.96 on the two photos; on 20 pasted scenes mean 0.978,
+every one at or over 0.92 (the lowest, Grace Hopper full height in front of a giant coffee cup: 0.923, some
+of the cup's rim beside her still taken for her); the same person on two rooms at or over 0.95 in 35 of 40
+pairs, all but the four with that scene and one more with the cup (`livefuse bench background --no-stream
+--json`, docs/background.md)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,9 @@ def test_person_mask_on_pasted_scenes(matte):
             for n in ("grace_hopper", "astronaut") for r in ROOMS for h, c in PLACES
             for s in [ps.pasted_scene(n, r, height=h, centre_x=c)]}
     values = np.array(list(ious.values()))
-    assert values.mean() >= 0.96, ious                            # measured 0.978
-    assert (values >= 0.92).sum() >= 18, ious                     # measured 19 of 20 (not: Hopper before the cup, 0.904)
+    assert values.mean() >= 0.97, ious                            # measured 0.978
+    assert values.min() >= 0.91, ious                             # measured 0.923 (Hopper before the cup)
+    assert (values >= 0.92).sum() >= 19, ious                     # measured 20 of 20
     # plain rooms are where a streamer sets up: every one of them well over the target
     assert min(v for k, v in ious.items() if "/studio/" in k or "/brick/" in k) >= 0.97, ious   # measured 0.987
 
@@ -82,7 +84,7 @@ def test_person_mask_on_pasted_scenes(matte):
 def test_same_person_on_two_rooms(matte):
     """Every pair of the five rooms, both framings. Of the 40, the four with Grace Hopper full height before
     the giant coffee cup miss 0.95: its rim circles her head like a hood, and the network takes some of it
-    for her (0.90 there)."""
+    for her (0.92 there); and the astronaut's cup-cat pair at 80 % (0.948)."""
     pairs = {}
     for name in ("grace_hopper", "astronaut"):
         for h, c in PLACES:
@@ -93,17 +95,18 @@ def test_same_person_on_two_rooms(matte):
                 for r2 in ROOMS[i + 1:]:
                     pairs[(name, h, r1, r2)] = ps.mask_iou(masks[r1], masks[r2], void)
     cup = {k: v for k, v in pairs.items() if "coffee" in k}
-    assert min(v for k, v in pairs.items() if k not in cup) >= 0.95, pairs                       # measured 0.957
-    assert min(v for k, v in cup.items() if k[:2] != ("grace_hopper", 1.0)) >= 0.94, cup           # measured 0.952
-    assert min(cup.values()) >= 0.88, cup                                                          # measured 0.902
-    assert sum(v >= 0.95 for v in pairs.values()) >= 34, pairs                                     # measured 36 of 40
+    assert min(v for k, v in pairs.items() if k not in cup) >= 0.95, pairs                       # measured 0.955
+    assert min(v for k, v in cup.items() if k[:2] != ("grace_hopper", 1.0)) >= 0.94, cup           # measured 0.948
+    assert min(cup.values()) >= 0.90, cup                                                          # measured 0.917
+    assert sum(v >= 0.95 for v in pairs.values()) >= 34, pairs                                     # measured 35 of 40
 
 
 def test_a_photos_second_look_clears_the_room_around_the_head():
     """In the whole frame's thumbnail a head is a few dozen pixels, and a cat's fur or a cup's rim beside
     it is taken for hair: the second look reads the head and shoulders at the network's own size. One more
-    network run per face, for photos only: a stream's matte never takes it."""
-    first, second = Matte(MatteConfig(second_look=0.0)), Matte()
+    network run per face, for photos only: a stream's matte never takes it. (BlazePose's vote, the default
+    beside it, is off here: the test below has it.)"""
+    first, second = Matte(MatteConfig(second_look=0.0, pose_look=False)), Matte(MatteConfig(pose_look=False))
     try:
         for name, room, floor_before, gain in (("grace_hopper", "chelsea", 0.93, 0.05),   # measured 0.912 -> 0.981
                                                ("astronaut", "coffee", 0.95, 0.03)):       # measured 0.924 -> 0.973
@@ -119,6 +122,62 @@ def test_a_photos_second_look_clears_the_room_around_the_head():
     finally:
         first.close()
         second.close()
+
+
+def test_blazeposes_vote_outvotes_a_zoomed_look_that_takes_the_room_for_the_person():
+    """Read at the head's scale, the red tank of a motorcycle beside a shoulder is taken for the body (a
+    garage no setting was chosen on: bench._person_scenes.held_out_rooms). BlazePose, which finds the body
+    first and reads it in its own square, says otherwise, and with the first look it outvotes the zoom; on a
+    plain backdrop, where all three agree, the vote moves next to nothing."""
+    looks, voted = Matte(MatteConfig(pose_look=False)), Matte()
+    try:
+        for name, room, before_under, after_over in (("astronaut", "motorcycle", 0.85, 0.93),     # 0.805 -> 0.963
+                                                     ("grace_hopper", "motorcycle", 0.90, 0.91)):  # 0.877 -> 0.924
+            scene = ps.pasted_scene(name, room, height=0.8, centre_x=0.3)
+            before, after = ps.iou(_alpha(looks, scene), scene), ps.iou(_alpha(voted, scene), scene)
+            assert before < before_under and after > after_over, (name, before, after)
+        scene = ps.pasted_scene("grace_hopper", "studio", height=0.8, centre_x=0.3)
+        assert abs(ps.iou(_alpha(voted, scene), scene) - ps.iou(_alpha(looks, scene), scene)) <= 0.01
+        assert voted.pose_reads == 3 and looks.pose_reads == 0
+    finally:
+        looks.close()
+        voted.close()
+
+
+def test_a_matte_whose_pose_model_fails_keeps_its_two_looks(caplog):
+    """A missing or broken BlazePose file turns the vote off, says so once, and the matte is the two looks'."""
+    from engines.pose_segmentation import PoseSegmenter
+
+    def broken(_data):
+        raise RuntimeError("no interpreter for this file")
+
+    scene = ps.pasted_scene("astronaut", "motorcycle", height=0.8, centre_x=0.3)
+    looks, failing = Matte(MatteConfig(pose_look=False)), Matte(pose=PoseSegmenter(runner_factory=broken))
+    try:
+        with caplog.at_level("WARNING", logger="engines.background"):
+            for _ in range(2):
+                assert np.array_equal(_alpha(failing, scene), _alpha(looks, scene))
+        assert failing.pose_error == "RuntimeError: no interpreter for this file" and failing.pose_reads == 0
+        assert sum("BlazePose" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        looks.close()
+        failing.close()
+
+
+def test_a_stream_never_runs_blazepose():
+    """Its frame holds 4 ms; BlazePose's read costs about 27. A clip that asks for the second look gets it."""
+    scene = ps.pasted_scene("astronaut", "motorcycle", height=0.8, centre_x=0.3)
+    y, u, v = rgb_to_i420(scene.image)
+    matte = Matte()
+    try:
+        for _ in range(4):
+            matte.alpha_i420(y, u, v, steady=True, keep=[scene.face_hull])
+        assert matte.pose_reads == 0 and matte.network_runs >= 2
+        matte.reset()
+        matte.alpha_i420(y, u, v, steady=True, keep=[scene.face_hull], second=True)
+        assert matte.pose_reads == 1
+    finally:
+        matte.close()
 
 
 def test_a_streams_second_look_is_read_once_a_second_and_held_between():

@@ -31,17 +31,20 @@ class BackgroundStage:
     """One stream's background. `live` (a stream or a clip) steadies the matte over frames; a photo
     (`live=False`) takes its own. `second_look`: each face's head is read a second time
     (engines.background.MatteConfig.second_look): photos always; a clip on every network run when asked
-    (`livefuse process` and clip jobs, which no frame clock hurries); a stream once a second, holding the
-    read between (MatteConfig.stream_look_frames), since every run would take its frame past the budget."""
+    (`livefuse process` and clip jobs, which no frame clock hurries), with BlazePose's read as a third vote
+    wherever it is read on every run (MatteConfig.pose_look); a stream once a second, holding the read
+    between (MatteConfig.stream_look_frames), since every run would take its frame past the budget."""
 
     name = "background"
 
     def __init__(self, config: BackgroundStageConfig = BackgroundStageConfig(), *, live: bool = True,
-                 second_look: bool | None = None, matte_factory: Any = None) -> None:
+                 second_look: bool | None = None, matte_factory: Any = None, pose: Any = None) -> None:
+        """`pose`: a PoseSegmenter to share (the photo API's, whose networks load once for every request);
+        by default the matte makes its own when it first needs one."""
         self.config = config
         self.live = live
         self.second_look = second_look
-        self._factory = matte_factory or (lambda: Matte(config.matte, reuse=True))
+        self._factory = matte_factory or (lambda: Matte(config.matte, reuse=True, pose=pose))
         self._work: dict = {}                  # the compositing's float buffers, kept from frame to frame
         self._matte: Matte | None = None
         self._backdrop = Backdrop()

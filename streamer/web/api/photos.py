@@ -27,6 +27,7 @@ from engines.batching import BatchListener, DynamicBatcher
 from engines.edit_plan import colours_for
 from engines.edit_vocabulary import EDIT_NAMES, SPECS_BY_NAME
 from engines.faces import Face
+from engines.pose_segmentation import PoseSegmenter
 from engines.prompt.language import MAX_PROMPT_CHARS
 from engines.sources import SourceRefused
 from kernels.numpy import watermark as np_wm
@@ -255,6 +256,9 @@ class PhotoModels:
         self.landmarks = DynamicBatcher(_each(lambda image: self.landmarker_model().detect(image, 0)), name="landmarks", **kw)
         self.identity = DynamicBatcher(lambda items: self._get_embedder().embed_many(items), name="identity", **kw)
         self.embedder = _BatchedEmbedder(self.identity)
+        # BlazePose for the background's third vote: its networks load once (about 60 ms), on the first
+        # photo that asks for a background, and every request's matte reads through this one
+        self.pose = PoseSegmenter()
 
     def landmarker_model(self) -> Any:
         with self._lock:
@@ -288,6 +292,7 @@ class PhotoModels:
             landmarker, self._landmarker = self._landmarker, None
         if landmarker is not None:
             landmarker.close()
+        self.pose.close()
 
 
 class PatternWatermark:
@@ -478,7 +483,8 @@ class PhotoFuser:
                              *_enhance_stages(parts),
                              EditsStage(parts.prompt_cache, replace(parts.edits, blend_frames=1),   # no next frame to blend over
                                         unavailable=parts.prompts_error),
-                             *([BackgroundStage(live=False)] if context.controls.background is not None else []),
+                             *([BackgroundStage(live=False, pose=self.models.pose)]
+                               if context.controls.background is not None else []),
                              watermark])
         state = pipeline(FrameState(image=np.ascontiguousarray(req.target)), context)
         pipeline.close()

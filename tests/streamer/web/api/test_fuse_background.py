@@ -37,6 +37,10 @@ async def test_background_field_and_picture_on_a_fused_photo(api, api_world, ast
     assert headers["X-LiveFuse-Watermark"] and "background;dur=" in headers["Server-Timing"]
     out = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
     assert np.abs(np.median(out[far], axis=0) - [0, 255, 0]).max() <= 3
+    # every request's matte reads through the photo API's one BlazePose: its networks load once
+    pose = api_world.product.photos.models.pose
+    detector = pose._detector
+    assert detector is not None
     # blur: the room loses its detail
     form = fuse_form(encode(astronaut), encode(scene.image, "PNG"), consent="true", background="blur")
     status, body, _ = await _fuse(http, url, api_world.headers(), form)
@@ -50,6 +54,7 @@ async def test_background_field_and_picture_on_a_fused_photo(api, api_world, ast
     assert status == 200, body[:300]
     pictured = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
     assert np.abs(pictured[far].astype(int) - scene.image[far]).mean() > 30
+    assert pose._detector is detector            # the same networks served the three requests
 
 
 async def test_bad_backgrounds_are_refused_with_codes(api, api_world, astronaut, grace_hopper):

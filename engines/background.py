@@ -172,8 +172,11 @@ class MatteConfig:
     long side). A network that finds the body first and reads it in its own square errs elsewhere than the
     selfie network's two zooms: where one of those takes a thing beside the person for the person, the other
     two outvote it (docs/background.md, rooms the looks were not tuned on). No body found: the two looks
-    alone, as without it. It costs about 20 ms a read (the detector and the landmark network, one core),
-    which a stream's frame does not hold, so streams go without it."""
+    alone, as without it. It costs about 27 ms a read (the detector and the landmark network, one core),
+    which a stream's frame does not hold: a stream reads it once in `stream_pose_frames` frames (a second
+    at 30 fps; 0: never) on a worker thread of its own, so no frame waits for it, and holds the read: on
+    the network's runs after it arrives, the vote is cast where the picture has not moved since the frame
+    it was read from (kernels.numpy.background.moved), and the held looks' mask stays where it has."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -198,7 +201,18 @@ class MatteConfig:
     stream_look_frames: int = 30
     pose_look: bool = True
     pose_side: int = 640
+    stream_pose_frames: int = 30
     pose: PoseConfig = field(default_factory=PoseConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class PoseRead:
+    """A stream's held BlazePose read: `prob` at the mask's size (None: no body found), the grey of the
+    frame it was read from (the mask's size) and that frame's number."""
+
+    prob: np.ndarray | None
+    grey: np.ndarray
+    frame: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +248,11 @@ class Matte:
         self.pose = pose if pose is not None else PoseSegmenter(config.pose)
         self.pose_reads = 0          # BlazePose's reads that found a body and voted (MatteConfig.pose_look)
         self.pose_error: str | None = None   # why BlazePose could not read, once it failed (the looks go on alone)
+        self._pose_worker: Any = None        # a stream's one thread for its BlazePose reads, made on first use
+        self._pose_job: Any = None           # (future, grey, frame, generation) of the read under way
+        self._pose_held: PoseRead | None = None
+        self._generation = 0                 # reset() moves it on: a read from before is dropped
+        self.pose_cpu_ms = 0.0               # a stream's BlazePose reads' CPU on their own thread, in all
         self._mask: np.ndarray | None = None
         self._guide: np.ndarray | None = None
         self._coef: Any = None
@@ -262,6 +281,8 @@ class Matte:
         self._ref_luma = self._ref_centre = self.shift = None
         self._held = []
         self._frames = self._read_at = 0
+        self._pose_held = None
+        self._generation += 1
 
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
                       keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
@@ -278,8 +299,12 @@ class Matte:
         if crop is not None and second:
             looked = self._second_look(mask, frame_size, keep, crop, twin_for(like)) if looks else mask
             mask = self._with_pose(mask, looked, frame_size, crop, twin_for(like))
-        elif looks and steady and c.stream_look_frames > 0:
-            mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
+        elif steady:
+            first = mask
+            if looks and c.stream_look_frames > 0:
+                mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
+            if crop is not None and c.pose_look and c.stream_pose_frames > 0 and self.pose_error is None:
+                mask = self._held_pose(first, mask, guide, frame_size, crop, twin_for(like))
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
@@ -372,15 +397,78 @@ class Matte:
         vote *= np.float32(1.0 / 3.0)
         return vote
 
+    def _held_pose(self, first: np.ndarray, looked: np.ndarray, guide: np.ndarray, size: tuple[int, int],
+                   crop: Crop, twin: Any) -> np.ndarray:
+        """A stream's `looked` mask with its held BlazePose read's vote (MatteConfig.stream_pose_frames): the
+        read that has arrived is taken in; a new one is started on the worker when none is under way and the
+        held one is `stream_pose_frames` old; the vote is cast where the picture has not moved since."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from kernels.numpy import background as kn
+
+        c, now = self.config, self._frames
+        job = self._pose_job
+        if job is not None and job[0].done():
+            self._pose_job = None
+            future, grey, frame, generation = job
+            try:
+                prob, cpu_ms = future.result()
+                self.pose_cpu_ms += cpu_ms
+            except Exception as exc:     # as a photo's: the looks go on alone, said once
+                self.pose_error = f"{type(exc).__name__}: {exc}"
+                log.warning("background: BlazePose's vote is off: %s", self.pose_error)
+                return looked
+            if generation == self._generation and grey.shape == guide.shape:
+                self._pose_held = PoseRead(prob, grey, frame)
+                self.pose_reads += prob is not None
+        held = self._pose_held
+        if self._pose_job is None and (held is None or now - held.frame >= c.stream_pose_frames):
+            if self.pose.error is not None:
+                self.pose_error = self.pose.error
+                return looked
+            if self._pose_worker is None:
+                self._pose_worker = ThreadPoolExecutor(1, thread_name_prefix="blazepose")
+            thumb = self._pose_thumbnail(size, crop, twin)
+            self._pose_job = (self._pose_worker.submit(_timed, self.pose, thumb, (first.shape[1], first.shape[0])),
+                              guide.copy(), now, self._generation)
+        if held is None or held.prob is None or held.grey.shape != guide.shape:
+            return looked
+        voted = first + looked
+        voted += held.prob
+        voted *= np.float32(1.0 / 3.0)
+        voted -= looked
+        worth = kn.moved(held.grey, guide, c.motion_level, c.noise)
+        np.subtract(1.0, worth, out=worth)
+        voted *= worth
+        voted += looked
+        return voted
+
+    def _pose_thumbnail(self, size: tuple[int, int], crop: Crop, twin: Any) -> np.ndarray:
+        """The whole frame, on the host, at `pose_side` on its long side (even sides): what BlazePose reads."""
+        w, h = size
+        k = min(1.0, self.config.pose_side / max(w, h))
+        small = (max(2, int(round(w * k))) & ~1, max(2, int(round(h * k))) & ~1)
+        return np.asarray(twin.host(crop((0, 0, w & ~1, h & ~1), small)))
+
+    def wait_for_pose(self, timeout: float = 5.0) -> bool:
+        """Wait for a stream's BlazePose read under way (tests and benchmarks, to be deterministic; a stream
+        never waits); True when none is left running."""
+        job = self._pose_job
+        if job is None:
+            return True
+        from concurrent.futures import wait
+
+        return bool(wait([job[0]], timeout).done)
+
     def _pose_vote(self, shape: tuple[int, int], size: tuple[int, int], crop: Crop, twin: Any) -> np.ndarray | None:
         """BlazePose's person probability over the frame at the mask's `shape` (MatteConfig.pose_look), read
         from the frame brought to `pose_side` on its long side; None when it finds no body, or cannot read
         (then `pose_error` says why, once in the log, and the matte goes on without it)."""
-        w, h = size
-        k = min(1.0, self.config.pose_side / max(w, h))
-        small = (max(2, int(round(w * k))) & ~1, max(2, int(round(h * k))) & ~1)
+        if self.pose.error is not None:      # it failed before (another matte sharing it has said why)
+            self.pose_error = self.pose.error
+            return None
         try:
-            vote = self.pose(np.asarray(twin.host(crop((0, 0, w & ~1, h & ~1), small))), (shape[1], shape[0]))
+            vote = self.pose(self._pose_thumbnail(size, crop, twin), (shape[1], shape[0]))
         except Exception as exc:   # a missing or broken model file: the selfie network's looks still stand
             self.pose_error = f"{type(exc).__name__}: {exc}"
             log.warning("background: BlazePose's vote is off: %s", self.pose_error)
@@ -533,8 +621,20 @@ class Matte:
     def close(self) -> None:
         if self._own:
             self.segmenter.close()
+        if self._pose_worker is not None:      # never waited on: a read under way finishes on its own thread
+            self._pose_worker.shutdown(wait=False, cancel_futures=True)
+            self._pose_worker = self._pose_job = None
         if self._own_pose:
             self.pose.close()
+
+
+def _timed(read: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """`read(*args)` and the CPU it took on this thread (ms): a stream's BlazePose read, on its worker."""
+    import time
+
+    t0 = time.thread_time()
+    out = read(*args)
+    return out, (time.thread_time() - t0) * 1000.0
 
 
 def _centre(polygon: np.ndarray) -> np.ndarray:

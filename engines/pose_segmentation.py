@@ -83,6 +83,7 @@ class PoseSegmenter:
         self._landmarks: Runner | None = None
         self._anchors: np.ndarray | None = None   # normalised centres (engines.landmarks.networks.ssd_anchors)
         self._lock = threading.Lock()
+        self.error: str | None = None   # why the networks could not be made; set once, never retried
 
     def _runner(self, card) -> Runner:
         data = card.read()                       # verified against the card's sha256
@@ -93,12 +94,18 @@ class PoseSegmenter:
         return InterpreterRunner(data)
 
     def _nets(self) -> tuple[Runner, Runner]:
+        if self.error is not None:
+            raise RuntimeError(self.error)
         if self._detector is None or self._landmarks is None:
             from engines.cards import POSE_DETECTION, POSE_LANDMARKS
             from engines.landmarks.networks import ssd_anchors
 
-            self._anchors = ssd_anchors(DETECTOR_SIZE, strides=(8, 16, 32, 32, 32), per_cell=2)
-            self._detector, self._landmarks = self._runner(POSE_DETECTION), self._runner(POSE_LANDMARKS)
+            try:
+                self._anchors = ssd_anchors(DETECTOR_SIZE, strides=(8, 16, 32, 32, 32), per_cell=2)
+                self._detector, self._landmarks = self._runner(POSE_DETECTION), self._runner(POSE_LANDMARKS)
+            except Exception as exc:   # a missing or altered file (ModelError), a runtime that cannot load it
+                self.error = f"{type(exc).__name__}: {exc}"
+                raise
         return self._detector, self._landmarks
 
     def bodies(self, image: np.ndarray) -> list[Body]:

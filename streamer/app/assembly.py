@@ -149,6 +149,7 @@ class Product:
         self._results: Any = None
         self._api: ApiBackend | None = None
         self._rpc_access: RpcAccess | None = None
+        self._pose: Any = None
 
     def _once(self, name: str, build: Callable[[], T]) -> T:
         """The part held in attribute `name`, built by `build` on first use, under the product's lock (a
@@ -219,6 +220,15 @@ class Product:
         return self._once("_enhancer", build) if self.config.enhancer.enabled else None
 
     @property
+    def pose(self) -> Any:
+        """BlazePose (engines/pose_segmentation.py), the background's third vote, shared by every session's
+        matte, clip and photo: its networks hold about 70 MB once loaded (on the first read), and its reads
+        take turns on its lock, about 27 ms each, once a second per stream with a background."""
+        from engines.pose_segmentation import PoseSegmenter
+
+        return self._once("_pose", lambda: PoseSegmenter(self.config.background.matte.pose))
+
+    @property
     def face_parser(self) -> FaceParser | None:
         """The face parser every session shares (None without --parser)."""
         def build() -> FaceParser:
@@ -252,7 +262,8 @@ class Product:
         """The REST API's photo path: its own batched IMAGE-mode landmarker and identity calls, the
         kit's denylist, prompt gate, watermark policy and audit log (built on first use)."""
         def build() -> PhotoFuser:
-            models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos)
+            models = PhotoModels(self._photo_landmarker, lambda: self.registry.embedder, self.config.photos,
+                                 pose=self.pose)
             return PhotoFuser(self.config.photos, models, lambda: self._photo_parts(models))
 
         return self._once("_photos", build)
@@ -347,7 +358,7 @@ class Product:
                                          still=StillFaces(still)))
             elif name == "background":
                 # a clip's frames are steadied as a stream's, and each face's head read twice as a photo's
-                stages.append(BackgroundStage(self.config.background, second_look=not live))
+                stages.append(BackgroundStage(self.config.background, second_look=not live, pose=self.pose))
             elif name == "watermark":
                 stages.append(watermark_stage(self.safety))
         return Pipeline(stages)
@@ -408,7 +419,7 @@ class Product:
                 self._kit.close()
             if self._swapper is not None:
                 self._swapper.close()
-            for net in (self._enhancer, self._parser):
+            for net in (self._enhancer, self._parser, self._pose):
                 if net is not None:
                     net.close()
 

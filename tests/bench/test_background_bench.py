@@ -70,4 +70,7 @@ def test_bench_background_quality_shows_a_still_streams_matte_as_good_as_a_photo
     assert voted["pasted_iou_min"] >= 0.9 and voted["pasted_iou_min"] >= held["pasted_iou_min"] + 0.05
     assert voted["pasted_iou_mean"] >= held["pasted_iou_mean"] + 0.005
     assert count(voted["pasted_at_or_over_0.92"]) >= 27 and count(voted["pairs_at_or_over_0.95"]) >= 52
-    assert photo["pose_reads"] >= 45 and looks["pose_reads"] == stream["pose_reads"] == 0
+    assert photo["pose_reads"] >= 45 and looks["pose_reads"] == 0
+    # a still stream's held BlazePose read votes too, once it has come (half a second in)
+    assert count(stream["held_out"]["pasted_at_or_over_0.92"]) >= 26 and stream["pose_reads"] >= 45
+    assert stream["held_out"]["pasted_iou_min"] >= held["pasted_iou_min"] + 0.05

@@ -31,16 +31,17 @@ class BackgroundStage:
     """One stream's background. `live` (a stream or a clip) steadies the matte over frames; a photo
     (`live=False`) takes its own. `second_look`: each face's head is read a second time
     (engines.background.MatteConfig.second_look): photos always; a clip on every network run when asked
-    (`livefuse process` and clip jobs, which no frame clock hurries), with BlazePose's read as a third vote
-    wherever it is read on every run (MatteConfig.pose_look); a stream once a second, holding the read
-    between (MatteConfig.stream_look_frames), since every run would take its frame past the budget."""
+    (`livefuse process` and clip jobs, which no frame clock hurries); a stream once a second, holding the
+    read between (MatteConfig.stream_look_frames), since every run would take its frame past the budget.
+    BlazePose's read is a third vote (MatteConfig.pose_look): on the spot for photos and clips, once a
+    second on a thread of the matte's own for a stream (MatteConfig.stream_pose_frames)."""
 
     name = "background"
 
     def __init__(self, config: BackgroundStageConfig = BackgroundStageConfig(), *, live: bool = True,
                  second_look: bool | None = None, matte_factory: Any = None, pose: Any = None) -> None:
-        """`pose`: a PoseSegmenter to share (the photo API's, whose networks load once for every request);
-        by default the matte makes its own when it first needs one."""
+        """`pose`: a PoseSegmenter to share (the product's, whose networks load once for every session,
+        clip and photo); by default the matte makes its own when it first needs one."""
         self.config = config
         self.live = live
         self.second_look = second_look

@@ -246,9 +246,10 @@ class PhotoModels:
     landmarker shared by every request; its LiteRT files take a batch of one, so a batch runs item by
     item on one thread) and `identity` (dlib's batched descriptor over every source face in the batch)."""
 
-    def __init__(self, landmarker: Callable[[], Any], embedder: Callable[[], Any], config: PhotoConfig = PhotoConfig()) -> None:
+    def __init__(self, landmarker: Callable[[], Any], embedder: Callable[[], Any], config: PhotoConfig = PhotoConfig(),
+                 pose: PoseSegmenter | None = None) -> None:
         """`landmarker()` and `embedder()` give the shared models, called on first use (a server starts
-        before its models load)."""
+        before its models load); `pose` the product's BlazePose (the caller closes it), else one of its own."""
         kw = dict(max_batch=config.max_batch, window_ms=config.window_ms, enabled=config.batching)
         self._get_landmarker, self._get_embedder = landmarker, embedder
         self._landmarker: Any = None
@@ -258,7 +259,8 @@ class PhotoModels:
         self.embedder = _BatchedEmbedder(self.identity)
         # BlazePose for the background's third vote: its networks load once (about 60 ms), on the first
         # photo that asks for a background, and every request's matte reads through this one
-        self.pose = PoseSegmenter()
+        self._own_pose = pose is None
+        self.pose = PoseSegmenter() if pose is None else pose
 
     def landmarker_model(self) -> Any:
         with self._lock:
@@ -292,7 +294,8 @@ class PhotoModels:
             landmarker, self._landmarker = self._landmarker, None
         if landmarker is not None:
             landmarker.close()
-        self.pose.close()
+        if self._own_pose:
+            self.pose.close()
 
 
 class PatternWatermark:

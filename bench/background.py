@@ -95,8 +95,8 @@ def _timing(frames: int) -> dict:
                                 session.backgrounds)
                 off_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every)), pose=pose)
                 on_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every)), pose=pose)
-                first_stage = BackgroundStage(BackgroundStageConfig(matte=MatteConfig(every=every, stream_look_frames=0)),
-                                              pose=pose)
+                first_stage = BackgroundStage(
+                    BackgroundStageConfig(matte=MatteConfig(every=every, stream_look_frames=0)), pose=pose)
                 off, on, first, ran = [], [], [], []
                 for i in range(frames + 5):
                     (y, u, v), hull = clip[i % len(clip)]
@@ -217,7 +217,8 @@ def _quality() -> dict:
                 a = stream_alpha(matte, s) if label == "stream_still" else matte.alpha_rgb(s.image, keep=[s.face_hull])
                 photos[name] = round(ps.iou(a, s), 4)
             r = {"photos_iou": photos, **_pasted(matte, ROOMS, alpha)}
-            r["pairs_without_coffee_min"] = min(v for k, v in r["same_person_two_rooms_iou"].items() if "coffee" not in k)
+            pairs = r["same_person_two_rooms_iou"]
+            r["pairs_without_coffee_min"] = min(v for k, v in pairs.items() if "coffee" not in k)
             if label != "first_look":
                 r["held_out"] = _pasted(matte, HELD_OUT, alpha)
             r["pose_reads"] = matte.pose_reads

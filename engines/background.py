@@ -166,17 +166,18 @@ class MatteConfig:
     with its face, goes into the new mask where the picture has not moved since it was read
     (kernels.numpy.background.moved), and the new run's own read stays where it has. A still person keeps the
     second look's mask; a hand or a turn has the first look where it moves until the next read.
-    pose_look: wherever the second look runs on every network run (photos, and clips that ask), BlazePose's
-    person segmentation (engines.pose_segmentation) is a third vote: the mask is the mean of the first look,
-    the first look with the second written in, and BlazePose's read of the frame (`pose_side` pixels on its
-    long side). A network that finds the body first and reads it in its own square errs elsewhere than the
-    selfie network's two zooms: where one of those takes a thing beside the person for the person, the other
-    two outvote it (docs/background.md, rooms the looks were not tuned on). No body found: the two looks
-    alone, as without it. It costs about 27 ms a read (the detector and the landmark network, one core),
-    which a stream's frame does not hold: a stream reads it once in `stream_pose_frames` frames (a second
-    at 30 fps; 0: never) on a worker thread of its own, so no frame waits for it, and holds the read: on
-    the network's runs after it arrives, the vote is cast where the picture has not moved since the frame
-    it was read from (kernels.numpy.background.moved), and the held looks' mask stays where it has."""
+    pose_look: BlazePose's person segmentation (engines.pose_segmentation) is a third vote, read on the spot
+    wherever the second look runs on every network run (photos, and clips that ask): the mask is the mean of
+    the first look, the first look with the second written in, and BlazePose's read of the frame
+    (`pose_side` pixels on its long side). A network that finds the body first and reads it in its own
+    square errs elsewhere than the selfie network's two zooms: where one of those takes a thing beside the
+    person for the person, the other two outvote it (docs/background.md, rooms the looks were not tuned
+    on). No body found: the two looks alone, as without it. It costs about 27 ms a read (the detector and
+    the landmark network, one core), which a stream's frame does not hold: a stream reads it once in
+    `stream_pose_frames` frames (a second at 30 fps; 0: never) on a worker thread of its own, so no frame
+    waits for it, and holds the read: on the network's runs after it arrives, the vote is cast where the
+    picture has not moved since the frame it was read from (kernels.numpy.background.moved), and the held
+    looks' mask stays where it has."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2

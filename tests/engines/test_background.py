@@ -239,7 +239,8 @@ def test_a_streams_second_look_is_read_once_a_second_and_held_between():
     scene = ps.pasted_scene("grace_hopper", "chelsea", height=0.8, centre_x=0.3)
     rng = np.random.default_rng(3)
     # (BlazePose's held vote off in both: the test before this one has it)
-    first, held = Matte(MatteConfig(stream_look_frames=0, stream_pose_frames=0)), Matte(MatteConfig(stream_pose_frames=0))
+    first = Matte(MatteConfig(stream_look_frames=0, stream_pose_frames=0))
+    held = Matte(MatteConfig(stream_pose_frames=0))
     try:
         for _ in range(34):                                   # a still person: the network on one frame in three
             y, u, v = rgb_to_i420(_noisy(scene.image, rng, 2.0))

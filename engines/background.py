@@ -391,12 +391,7 @@ class Matte:
         if not self.config.pose_look or self.pose_error is not None:
             return looked
         vote = self._pose_vote(first.shape, size, crop, twin)
-        if vote is None:
-            return looked
-        vote += first
-        vote += looked
-        vote *= np.float32(1.0 / 3.0)
-        return vote
+        return looked if vote is None else _three_votes(first, looked, vote)
 
     def _held_pose(self, first: np.ndarray, looked: np.ndarray, guide: np.ndarray, size: tuple[int, int],
                    crop: Crop, twin: Any) -> np.ndarray:
@@ -434,9 +429,7 @@ class Matte:
                               guide.copy(), now, self._generation)
         if held is None or held.prob is None or held.grey.shape != guide.shape:
             return looked
-        voted = first + looked
-        voted += held.prob
-        voted *= np.float32(1.0 / 3.0)
+        voted = _three_votes(first, looked, held.prob)
         voted -= looked
         worth = kn.moved(held.grey, guide, c.motion_level, c.noise)
         np.subtract(1.0, worth, out=worth)
@@ -627,6 +620,15 @@ class Matte:
             self._pose_worker = self._pose_job = None
         if self._own_pose:
             self.pose.close()
+
+
+def _three_votes(first: np.ndarray, looked: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    """The mask BlazePose's vote makes (MatteConfig.pose_look): the mean of the first look, the first look
+    with the second written in, and BlazePose's read, as a new array."""
+    out = first + looked
+    out += pose
+    out *= np.float32(1.0 / 3.0)
+    return out
 
 
 def _timed(read: Callable[..., Any], *args: Any) -> tuple[Any, float]:

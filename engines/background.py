@@ -177,7 +177,14 @@ class MatteConfig:
     `stream_pose_frames` frames (a second at 30 fps; 0: never) on a worker thread of its own, so no frame
     waits for it, and holds the read: on the network's runs after it arrives, the vote is cast where the
     picture has not moved since the frame it was read from (kernels.numpy.background.moved), and the held
-    looks' mask stays where it has."""
+    looks' mask stays where it has.
+    island_reach: a part of the mask (over half person, 8-connected) that holds no face and that BlazePose's
+    vote, where there is one, does not read as a person, and that lies more than `island_reach` widths of
+    the largest face from every part that does, is something in the room taken for a person (a bright
+    galaxy on a deep-sky backdrop, a lamp): it is dropped, with its fringe, before the fit
+    (kernels.numpy.background.drop_islands). A raised hand is joined to its person by the arm, or read as
+    person by BlazePose; a second person's head is a face of its own. No face found: nothing is dropped;
+    0 keeps every part."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -204,6 +211,7 @@ class MatteConfig:
     pose_side: int = 640
     stream_pose_frames: int = 30
     pose: PoseConfig = field(default_factory=PoseConfig)
+    island_reach: float = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +283,7 @@ class Matte:
         self.half_grey: Any = None   # a stream's last frame's 2 x 2 grey means (half_plane; the matte's buffer)
         self._held: list[HeadLook] = []   # a stream's second looks, one per face
         self.looks_read = 0          # a stream's second looks read (each face's counts once)
+        self.islands_dropped = 0     # parts of the network's masks dropped as far from every face (island_reach)
 
     def reset(self) -> None:
         """Forget the stream's history (a new scene, a new stream)."""
@@ -288,8 +297,9 @@ class Matte:
     def _coefficients(self, thumb: np.ndarray, frame_size: tuple[int, int], steady: bool, like: Any,
                       keep: Sequence[np.ndarray] = (), crop: Crop | None = None, second: bool = False):
         """The guided filter's coefficients for this frame: the network's mask of the thumbnail with each
-        face's second look (`crop` reads the frame: on every run with `second`, else a stream's held one),
-        steadied against the last one (streams), fitted to the thumbnail's grey; on the device of `like`."""
+        face's second look (`crop` reads the frame: on every run with `second`, else a stream's held one)
+        and BlazePose's vote, without the parts far from every face, steadied against the last one
+        (streams), fitted to the thumbnail's grey; on the device of `like`."""
         from kernels.numpy import background as kn
 
         c = self.config
@@ -297,15 +307,17 @@ class Matte:
         mask = self.segmenter(thumb, frame_size)
         self.network_runs += 1
         looks = crop is not None and keep and c.second_look > 0
+        vote = None
         if crop is not None and second:
             looked = self._second_look(mask, frame_size, keep, crop, twin_for(like)) if looks else mask
-            mask = self._with_pose(mask, looked, frame_size, crop, twin_for(like))
+            mask, vote = self._with_pose(mask, looked, frame_size, crop, twin_for(like))
         elif steady:
             first = mask
             if looks and c.stream_look_frames > 0:
                 mask = self._held_look(mask, guide, frame_size, keep, crop, twin_for(like))
             if crop is not None and c.pose_look and c.stream_pose_frames > 0 and self.pose_error is None:
-                mask = self._held_pose(first, mask, guide, frame_size, crop, twin_for(like))
+                mask, vote = self._held_pose(first, mask, guide, frame_size, crop, twin_for(like))
+        mask = self._without_islands(mask, keep, frame_size, vote)
         if steady:
             mask = kn.steady(self._mask, mask, self._guide, guide, c.still_weight, c.motion_level, c.noise)
             self._mask, self._guide = mask, guide
@@ -385,19 +397,43 @@ class Matte:
         return looks
 
     def _with_pose(self, first: np.ndarray, looked: np.ndarray, size: tuple[int, int], crop: Crop,
-                   twin: Any) -> np.ndarray:
-        """The mean of the first look, `looked` (the first with the second look written in) and BlazePose's read
-        (MatteConfig.pose_look); `looked` alone when that is off or finds no body."""
+                   twin: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the mean of the first look, `looked` (the first with the second look written in) and BlazePose's
+        read (MatteConfig.pose_look), that read); (`looked`, None) when that is off or finds no body."""
         if not self.config.pose_look or self.pose_error is not None:
-            return looked
+            return looked, None
         vote = self._pose_vote(first.shape, size, crop, twin)
-        return looked if vote is None else _three_votes(first, looked, vote)
+        return (looked, None) if vote is None else (_three_votes(first, looked, vote), vote)
+
+    def _without_islands(self, mask: np.ndarray, keep: Sequence[np.ndarray], size: tuple[int, int],
+                         vote: np.ndarray | None) -> np.ndarray:
+        """`mask` without the parts that lie far from every face (MatteConfig.island_reach): the faces'
+        hulls and BlazePose's `vote` (where it reads a person) are what is known to be the person."""
+        import cv2
+
+        from kernels.numpy import background as kn
+
+        reach = self.config.island_reach
+        if reach <= 0 or not len(keep):
+            return mask
+        mh, mw = mask.shape
+        scale = np.array([mw / size[0], mh / size[1]])
+        seeds = np.zeros(mask.shape, np.uint8) if vote is None else (vote > 0.5).astype(np.uint8)
+        width = 0.0
+        for hull in keep:
+            pts = np.asarray(hull, np.float64)[:, :2] * scale
+            width = max(width, float(np.ptp(pts[:, 0])))
+            cv2.fillConvexPoly(seeds, np.round(pts).astype(np.int32), 1)
+        out, dropped = kn.drop_islands(mask, seeds, reach * max(width, 1.0))
+        self.islands_dropped += dropped
+        return out
 
     def _held_pose(self, first: np.ndarray, looked: np.ndarray, guide: np.ndarray, size: tuple[int, int],
-                   crop: Crop, twin: Any) -> np.ndarray:
-        """A stream's `looked` mask with its held BlazePose read's vote (MatteConfig.stream_pose_frames): the
-        read that has arrived is taken in; a new one is started on the worker when none is under way and the
-        held one is `stream_pose_frames` old; the vote is cast where the picture has not moved since."""
+                   crop: Crop, twin: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """A stream's `looked` mask with its held BlazePose read's vote (MatteConfig.stream_pose_frames), and
+        that vote as it counts (None: none held): the read that has arrived is taken in; a new one is
+        started on the worker when none is under way and the held one is `stream_pose_frames` old; the vote
+        is cast where the picture has not moved since."""
         from concurrent.futures import ThreadPoolExecutor
 
         from kernels.numpy import background as kn
@@ -413,7 +449,7 @@ class Matte:
             except Exception as exc:     # as a photo's: the looks go on alone, said once
                 self.pose_error = f"{type(exc).__name__}: {exc}"
                 log.warning("background: BlazePose's vote is off: %s", self.pose_error)
-                return looked
+                return looked, None
             if generation == self._generation and grey.shape == guide.shape:
                 self._pose_held = PoseRead(prob, grey, frame)
                 self.pose_reads += prob is not None
@@ -421,21 +457,21 @@ class Matte:
         if self._pose_job is None and (held is None or now - held.frame >= c.stream_pose_frames):
             if self.pose.error is not None:
                 self.pose_error = self.pose.error
-                return looked
+                return looked, None
             if self._pose_worker is None:
                 self._pose_worker = ThreadPoolExecutor(1, thread_name_prefix="blazepose")
             thumb = self._pose_thumbnail(size, crop, twin)
             self._pose_job = (self._pose_worker.submit(_timed, self.pose, thumb, (first.shape[1], first.shape[0])),
                               guide.copy(), now, self._generation)
         if held is None or held.prob is None or held.grey.shape != guide.shape:
-            return looked
+            return looked, None
         voted = _three_votes(first, looked, held.prob)
         voted -= looked
         worth = kn.moved(held.grey, guide, c.motion_level, c.noise)
         np.subtract(1.0, worth, out=worth)
         voted *= worth
         voted += looked
-        return voted
+        return voted, held.prob * worth
 
     def _pose_thumbnail(self, size: tuple[int, int], crop: Crop, twin: Any) -> np.ndarray:
         """The whole frame, on the host, at `pose_side` on its long side (even sides): what BlazePose reads."""

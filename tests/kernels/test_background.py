@@ -359,3 +359,30 @@ def test_area_down_is_opencvs_area_mean(frame):
     y = rgb_to_i420(frame)[0]
     assert np.array_equal(nb.area_down(y, (256, 144)), cv2.resize(y, (256, 144), interpolation=cv2.INTER_AREA))
     assert np.array_equal(nb.area_down(y, (300, 200)), cv2.resize(y, (300, 200), interpolation=cv2.INTER_AREA))
+
+
+def test_an_island_far_from_every_face_is_dropped_with_its_fringe_and_a_near_or_seeded_one_stays():
+    h, w = 144, 256
+    mask = np.zeros((h, w), np.float32)
+    cv2.circle(mask, (60, 50), 12, 1.0, -1)              # a head
+    cv2.rectangle(mask, (35, 62), (85, 143), 1.0, -1)     # and shoulders
+    cv2.circle(mask, (200, 40), 6, 1.0, -1)               # a lamp, far off in the room
+    cv2.circle(mask, (105, 90), 4, 1.0, -1)               # a hand held out beside the body: near
+    cv2.circle(mask, (220, 110), 10, 1.0, -1)             # a second face, far off too
+    mask = cv2.GaussianBlur(mask, (0, 0), 1.5)            # the network's soft edges
+    seeds = np.zeros((h, w), np.uint8)
+    cv2.circle(seeds, (60, 50), 8, 1, -1)
+    cv2.circle(seeds, (220, 110), 5, 1, -1)
+    out, dropped = nb.drop_islands(mask, seeds, reach=30.0)
+    assert dropped == 1
+    assert out[28:53, 187:214].max() < 0.1                # the lamp and its fringe are gone: what is left of
+                                                          # the blur's tail lies far under the fit's `low`
+    lamp = np.zeros((h, w), bool)
+    lamp[28:53, 187:214] = True
+    np.testing.assert_array_equal(out[~lamp], mask[~lamp])   # everything else is as the network read it
+    assert out[90, 105] > 0.5 and out[110, 220] > 0.5
+    # nothing known to be the person, or one part only: the mask as it is
+    assert nb.drop_islands(mask, np.zeros_like(seeds), 30.0) == (mask, 0)
+    assert nb.drop_islands(mask, seeds, 200.0)[1] == 0
+    one = (mask > 0.5) & ~lamp
+    assert nb.drop_islands(np.where(one, mask, 0).astype(np.float32), seeds, 5.0)[1] == 1   # only the hand is farther

@@ -131,22 +131,46 @@ class TextEncoder:
         self.max_length = _token_limit(folder, self.tokenizer, cfg, max_length)
 
     def encode(self, texts: Sequence[str]) -> Encoded:
+        """Many texts run in batches of like length (`length_batches`): a short prompt is never padded to a
+        long one's length, which on a corpus of prompts costs several times the encoder's own work."""
         texts = [self.prefix + t for t in texts] if self.prefix else list(texts)
         with self._lock, torch.inference_mode():
             full = self.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
-            batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-            batch = {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
-            out = self.model(**batch)
-            hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            if self.normalise:
-                pooled = torch.nn.functional.normalize(pooled.float(), dim=-1)
-        return Encoded(
-            pooled=pooled.float().cpu().numpy(),
-            truncated=tuple(len(ids) > self.max_length for ids in full),
-            n_tokens=tuple(min(len(ids), self.max_length) for ids in full),
-        )
+            n_tokens = [min(len(ids), self.max_length) for ids in full]
+            pooled = np.zeros((len(texts), self.hidden_size), np.float32)
+            for rows in length_batches(n_tokens):
+                pooled[rows] = self._pooled([texts[i] for i in rows])
+        return Encoded(pooled=pooled, truncated=tuple(len(ids) > self.max_length for ids in full),
+                       n_tokens=tuple(n_tokens))
+
+    def _pooled(self, texts: list[str]) -> np.ndarray:
+        """One padded batch through the model: the masked mean of the last hidden states (normalised when
+        the encoder's spec says so)."""
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        batch = {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+        out = self.model(**batch)
+        hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        if self.normalise:
+            pooled = torch.nn.functional.normalize(pooled.float(), dim=-1)
+        return pooled.float().cpu().numpy()
+
+
+BATCH_TOKENS = 4096   # a batch's padded tokens (texts x its longest): bounds its memory, not its padding
+
+
+def length_batches(n_tokens: Sequence[int], budget: int = BATCH_TOKENS) -> list[list[int]]:
+    """The texts' indices in batches of like length: ordered by token count, each batch as many as fit
+    `budget` padded tokens (at least one)."""
+    order = sorted(range(len(n_tokens)), key=lambda i: n_tokens[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * max(1, n_tokens[i]) <= budget:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def _token_limit(folder: Path | None, tokenizer, cfg, requested: int | None) -> int:

@@ -130,6 +130,22 @@ def test_pooling_is_over_the_mask_so_a_batch_does_not_change_a_prompt(tiny_decod
         assert np.allclose(alone, batched, atol=1e-4), enc.name
 
 
+def test_many_texts_run_in_batches_of_like_length_and_come_back_in_order():
+    """A corpus is encoded in batches of like length (a short prompt padded to a long one's length cost
+    three times the work on the policy corpus); each text's reading is the one it gets alone."""
+    from engines.prompt.encoder import length_batches
+
+    n = [3, 40, 5, 300, 7, 41]
+    batches = length_batches(n, budget=100)
+    assert batches == [[0, 2, 4], [1, 5], [3]]
+    texts = ["a slight smile", "smile " * 50, "red lips", "brighter skin and a warm tan, please", "tan"]
+    enc = TextEncoder("minilm")
+    together = enc.encode(texts)
+    alone = np.stack([enc.encode([t]).pooled[0] for t in texts])
+    np.testing.assert_allclose(together.pooled, alone, atol=1e-4)
+    assert together.n_tokens == tuple(enc.encode([t]).n_tokens[0] for t in texts)
+
+
 def test_uncalibrated_encoder_names_the_calibrate_command(tiny_decoder, tmp_path, monkeypatch):
     monkeypatch.setenv("LIVEFUSE_HOME", str(tmp_path))
     with pytest.raises(CalibrationError, match="livefuse calibrate --encoder"):

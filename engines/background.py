@@ -183,8 +183,10 @@ class MatteConfig:
     the largest face from every part that does, is something in the room taken for a person (a bright
     galaxy on a deep-sky backdrop, a lamp): it is dropped, with its fringe, before the fit
     (kernels.numpy.background.drop_islands). A raised hand is joined to its person by the arm, or read as
-    person by BlazePose; a second person's head is a face of its own. No face found: nothing is dropped;
-    0 keeps every part."""
+    person by BlazePose; a second person's head is a face of its own. island_area: a part over this many
+    areas of the largest face stays wherever it is (a second person seen from behind, whose face is not
+    found, is several; the galaxies and lamps the network takes are under one). No face found: nothing is
+    dropped; island_reach 0 keeps every part."""
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     radius: int = 2
@@ -212,6 +214,7 @@ class MatteConfig:
     stream_pose_frames: int = 30
     pose: PoseConfig = field(default_factory=PoseConfig)
     island_reach: float = 1.5
+    island_area: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,12 +422,13 @@ class Matte:
         mh, mw = mask.shape
         scale = np.array([mw / size[0], mh / size[1]])
         seeds = np.zeros(mask.shape, np.uint8) if vote is None else (vote > 0.5).astype(np.uint8)
-        width = 0.0
+        width = area = 0.0
         for hull in keep:
             pts = np.asarray(hull, np.float64)[:, :2] * scale
             width = max(width, float(np.ptp(pts[:, 0])))
+            area = max(area, float(cv2.contourArea(pts.astype(np.float32))))
             cv2.fillConvexPoly(seeds, np.round(pts).astype(np.int32), 1)
-        out, dropped = kn.drop_islands(mask, seeds, reach * max(width, 1.0))
+        out, dropped = kn.drop_islands(mask, seeds, reach * max(width, 1.0), self.config.island_area * max(area, 1.0))
         self.islands_dropped += dropped
         return out
 

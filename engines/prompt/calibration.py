@@ -33,7 +33,7 @@ class CalibrationConfig:
     weight_decay: float = 1e-2
     head_hidden: int = 256
     seed: int = 5
-    batch: int = 64          # encoder batch size
+    batch: int = 1024        # texts handed to the encoder at once (it runs them in batches of like length)
     glossary: bool | None = None   # translate Chinese before encoding; None: the encoder's own default (EncoderSpec)
     dropout: float = 0.3     # on the condition while fitting: the held-out zeros stay near zero
     noise: float = 0.0       # Gaussian noise on the standardised embedding while fitting

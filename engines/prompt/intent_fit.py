@@ -56,7 +56,7 @@ class IntentConfig:
     unrelated_quantile: float = 0.995   # of allowed validation clauses' P(unrelated): their "not understood" rate
     unrelated_min: float = 0.8   # "not understood" only when the head is this sure: a false one costs a real edit
     edit_examples: int = 1600    # edit-corpus training prompts taken as more `allowed` examples
-    batch: int = 64
+    batch: int = 1024        # texts handed to the encoder at once (it runs them in batches of like length)
     seed: int = 5
 
 

@@ -98,13 +98,14 @@ def fit_holds(fit: tuple[np.ndarray, np.ndarray], mask: np.ndarray, guide: np.nd
     return float(moved(then_guide, guide, noise=noise, radius=radius).max()) == 0.0
 
 
-def drop_islands(mask: np.ndarray, seeds: np.ndarray, reach: float, level: float = 0.5,
-                 grow: int = 2) -> tuple[np.ndarray, int]:
+def drop_islands(mask: np.ndarray, seeds: np.ndarray, reach: float, max_area: float = float("inf"),
+                 level: float = 0.5, grow: int = 2) -> tuple[np.ndarray, int]:
     """(`mask` without its far islands, how many were dropped): the parts of `mask` > `level` (8-connected)
-    that hold no `seeds` pixel (the places known to be the person, uint8 or bool, the mask's shape) and lie
-    more than `reach` mask pixels from every part that does, set to 0 together with their fringe (`grow`
-    pixels around them, but not within `reach` / 2 of the seeded parts). `mask` itself when nothing is
-    dropped, else a new array. No seeded part (nobody known to be there): nothing is dropped."""
+    that hold no `seeds` pixel (the places known to be the person, uint8 or bool, the mask's shape), cover
+    at most `max_area` mask pixels and lie more than `reach` mask pixels from every part that does, set to
+    0 together with their fringe (`grow` pixels around them, but not within `reach` / 2 of the seeded
+    parts). `mask` itself when nothing is dropped, else a new array. No seeded part (nobody known to be
+    there): nothing is dropped."""
     person = (mask > level).astype(np.uint8)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(person, connectivity=8)
     if n <= 2:
@@ -119,7 +120,9 @@ def drop_islands(mask: np.ndarray, seeds: np.ndarray, reach: float, level: float
     dist = cv2.distanceTransform(1 - anchor, cv2.DIST_L2, cv2.DIST_MASK_5)
     far = np.zeros(n, np.uint8)
     for i in np.flatnonzero(seeded == 0)[1:]:          # label 0 is the room
-        x, y, w, h = stats[i, :4]
+        x, y, w, h, area = stats[i]
+        if area > max_area:
+            continue
         box = dist[y:y + h, x:x + w]
         far[i] = box[labels[y:y + h, x:x + w] == i].min() > reach
     if not far.any():

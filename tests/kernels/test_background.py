@@ -384,5 +384,7 @@ def test_an_island_far_from_every_face_is_dropped_with_its_fringe_and_a_near_or_
     # nothing known to be the person, or one part only: the mask as it is
     assert nb.drop_islands(mask, np.zeros_like(seeds), 30.0) == (mask, 0)
     assert nb.drop_islands(mask, seeds, 200.0)[1] == 0
+    assert nb.drop_islands(mask, seeds, 30.0, max_area=120.0)[1] == 1      # the lamp covers 109 pixels:
+    assert nb.drop_islands(mask, seeds, 30.0, max_area=100.0)[1] == 0      # a part larger stays wherever it is
     one = (mask > 0.5) & ~lamp
     assert nb.drop_islands(np.where(one, mask, 0).astype(np.float32), seeds, 5.0)[1] == 1   # only the hand is farther

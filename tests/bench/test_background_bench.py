@@ -63,14 +63,15 @@ def test_bench_background_quality_shows_a_still_streams_matte_as_good_as_a_photo
         assert count(looked["pairs_at_or_over_0.95"]) >= 33
         assert count(looked["pairs_at_or_over_0.95"]) >= count(first["pairs_at_or_over_0.95"]) + 10
     assert abs(stream["pasted_iou_mean"] - photo["pasted_iou_mean"]) <= 0.01
-    # on the seven rooms no setting was chosen on, BlazePose's vote lifts the worst scenes (measured
-    # 2026-12-07: two looks mean 0.963, lowest 0.805, 24 of 28 at or over 0.92, 47 of 84 pairs at or over
-    # 0.95; with the vote 0.974, 0.924, 28 of 28 and 58 of 84)
+    # on the seven held-out rooms (only island_reach was chosen there, on the deep sky's galaxies), BlazePose's
+    # vote lifts the worst scenes (measured 2026-12-08: two looks mean 0.967, lowest 0.805, 25 of 28 at or
+    # over 0.92, 56 of 84 pairs at or over 0.95; with the vote 0.976, 0.924, 28 of 28 and 68 of 84)
     held, voted = looks["held_out"], photo["held_out"]
     assert voted["pasted_iou_min"] >= 0.9 and voted["pasted_iou_min"] >= held["pasted_iou_min"] + 0.05
     assert voted["pasted_iou_mean"] >= held["pasted_iou_mean"] + 0.005
-    assert count(voted["pasted_at_or_over_0.92"]) >= 27 and count(voted["pairs_at_or_over_0.95"]) >= 52
+    assert count(voted["pasted_at_or_over_0.92"]) >= 27 and count(voted["pairs_at_or_over_0.95"]) >= 64
     assert photo["pose_reads"] >= 45 and looks["pose_reads"] == 0
-    # a still stream's held BlazePose read votes too, once it has come (half a second in)
+    # a still stream's held BlazePose read votes too, once it has come (half a second in): 69 of 84 pairs
     assert count(stream["held_out"]["pasted_at_or_over_0.92"]) >= 26 and stream["pose_reads"] >= 45
+    assert count(stream["held_out"]["pairs_at_or_over_0.95"]) >= 64
     assert stream["held_out"]["pasted_iou_min"] >= held["pasted_iou_min"] + 0.05

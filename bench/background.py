@@ -305,6 +305,39 @@ def _network_alone(frames: int) -> dict:
     return _stats(ts)
 
 
+def _island_step(frames: int) -> dict:
+    """What dropping the islands costs on a network read (MatteConfig.island_reach), on the network's own mask
+    of the astronaut at 80 %: before the studio backdrop (one part: the connected-components pass alone)
+    and before the deep sky (galaxies taken for people: the whole step), OpenCV on one thread."""
+    import cv2
+    import numpy as np
+
+    from bench import _person_scenes as ps
+    from engines.background import Matte
+    from kernels.numpy.background import i420_thumbnail
+    from kernels.numpy.color import rgb_to_i420
+
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    out = {}
+    matte = Matte()
+    try:
+        for room in ("studio", "hubble"):
+            s = ps.pasted_scene("astronaut", room, height=0.8, centre_x=0.3)
+            mask = matte.segmenter(i420_thumbnail(*rgb_to_i420(s.image), matte.segmenter.input_size(1280, 720)),
+                                   (1280, 720))
+            before, ts = matte.islands_dropped, []
+            for _ in range(frames):
+                t0 = time.thread_time()
+                matte._without_islands(mask, [s.face_hull], (1280, 720), None)
+                ts.append((time.thread_time() - t0) * 1000.0)
+            out[room] = {**_stats(ts), "islands_dropped_per_read": (matte.islands_dropped - before) / frames}
+    finally:
+        matte.close()
+        cv2.setNumThreads(threads)
+    return out
+
+
 def _product(frames: int) -> dict:
     """The product's stream pipeline (planes, live) on a moving 1280x720 face, three sessions in turn."""
     import numpy as np
@@ -359,7 +392,8 @@ def run(args) -> dict:
     if not getattr(args, "no_stream", False):
         out = {"frame": "1280x720 I420 planes through the background stage, one core (OpenCV 1 thread, LiteRT 1 "
                         "thread), CPU time of the calling thread; off = the same stage with no background asked for",
-               "network_alone": _network_alone(args.frames), "timing": _timing(args.frames)}
+               "network_alone": _network_alone(args.frames), "island_step": _island_step(max(100, args.frames)),
+               "timing": _timing(args.frames)}
     if getattr(args, "product", False):
         out["product_1280x720"] = _product(max(30, args.frames // 2))
     if not args.no_quality:

@@ -419,6 +419,9 @@ class Matte:
         reach = self.config.island_reach
         if reach <= 0 or not len(keep):
             return mask
+        parts = kn.mask_parts(mask)
+        if parts[0] <= 2:              # the room and at most one part: nothing to drop
+            return mask
         mh, mw = mask.shape
         scale = np.array([mw / size[0], mh / size[1]])
         seeds = np.zeros(mask.shape, np.uint8) if vote is None else (vote > 0.5).astype(np.uint8)
@@ -428,7 +431,8 @@ class Matte:
             width = max(width, float(np.ptp(pts[:, 0])))
             area = max(area, float(cv2.contourArea(pts.astype(np.float32))))
             cv2.fillConvexPoly(seeds, np.round(pts).astype(np.int32), 1)
-        out, dropped = kn.drop_islands(mask, seeds, reach * max(width, 1.0), self.config.island_area * max(area, 1.0))
+        out, dropped = kn.drop_islands(mask, parts, seeds, reach * max(width, 1.0),
+                                       self.config.island_area * max(area, 1.0))
         self.islands_dropped += dropped
         return out
 

@@ -98,36 +98,36 @@ def fit_holds(fit: tuple[np.ndarray, np.ndarray], mask: np.ndarray, guide: np.nd
     return float(moved(then_guide, guide, noise=noise, radius=radius).max()) == 0.0
 
 
-def drop_islands(mask: np.ndarray, seeds: np.ndarray, reach: float, max_area: float = float("inf"),
-                 level: float = 0.5, grow: int = 2) -> tuple[np.ndarray, int]:
-    """(`mask` without its far islands, how many were dropped): the parts of `mask` > `level` (8-connected)
-    that hold no `seeds` pixel (the places known to be the person, uint8 or bool, the mask's shape), cover
-    at most `max_area` mask pixels and lie more than `reach` mask pixels from every part that does, set to
-    0 together with their fringe (`grow` pixels around them, but not within `reach` / 2 of the seeded
+def mask_parts(mask: np.ndarray, level: float = 0.5) -> tuple[int, np.ndarray]:
+    """(labels, counting the room's 0, the labels) of the 8-connected parts of `mask` > `level`."""
+    person = (mask > level).astype(np.uint8)
+    return cv2.connectedComponents(person, connectivity=8, ltype=cv2.CV_32S)
+
+
+def drop_islands(mask: np.ndarray, parts: tuple[int, np.ndarray], seeds: np.ndarray, reach: float,
+                 max_area: float = float("inf"), grow: int = 2) -> tuple[np.ndarray, int]:
+    """(`mask` without its far islands, how many were dropped): the `parts` of `mask` (mask_parts) that
+    hold no `seeds` pixel (the places known to be the person, uint8 or bool, the mask's shape), cover at
+    most `max_area` mask pixels and lie more than `reach` mask pixels from every part that does, set to 0
+    together with their fringe (`grow` pixels around them, but not within `reach` / 2 of the seeded
     parts). `mask` itself when nothing is dropped, else a new array. No seeded part (nobody known to be
     there): nothing is dropped."""
-    person = (mask > level).astype(np.uint8)
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(person, connectivity=8)
+    n, labels = parts
     if n <= 2:
         return mask, 0
-    seeded = np.zeros(n, np.uint8)
-    seeded[labels[(seeds > 0) & (person > 0)]] = 1
-    seeded[0] = 0
+    seeded = np.bincount(labels[seeds > 0], minlength=n) > 0
+    seeded[0] = False
     if not seeded.any():
         return mask, 0
-    anchor = seeded[labels]
+    anchor = seeded[labels].astype(np.uint8)
     anchor |= (seeds > 0).astype(np.uint8)
     dist = cv2.distanceTransform(1 - anchor, cv2.DIST_L2, cv2.DIST_MASK_5)
-    far = np.zeros(n, np.uint8)
-    for i in np.flatnonzero(seeded == 0)[1:]:          # label 0 is the room
-        x, y, w, h, area = stats[i]
-        if area > max_area:
-            continue
-        box = dist[y:y + h, x:x + w]
-        far[i] = box[labels[y:y + h, x:x + w] == i].min() > reach
+    near = np.bincount(labels[dist <= reach], minlength=n) > 0       # a part with a pixel within reach
+    far = ~(near | seeded | (np.bincount(labels.ravel(), minlength=n) > max_area))
+    far[0] = False
     if not far.any():
         return mask, 0
-    gone = cv2.dilate(far[labels], np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)) > 0
+    gone = cv2.dilate(far[labels].astype(np.uint8), np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)) > 0
     out = mask.copy()
     out[gone & (dist > 0.5 * reach)] = 0.0
     return out, int(far.sum())

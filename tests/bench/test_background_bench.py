@@ -13,6 +13,9 @@ def test_bench_background_prints_off_and_on_per_mode(capsys):
     assert main(["bench", "background", "--frames", "3", "--no-quality", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["network_alone"]["median_ms"] > 0
+    islands = out["island_step"]     # the deep sky's galaxies are dropped on every read, the studio has none
+    assert islands["hubble"]["islands_dropped_per_read"] >= 1 and islands["studio"]["islands_dropped_per_read"] == 0
+    assert islands["hubble"]["median_ms"] > islands["studio"]["median_ms"] > 0
     for clip in ("still_every2", "still_every1", "swaying_every2", "moving_every2", "moving_every1"):
         for mode in ("blur", "color", "image"):
             row = out["timing"][clip][mode]

@@ -373,7 +373,8 @@ def test_an_island_far_from_every_face_is_dropped_with_its_fringe_and_a_near_or_
     seeds = np.zeros((h, w), np.uint8)
     cv2.circle(seeds, (60, 50), 8, 1, -1)
     cv2.circle(seeds, (220, 110), 5, 1, -1)
-    out, dropped = nb.drop_islands(mask, seeds, reach=30.0)
+    parts = nb.mask_parts(mask)
+    out, dropped = nb.drop_islands(mask, parts, seeds, reach=30.0)
     assert dropped == 1
     assert out[28:53, 187:214].max() < 0.1                # the lamp and its fringe are gone: what is left of
                                                           # the blur's tail lies far under the fit's `low`
@@ -382,9 +383,11 @@ def test_an_island_far_from_every_face_is_dropped_with_its_fringe_and_a_near_or_
     np.testing.assert_array_equal(out[~lamp], mask[~lamp])   # everything else is as the network read it
     assert out[90, 105] > 0.5 and out[110, 220] > 0.5
     # nothing known to be the person, or one part only: the mask as it is
-    assert nb.drop_islands(mask, np.zeros_like(seeds), 30.0) == (mask, 0)
-    assert nb.drop_islands(mask, seeds, 200.0)[1] == 0
-    assert nb.drop_islands(mask, seeds, 30.0, max_area=120.0)[1] == 1      # the lamp covers 109 pixels:
-    assert nb.drop_islands(mask, seeds, 30.0, max_area=100.0)[1] == 0      # a part larger stays wherever it is
+    assert nb.drop_islands(mask, parts, np.zeros_like(seeds), 30.0) == (mask, 0)
+    assert nb.drop_islands(mask, parts, seeds, 200.0)[1] == 0
+    assert nb.drop_islands(mask, parts, seeds, 30.0, max_area=120.0)[1] == 1      # the lamp covers 109 pixels:
+    assert nb.drop_islands(mask, parts, seeds, 30.0, max_area=100.0)[1] == 0      # a part larger stays wherever it is
     one = (mask > 0.5) & ~lamp
-    assert nb.drop_islands(np.where(one, mask, 0).astype(np.float32), seeds, 5.0)[1] == 1   # only the hand is farther
+    alone = np.where(one, mask, 0).astype(np.float32)
+    assert nb.drop_islands(alone, nb.mask_parts(alone), seeds, 5.0)[1] == 1   # only the hand is farther
+    assert nb.mask_parts(np.where(mask > 0.5, 0, mask).astype(np.float32))[0] == 1       # no part: the room alone

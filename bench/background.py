@@ -231,7 +231,8 @@ def _quality() -> dict:
 def _gallery(folder: str) -> str:
     """Busy-room scenes keyed green, at half size, in three columns: as the network's first look keys them,
     with the second look written in (a stream, once it has read the head, keys them so), and as a photo does
-    with BlazePose's vote too; the last row's garage is one of the held-out rooms. The path written."""
+    with BlazePose's vote too; the last row's garage is one of the held-out rooms. The path written; beside
+    it islands.png: both people before the deep sky, its galaxies' islands kept and dropped."""
     from pathlib import Path
 
     import cv2
@@ -257,6 +258,19 @@ def _gallery(folder: str) -> str:
     path = Path(folder) / "second_look.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(path), cv2.cvtColor(np.vstack(rows), cv2.COLOR_RGB2BGR))
+    islands = []                   # the deep sky keyed green with its far islands kept, and dropped (the default)
+    for name in ("grace_hopper", "astronaut"):
+        s = ps.pasted_scene(name, "hubble", height=0.8, centre_x=0.3)
+        row = []
+        for config in (MatteConfig(island_reach=0.0), MatteConfig()):
+            matte = Matte(config)
+            try:
+                out = compose_rgb(s.image, matte.alpha_rgb(s.image, keep=[s.face_hull]), key)
+            finally:
+                matte.close()
+            row.append(cv2.resize(out, (640, 360), interpolation=cv2.INTER_AREA))
+        islands.append(np.hstack(row))
+    cv2.imwrite(str(path.with_name("islands.png")), cv2.cvtColor(np.vstack(islands), cv2.COLOR_RGB2BGR))
     return str(path)
 
 

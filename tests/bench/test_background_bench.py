@@ -47,6 +47,10 @@ def test_bench_background_gallery_shows_the_looks_and_the_vote_side_by_side(caps
     # and in the garage (the last row) BlazePose's vote keys away the motorcycle tank the second look took
     garage = [image[1080:, i * 640:(i + 1) * 640].astype(int) for i in range(3)]
     assert green(garage[2]) > green(garage[1]) + 0.01, [green(g) for g in garage]
+    # and before the deep sky the galaxies kept as people (left) are keyed away (right)
+    islands = cv2.imread(str(tmp_path / "islands.png")).astype(int)
+    assert islands.shape == (720, 1280, 3)
+    assert green(islands[:, 640:]) > green(islands[:, :640]) + 0.004     # measured: 0.815 -> 0.823
 
 
 def test_bench_background_quality_shows_a_still_streams_matte_as_good_as_a_photos(capsys):

@@ -228,26 +228,21 @@ def _quality() -> dict:
     return res
 
 
-def _gallery(folder: str) -> str:
-    """Busy-room scenes keyed green, at half size, in three columns: as the network's first look keys them,
-    with the second look written in (a stream, once it has read the head, keys them so), and as a photo does
-    with BlazePose's vote too; the last row's garage is one of the held-out rooms. The path written; beside
-    it islands.png: both people before the deep sky, its galaxies' islands kept and dropped."""
-    from pathlib import Path
-
+def _keyed_sheet(scenes, configs) -> np.ndarray:
+    """Each scene (name, room, height, centre_x) a row, each matte config a column: the pasted scene keyed
+    green by that config's photo matte, at half size (640 x 360)."""
     import cv2
     import numpy as np
 
     from bench import _person_scenes as ps
-    from engines.background import BackgroundSpec, Matte, MatteConfig, compose_rgb
+    from engines.background import BackgroundSpec, Matte, compose_rgb
 
     key = BackgroundSpec("color", color=(0, 255, 0))
     rows = []
-    for name, room, h, c in (("grace_hopper", "chelsea", 0.8, 0.3), ("astronaut", "coffee", 1.0, 0.5),
-                             ("grace_hopper", "coffee", 1.0, 0.5), ("astronaut", "motorcycle", 0.8, 0.3)):
+    for name, room, h, c in scenes:
         s = ps.pasted_scene(name, room, height=h, centre_x=c)
         row = []
-        for config in (MatteConfig(second_look=0.0, pose_look=False), MatteConfig(pose_look=False), MatteConfig()):
+        for config in configs:
             matte = Matte(config)
             try:
                 out = compose_rgb(s.image, matte.alpha_rgb(s.image, keep=[s.face_hull]), key)
@@ -255,22 +250,29 @@ def _gallery(folder: str) -> str:
                 matte.close()
             row.append(cv2.resize(out, (640, 360), interpolation=cv2.INTER_AREA))
         rows.append(np.hstack(row))
+    return np.vstack(rows)
+
+
+def _gallery(folder: str) -> str:
+    """Busy-room scenes keyed green, at half size, in three columns: as the network's first look keys them,
+    with the second look written in (a stream, once it has read the head, keys them so), and as a photo does
+    with BlazePose's vote too; the last row's garage is one of the held-out rooms. The path written; beside
+    it islands.png: both people before the deep sky, its galaxies' islands kept and dropped (the default)."""
+    from pathlib import Path
+
+    import cv2
+
+    from engines.background import MatteConfig
+
+    looks = _keyed_sheet((("grace_hopper", "chelsea", 0.8, 0.3), ("astronaut", "coffee", 1.0, 0.5),
+                          ("grace_hopper", "coffee", 1.0, 0.5), ("astronaut", "motorcycle", 0.8, 0.3)),
+                         (MatteConfig(second_look=0.0, pose_look=False), MatteConfig(pose_look=False), MatteConfig()))
+    islands = _keyed_sheet((("grace_hopper", "hubble", 0.8, 0.3), ("astronaut", "hubble", 0.8, 0.3)),
+                           (MatteConfig(island_reach=0.0), MatteConfig()))
     path = Path(folder) / "second_look.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(path), cv2.cvtColor(np.vstack(rows), cv2.COLOR_RGB2BGR))
-    islands = []                   # the deep sky keyed green with its far islands kept, and dropped (the default)
-    for name in ("grace_hopper", "astronaut"):
-        s = ps.pasted_scene(name, "hubble", height=0.8, centre_x=0.3)
-        row = []
-        for config in (MatteConfig(island_reach=0.0), MatteConfig()):
-            matte = Matte(config)
-            try:
-                out = compose_rgb(s.image, matte.alpha_rgb(s.image, keep=[s.face_hull]), key)
-            finally:
-                matte.close()
-            row.append(cv2.resize(out, (640, 360), interpolation=cv2.INTER_AREA))
-        islands.append(np.hstack(row))
-    cv2.imwrite(str(path.with_name("islands.png")), cv2.cvtColor(np.vstack(islands), cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(path), cv2.cvtColor(looks, cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(path.with_name("islands.png")), cv2.cvtColor(islands, cv2.COLOR_RGB2BGR))
     return str(path)
 
 

@@ -479,7 +479,8 @@ class Matte:
         np.subtract(1.0, worth, out=worth)
         voted *= worth
         voted += looked
-        return voted, held.prob * worth
+        worth *= held.prob                # the vote as it counted: no new array on the frame thread
+        return voted, worth
 
     def _pose_thumbnail(self, size: tuple[int, int], crop: Crop, twin: Any) -> np.ndarray:
         """The whole frame, on the host, at `pose_side` on its long side (even sides): what BlazePose reads."""

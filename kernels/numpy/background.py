@@ -99,7 +99,7 @@ def fit_holds(fit: tuple[np.ndarray, np.ndarray], mask: np.ndarray, guide: np.nd
 
 
 def mask_parts(mask: np.ndarray, level: float = 0.5) -> tuple[int, np.ndarray]:
-    """(labels, counting the room's 0, the labels) of the 8-connected parts of `mask` > `level`."""
+    """(how many labels, the room's 0 among them; the labels) of the 8-connected parts of `mask` > `level`."""
     person = (mask > level).astype(np.uint8)
     return cv2.connectedComponents(person, connectivity=8, ltype=cv2.CV_32S)
 
@@ -115,12 +115,12 @@ def drop_islands(mask: np.ndarray, parts: tuple[int, np.ndarray], seeds: np.ndar
     n, labels = parts
     if n <= 2:
         return mask, 0
-    seeded = np.bincount(labels[seeds > 0], minlength=n) > 0
+    known = seeds > 0
+    seeded = np.bincount(labels[known], minlength=n) > 0
     seeded[0] = False
     if not seeded.any():
         return mask, 0
-    anchor = seeded[labels].astype(np.uint8)
-    anchor |= (seeds > 0).astype(np.uint8)
+    anchor = (seeded[labels] | known).astype(np.uint8)
     dist = cv2.distanceTransform(1 - anchor, cv2.DIST_L2, cv2.DIST_MASK_5)
     near = np.bincount(labels[dist <= reach], minlength=n) > 0       # a part with a pixel within reach
     far = ~(near | seeded | (np.bincount(labels.ravel(), minlength=n) > max_area))
